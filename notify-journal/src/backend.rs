@@ -1,0 +1,127 @@
+//! The backend trait every journal implements (redb here; in-memory in the testkit;
+//! server-backed ones elsewhere). No storage-engine types appear in it.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use notify_types::{JournalRecord, SessionId, Uuid};
+
+use crate::error::{AppendError, JournalError};
+
+/// A boxed, `Send` future, so the trait stays object safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The result of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AppendOutcome {
+    /// The frame's sequence in its session (from 1, gap-free).
+    pub seq: u64,
+    /// `true` if this call wrote a new frame; `false` if an identical record was
+    /// already journaled under the same key (then `seq` is the original frame's).
+    pub appended: bool,
+}
+
+/// One journaled frame: its sequence and its decoded record.
+pub type Frame = (u64, JournalRecord);
+
+/// An append-only, per-session journal with an idempotency index.
+///
+/// Contract (the testkit's conformance suite checks every backend against it):
+///
+/// * per session, sequences start at 1 and grow by exactly 1 per new frame;
+/// * `append` resolves only once the frame is durable;
+/// * the same key with byte-identical encoded record returns the original seq with
+///   `appended: false` and writes nothing; the same key with different bytes (or
+///   another record kind) is [`AppendError::Collision`] carrying the original seq;
+/// * a key counts as seen only once its frame is committed;
+/// * `replay` yields frames in sequence order.
+pub trait JournalBackend: Send + Sync {
+    /// Appends `record` to `session`'s log under `record.key()`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the write: the record may or may not be
+    /// journaled. Retrying with the identical record is always safe.
+    fn append(
+        &self,
+        session: SessionId,
+        record: JournalRecord,
+    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>>;
+
+    /// The sequence at which `key` is journaled in `session`, from the index alone.
+    fn lookup(
+        &self,
+        session: SessionId,
+        key: Uuid,
+    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>>;
+
+    /// Frames of `session` with sequence `>= from_seq`, in order (at most `limit`).
+    fn replay(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>>;
+
+    /// The highest sequence of `session` (0 when it has no frames).
+    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>>;
+
+    /// Every session with at least one frame, in ID order.
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
+}
+
+/// Replays a whole session through any backend, page by page.
+///
+/// # Errors
+///
+/// The first [`JournalError`] any page returns.
+pub async fn replay_all<B: JournalBackend + ?Sized>(
+    backend: &B,
+    session: SessionId,
+) -> Result<Vec<Frame>, JournalError> {
+    const PAGE: usize = 4096;
+    let mut out = Vec::new();
+    let mut from = 1;
+    loop {
+        let page = backend.replay(session, from, PAGE).await?;
+        let n = page.len();
+        if let Some((seq, _)) = page.last() {
+            from = seq + 1;
+        }
+        out.extend(page);
+        if n < PAGE {
+            return Ok(out);
+        }
+    }
+}
+
+impl<T: JournalBackend + ?Sized> JournalBackend for std::sync::Arc<T> {
+    fn append(
+        &self,
+        session: SessionId,
+        record: JournalRecord,
+    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
+        (**self).append(session, record)
+    }
+    fn lookup(
+        &self,
+        session: SessionId,
+        key: Uuid,
+    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
+        (**self).lookup(session, key)
+    }
+    fn replay(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+        (**self).replay(session, from_seq, limit)
+    }
+    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
+        (**self).last_seq(session)
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        (**self).sessions()
+    }
+}

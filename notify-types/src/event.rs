@@ -1,0 +1,173 @@
+//! Journaled session events and the deterministic IDs derived for them.
+
+use uuid::Uuid;
+
+use crate::id::{CommandId, EventId, LoopId, SessionId};
+use crate::lifecycle::ProcessLifecycleMetadata;
+use crate::state::ProcessLifecycleKind;
+
+/// The namespace of every UUIDv5 this crate derives. Changing it changes the journal
+/// format: derived IDs must stay stable across releases.
+const DERIVED_NAMESPACE: Uuid = Uuid::from_u128(0x6e6f_7469_6679_4a00_8000_0000_0000_0001);
+
+fn derive(tag: &str, parts: &[&[u8]]) -> Uuid {
+    let mut name = Vec::with_capacity(64);
+    name.extend_from_slice(tag.as_bytes());
+    for part in parts {
+        name.push(0);
+        name.extend_from_slice(part);
+    }
+    Uuid::new_v5(&DERIVED_NAMESPACE, &name)
+}
+
+/// The event ID of the [`NotificationConsumed`] event for `cause`.
+///
+/// Derived (UUIDv5), so acknowledging twice writes the same key and deduplicates, and
+/// "was this command consumed?" is a single index lookup.
+#[must_use]
+pub fn consumed_event_id(cause: CommandId) -> EventId {
+    EventId::from_uuid(derive("consumed", &[cause.as_uuid().as_bytes()]))
+}
+
+/// The command ID of the `LostOnRestore` completion restore publishes for an orphaned
+/// process, derived from the session and handle so a repeated restore deduplicates.
+#[must_use]
+pub fn lost_command_id(session: SessionId, process_handle: &str) -> CommandId {
+    CommandId::from_uuid(derive(
+        "lost-command",
+        &[session.as_uuid().as_bytes(), process_handle.as_bytes()],
+    ))
+}
+
+/// The event ID of the `ProcessLost` event restore publishes for an orphaned process.
+#[must_use]
+pub fn lost_event_id(session: SessionId, process_handle: &str) -> EventId {
+    EventId::from_uuid(derive(
+        "lost-event",
+        &[session.as_uuid().as_bytes(), process_handle.as_bytes()],
+    ))
+}
+
+/// A loop's consumer acknowledged the notification `cause`: it will not be redelivered.
+///
+/// Its event ID is always [`consumed_event_id`]`(cause)`; the constructor derives it and
+/// the decoder refuses any other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NotificationConsumed {
+    event_id: EventId,
+    session_id: SessionId,
+    loop_id: LoopId,
+    cause: CommandId,
+}
+
+impl NotificationConsumed {
+    /// The wire `type` of this event.
+    pub const TYPE: &'static str = "NotificationConsumed";
+
+    /// The consumption of `cause` by `loop_id` in `session_id`.
+    #[must_use]
+    pub fn new(session_id: SessionId, loop_id: LoopId, cause: CommandId) -> Self {
+        Self {
+            event_id: consumed_event_id(cause),
+            session_id,
+            loop_id,
+            cause,
+        }
+    }
+
+    /// The derived event ID.
+    #[must_use]
+    pub fn event_id(&self) -> EventId {
+        self.event_id
+    }
+
+    /// The session.
+    #[must_use]
+    pub fn session_id(&self) -> SessionId {
+        self.session_id
+    }
+
+    /// The loop that consumed the notification.
+    #[must_use]
+    pub fn loop_id(&self) -> LoopId {
+        self.loop_id
+    }
+
+    /// The consumed notification's command ID.
+    #[must_use]
+    pub fn cause(&self) -> CommandId {
+        self.cause
+    }
+}
+
+/// The sealed set of journaled session events.
+///
+/// A lifecycle event's wire `type` follows its metadata's kind (`ProcessStarted`,
+/// `ProcessBackgrounded`, `ProcessCompleted`, `ProcessStopRequested`, `ProcessLost`), so
+/// the two can never disagree.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SessionEvent {
+    /// One of the five process lifecycle events, carrying its metadata verbatim.
+    Lifecycle(ProcessLifecycleMetadata),
+    /// A notification was acknowledged by its loop's consumer.
+    NotificationConsumed(NotificationConsumed),
+}
+
+impl SessionEvent {
+    /// The event's ID: its idempotency key in the journal.
+    #[must_use]
+    pub fn event_id(&self) -> EventId {
+        match self {
+            Self::Lifecycle(m) => m.event_id,
+            Self::NotificationConsumed(c) => c.event_id,
+        }
+    }
+
+    /// The owning session.
+    #[must_use]
+    pub fn session_id(&self) -> SessionId {
+        match self {
+            Self::Lifecycle(m) => m.session_id,
+            Self::NotificationConsumed(c) => c.session_id,
+        }
+    }
+
+    /// The owning loop.
+    #[must_use]
+    pub fn loop_id(&self) -> LoopId {
+        match self {
+            Self::Lifecycle(m) => m.loop_id,
+            Self::NotificationConsumed(c) => c.loop_id,
+        }
+    }
+
+    /// The wire `type`.
+    #[must_use]
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Lifecycle(m) => m.kind.event_type(),
+            Self::NotificationConsumed(_) => NotificationConsumed::TYPE,
+        }
+    }
+
+    /// The lifecycle kind, for a lifecycle event.
+    #[must_use]
+    pub fn lifecycle_kind(&self) -> Option<ProcessLifecycleKind> {
+        match self {
+            Self::Lifecycle(m) => Some(m.kind),
+            Self::NotificationConsumed(_) => None,
+        }
+    }
+}
+
+impl From<ProcessLifecycleMetadata> for SessionEvent {
+    fn from(m: ProcessLifecycleMetadata) -> Self {
+        Self::Lifecycle(m)
+    }
+}
+
+impl From<NotificationConsumed> for SessionEvent {
+    fn from(c: NotificationConsumed) -> Self {
+        Self::NotificationConsumed(c)
+    }
+}

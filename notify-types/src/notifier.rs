@@ -1,0 +1,217 @@
+//! The notifier contract: what a supervisor calls and the typed errors it gets back.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::id::{CommandId, LoopId, SessionId};
+use crate::notification::ProcessCompletionNotification;
+use crate::state::Disposition;
+use crate::validation::{ValidationError, ValidationField};
+
+/// Why a loop refused delivery with `Stopped`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopCause {
+    /// The loop's bounded live set is full; retry after the consumer catches up.
+    Full,
+    /// The loop has exited (shut down, or its consumer side dropped).
+    Exited,
+    /// The loop refused the command as invalid or addressed to another owner.
+    Refused,
+}
+
+impl fmt::Display for StopCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Full => "live set full",
+            Self::Exited => "loop exited",
+            Self::Refused => "refused by the loop",
+        })
+    }
+}
+
+/// What kind of journal failure a [`JournalFailure`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JournalFailureKind {
+    /// A commit failed and its outcome is unknown: retry with the same ID and payload.
+    OutcomeUnknown,
+    /// The journal refuses all writes after an earlier failure.
+    Poisoned,
+    /// Another writer holds the session (a fenced or stale writer).
+    Fenced,
+    /// The record is larger than the journal accepts.
+    TooLarge,
+    /// The journal could not be reached or read.
+    Unavailable,
+    /// Any other storage failure.
+    Other,
+}
+
+/// A journal failure surfaced through [`NotifyError::Journal`]; nothing was dispatched.
+///
+/// The backend's own error is kept as the [`source`](StdError::source).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("journal append failed ({kind:?})")]
+pub struct JournalFailure {
+    kind: JournalFailureKind,
+    #[source]
+    source: Arc<dyn StdError + Send + Sync + 'static>,
+}
+
+impl JournalFailure {
+    /// Wraps a backend error.
+    pub fn new(kind: JournalFailureKind, source: impl StdError + Send + Sync + 'static) -> Self {
+        Self {
+            kind,
+            source: Arc::new(source),
+        }
+    }
+
+    /// The kind of failure.
+    #[must_use]
+    pub fn kind(&self) -> JournalFailureKind {
+        self.kind
+    }
+}
+
+/// Why a completion notification was not accepted.
+///
+/// | variant | disposition | caller action |
+/// | --- | --- | --- |
+/// | `Invalid` | none | fix the bug; never retry |
+/// | `OwnerMismatch` | none | never retry |
+/// | `LoopNotFound` | Stopped | do not retry blindly |
+/// | `Unsupported` | Stopped | never retry |
+/// | `DeliveryStopped` | Stopped | retry with the same ID and identical DTO |
+/// | `Collision` | Collision | fail closed; investigate ID reuse or forgery |
+/// | `Journal` | none | surface it |
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotifyError {
+    /// The notification failed validation.
+    #[error("invalid notification: field `{field}`")]
+    Invalid {
+        /// The first failing field.
+        field: ValidationField,
+    },
+    /// The notification names another session.
+    #[error("notification for session {got} sent to session {want}")]
+    OwnerMismatch {
+        /// This session.
+        want: SessionId,
+        /// The session the notification names.
+        got: SessionId,
+    },
+    /// No loop with this ID is registered in the session.
+    #[error("loop {loop_id} not found")]
+    LoopNotFound {
+        /// The loop.
+        loop_id: LoopId,
+    },
+    /// The loop belongs to a foreign engine that cannot take notifications.
+    #[error("loop {loop_id} does not support process notifications")]
+    Unsupported {
+        /// The loop.
+        loop_id: LoopId,
+    },
+    /// The loop did not take the notification; the durable frame (if any) remains.
+    #[error("delivery to loop {loop_id} stopped: {cause}")]
+    DeliveryStopped {
+        /// The loop.
+        loop_id: LoopId,
+        /// Why.
+        cause: StopCause,
+    },
+    /// The command ID names a different persisted payload.
+    #[error("command {command_id} collides with journal frame {seq}")]
+    Collision {
+        /// The reused command ID.
+        command_id: CommandId,
+        /// The sequence of the original frame.
+        seq: u64,
+    },
+    /// The journal append failed; nothing was dispatched.
+    #[error(transparent)]
+    Journal(#[from] JournalFailure),
+}
+
+impl NotifyError {
+    /// The disposition this error stands for, if any.
+    #[must_use]
+    pub fn disposition(&self) -> Option<Disposition> {
+        match self {
+            Self::LoopNotFound { .. } | Self::Unsupported { .. } | Self::DeliveryStopped { .. } => {
+                Some(Disposition::Stopped)
+            }
+            Self::Collision { .. } => Some(Disposition::Collision),
+            Self::Invalid { .. } | Self::OwnerMismatch { .. } | Self::Journal(_) => None,
+        }
+    }
+
+    /// Whether retrying with the same command ID and identical notification may succeed.
+    /// Only [`DeliveryStopped`](Self::DeliveryStopped) (full or exited) is retryable; a
+    /// loop that refused the command as invalid or misaddressed is not.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::DeliveryStopped {
+                cause: StopCause::Full | StopCause::Exited,
+                ..
+            }
+        )
+    }
+}
+
+impl From<ValidationError> for NotifyError {
+    fn from(e: ValidationError) -> Self {
+        Self::Invalid { field: e.field() }
+    }
+}
+
+/// The future returned by [`ProcessCompletionNotifier::notify_process_completion`].
+pub type NotifyFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Disposition, NotifyError>> + Send + 'a>>;
+
+/// Receives process completion notifications from a supervisor.
+///
+/// Object safe: `Arc<dyn ProcessCompletionNotifier>` works. `Ok` is only
+/// [`Disposition::Accepted`] or [`Disposition::Duplicate`]; every other outcome is a
+/// [`NotifyError`], whose [`disposition`](NotifyError::disposition) gives the rest.
+///
+/// ```
+/// use std::sync::Arc;
+/// use notify_types::*;
+///
+/// struct AlwaysAccept;
+/// impl ProcessCompletionNotifier for AlwaysAccept {
+///     fn notify_process_completion(&self, n: ProcessCompletionNotification) -> NotifyFuture<'_> {
+///         Box::pin(async move {
+///             n.validate()?;
+///             Ok(Disposition::Accepted)
+///         })
+///     }
+/// }
+/// let notifier: Arc<dyn ProcessCompletionNotifier> = Arc::new(AlwaysAccept);
+/// # let _ = notifier;
+/// ```
+pub trait ProcessCompletionNotifier: Send + Sync {
+    /// Delivers `notification` and reports its disposition.
+    fn notify_process_completion(
+        &self,
+        notification: ProcessCompletionNotification,
+    ) -> NotifyFuture<'_>;
+}
+
+impl<T: ProcessCompletionNotifier + ?Sized> ProcessCompletionNotifier for Arc<T> {
+    fn notify_process_completion(
+        &self,
+        notification: ProcessCompletionNotification,
+    ) -> NotifyFuture<'_> {
+        (**self).notify_process_completion(notification)
+    }
+}
