@@ -1,1 +1,74 @@
-//! placeholder
+//! The bounded loop inbox: where a process-completion notification ends up.
+//!
+//! A loop is one tokio task that owns its state (the mini-redis actor pattern). It is
+//! reached through two halves returned by [`spawn`]:
+//!
+//! * [`LoopHandle`] (cloneable, the producer side) [`deliver`](LoopHandle::deliver)s
+//!   a [`ProcessNotification`](notify_types::ProcessNotification) over a bounded
+//!   channel and gets exactly one [`Delivery`] back: `Accepted`, `Duplicate`, or
+//!   `Stopped` with a [`StopCause`](notify_types::StopCause) (`Full`, `Exited`,
+//!   `Refused`).
+//! * [`LoopConsumer`] (one per loop) [`recv`](LoopConsumer::recv)s accepted
+//!   notifications in acceptance order, restore-seeded ones first. Each comes as a
+//!   [`Received`], which must be [`ack`](Received::ack)ed to release it; dropping it
+//!   unacknowledged puts it back at the front of the queue.
+//!
+//! The loop keeps a bounded **live set** (accepted, not yet acknowledged; default 64)
+//! and a bounded first-in-first-out **memory of consumed IDs** (default 4096) for
+//! duplicate detection. An ID that has been forgotten is accepted again if delivered
+//! again; see [`LoopConfig::consumed_memory`].
+//!
+//! **Architecture Invariant:** this crate depends on `notify-types` only. It knows
+//! nothing of the journal: durability (journaling before dispatch, journaling the
+//! consumption before [`Received::ack`]) is the session's job.
+//!
+//! ```
+//! use notify_loop::{Delivery, LoopConfig, spawn};
+//! use notify_types::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+//! let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+//! let (handle, mut consumer) = spawn(LoopConfig::new(session_id, loop_id));
+//!
+//! let command = ProcessNotification::new(ProcessCompletionNotification {
+//!     command_id: CommandId::new(),
+//!     session_id,
+//!     loop_id,
+//!     process_handle: "build-42".into(),
+//!     state: ProcessLifecycleState::Exited,
+//!     reason: ProcessTerminalReason::Exited,
+//! });
+//! assert_eq!(handle.deliver(command.clone()).await, Delivery::Accepted);
+//! assert_eq!(handle.deliver(command.clone()).await, Delivery::Duplicate);
+//!
+//! let received = consumer.recv().await.ok_or("loop exited")?;
+//! assert_eq!(received.command(), &command);
+//! received.ack().await?;
+//! assert_eq!(handle.deliver(command).await, Delivery::Duplicate); // remembered
+//!
+//! handle.shutdown().await;
+//! assert!(consumer.recv().await.is_none());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(unsafe_code)]
+
+mod actor;
+mod config;
+mod consumer;
+mod handle;
+
+pub use config::{DEFAULT_CAPACITY, DEFAULT_CONSUMED_MEMORY, LoopConfig};
+pub use consumer::{AckError, LoopConsumer, Received};
+pub use handle::{Delivery, LoopHandle};
+
+/// Spawns the loop task on the current tokio runtime and returns its two halves.
+///
+/// # Panics
+///
+/// Like [`tokio::spawn`], when called outside a tokio runtime.
+#[must_use]
+pub fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
+    actor::spawn(config)
+}
