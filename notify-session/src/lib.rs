@@ -1,1 +1,75 @@
-//! placeholder
+//! The session: the front door for process completion notifications.
+//!
+//! A supervisor hands a [`Session`] a
+//! [`ProcessCompletionNotification`](notify_types::ProcessCompletionNotification); the
+//! session validates it, checks that it owns it, finds the loop, **appends it to the
+//! journal first** under its own command ID, and only then dispatches it to the loop's
+//! bounded inbox. The answer is one of the four dispositions:
+//!
+//! | outcome | meaning | caller action |
+//! | --- | --- | --- |
+//! | `Ok(Accepted)` | journaled (or headless) and the loop took ownership | done |
+//! | `Ok(Duplicate)` | the same ID and payload were already journaled or accepted | done; keep the ID |
+//! | `Err(Collision)` | the ID names a different journaled payload | fail closed |
+//! | `Err(DeliveryStopped)` | the loop is full or gone; the frame stays journaled | retry, same ID ([`notify_with_retry`]) |
+//!
+//! The loop's consumer acknowledges each notification through the session
+//! ([`SessionReceived::ack`]), which journals `NotificationConsumed` before releasing
+//! it. After a crash, [`restore`] reports what was appended and never consumed (to seed
+//! the re-registered loops) and which processes were left running
+//! ([`Session::declare_lost`]). Lifecycle events are journaled and streamed with
+//! [`Session::publish_lifecycle`] and [`Session::subscribe`]. [`Supervisor`] runs real
+//! OS processes and drives all of it.
+//!
+//! Nothing holds a lock across an `.await` on the notify path; one session serves many
+//! loops and many sessions share one journal.
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use notify_session::*;
+//! # use notify_types::*;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! let journal = Arc::new(notify_journal::RedbJournal::open(
+//!     dir.path().join("notify.redb"),
+//!     notify_journal::JournalOptions::default(),
+//! )?);
+//! let session = Session::new(SessionId::new(), journal.clone());
+//! let loop_id = LoopId::new();
+//! let mut consumer = session.register_loop(notify_loop::LoopConfig::new(session.id(), loop_id))?;
+//!
+//! let n = ProcessCompletionNotification {
+//!     command_id: CommandId::new(),
+//!     session_id: session.id(),
+//!     loop_id,
+//!     process_handle: "build-42".into(),
+//!     state: ProcessLifecycleState::Exited,
+//!     reason: ProcessTerminalReason::Exited,
+//! };
+//! assert_eq!(session.notify_process_completion(n.clone()).await?, Disposition::Accepted);
+//!
+//! // Crash before the consumer acknowledges: restore hands it back.
+//! drop((session, consumer));
+//! let report = restore(n.session_id, journal.as_ref()).await?;
+//! assert_eq!(report.pending[&loop_id].len(), 1);
+//! # Ok(())
+//! # }
+//! ```
+#![deny(unsafe_code)]
+
+mod consumer;
+mod error;
+mod restore;
+mod retry;
+mod session;
+mod supervisor;
+
+pub use consumer::{SessionConsumer, SessionReceived};
+pub use error::{AckError, DeclareLostError, PublishError, RegisterError, RestoreError};
+pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, restore};
+pub use retry::{RetryPolicy, notify_with_retry};
+pub use session::{Published, Session};
+pub use supervisor::{
+    ProcessOutcome, ProcessSpec, StopSignal, SuperviseError, SupervisedProcess, Supervisor,
+};

@@ -1,0 +1,132 @@
+//! The consumer side of a native loop, seen through the session: acknowledging
+//! journals the consumption before the loop releases the notification.
+
+use std::fmt;
+use std::sync::Arc;
+
+use notify_loop::{LoopConsumer, Received};
+use notify_types::{CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent};
+
+use crate::error::{AckError, PublishError};
+use crate::session::{Inner, Session};
+
+/// Receives a native loop's notifications in acceptance order (restore-seeded ones
+/// first). Returned by [`Session::register_loop`].
+pub struct SessionConsumer {
+    session: Arc<Inner>,
+    loop_id: LoopId,
+    consumer: LoopConsumer,
+}
+
+impl fmt::Debug for SessionConsumer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionConsumer")
+            .field("session", &self.session.id)
+            .field("loop_id", &self.loop_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionConsumer {
+    pub(crate) fn new(session: Arc<Inner>, loop_id: LoopId, consumer: LoopConsumer) -> Self {
+        Self {
+            session,
+            loop_id,
+            consumer,
+        }
+    }
+
+    /// The loop this consumer drains.
+    #[must_use]
+    pub fn loop_id(&self) -> LoopId {
+        self.loop_id
+    }
+
+    /// The next live notification, or `None` once the loop has exited and nothing is
+    /// left.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a notification is either returned or stays queued.
+    pub async fn recv(&mut self) -> Option<SessionReceived> {
+        let received = self.consumer.recv().await?;
+        Some(SessionReceived {
+            session: self.session.clone(),
+            loop_id: self.loop_id,
+            received,
+        })
+    }
+}
+
+/// A notification handed to the consumer. Act on it, then [`ack`](Self::ack) it.
+/// Dropping it without acknowledging hands it to the consumer again (at the front).
+#[must_use = "a notification that is not acknowledged is delivered again"]
+pub struct SessionReceived {
+    session: Arc<Inner>,
+    loop_id: LoopId,
+    received: Received,
+}
+
+impl fmt::Debug for SessionReceived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionReceived")
+            .field("loop_id", &self.loop_id)
+            .field("command", self.received.command())
+            .finish()
+    }
+}
+
+impl SessionReceived {
+    /// The notification command.
+    #[must_use]
+    pub fn command(&self) -> &ProcessNotification {
+        self.received.command()
+    }
+
+    /// Its command ID.
+    #[must_use]
+    pub fn command_id(&self) -> CommandId {
+        self.received.command_id()
+    }
+
+    /// Acknowledges the notification: journals `NotificationConsumed` (so restore
+    /// never redelivers it), broadcasts that event, then releases it in the loop
+    /// (freeing capacity). Acknowledging is idempotent in the journal: the event's ID
+    /// is derived from the command ID.
+    ///
+    /// # Errors
+    ///
+    /// [`AckError::Journal`] if the consumption could not be journaled: the
+    /// notification is not released and is handed to the consumer again.
+    ///
+    /// # Cancel safety
+    ///
+    /// If cancelled before the journal answers, the notification is handed to the
+    /// consumer again; acknowledging it again is safe.
+    pub async fn ack(self) -> Result<(), AckError> {
+        let consumed = NotificationConsumed::new(self.session.id, self.loop_id, self.command_id());
+        let session = Session {
+            inner: self.session.clone(),
+        };
+        match session
+            .journal_and_broadcast(SessionEvent::NotificationConsumed(consumed))
+            .await
+        {
+            Ok(_) => {}
+            Err(PublishError::Journal(e)) => return Err(AckError::Journal(e)),
+            Err(PublishError::Collision { event_id, seq }) => {
+                return Err(AckError::Journal(notify_journal::AppendError::Collision {
+                    key: *event_id.as_uuid(),
+                    seq,
+                }));
+            }
+            // Consumption events are built here and always valid and owned.
+            Err(other) => {
+                return Err(AckError::Journal(notify_journal::AppendError::Storage(
+                    notify_journal::StorageError::new("consumption event refused", other),
+                )));
+            }
+        }
+        self.received.ack().await.map_err(AckError::LoopExited)
+    }
+}

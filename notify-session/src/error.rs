@@ -1,0 +1,91 @@
+//! The session's error types, one per operation.
+
+use notify_journal::{AppendError, JournalError};
+use notify_types::{EventId, LoopId, SessionId, ValidationField};
+
+/// Why a loop could not be registered.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// A loop with this ID is already registered.
+    #[error("loop {loop_id} is already registered")]
+    AlreadyRegistered {
+        /// The loop.
+        loop_id: LoopId,
+    },
+    /// The loop's configuration names another session.
+    #[error("loop configured for session {got}, registered in session {want}")]
+    SessionMismatch {
+        /// This session.
+        want: SessionId,
+        /// The session the configuration names.
+        got: SessionId,
+    },
+}
+
+/// Why a lifecycle event was not published.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// The metadata names another session.
+    #[error("event for session {got} published to session {want}")]
+    OwnerMismatch {
+        /// This session.
+        want: SessionId,
+        /// The session the metadata names.
+        got: SessionId,
+    },
+    /// The metadata failed validation.
+    #[error("invalid lifecycle metadata: field `{field}`")]
+    Invalid {
+        /// The first failing field.
+        field: ValidationField,
+    },
+    /// The event ID names a different journaled record: fail closed.
+    #[error("event {event_id} collides with journal frame {seq}")]
+    Collision {
+        /// The reused event ID.
+        event_id: EventId,
+        /// The original frame's sequence.
+        seq: u64,
+    },
+    /// The journal append failed; nothing was broadcast.
+    #[error("journal append failed")]
+    Journal(#[source] AppendError),
+}
+
+/// Why an acknowledgement failed. The notification stays live and is handed to the
+/// consumer again: acknowledge it again later.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AckError {
+    /// Journaling the consumption failed; the notification was not released.
+    #[error("journaling the consumption failed")]
+    Journal(#[source] AppendError),
+    /// The consumption was journaled but the loop had already exited; restore will not
+    /// redeliver it.
+    #[error("loop exited before the release")]
+    LoopExited(#[source] notify_loop::AckError),
+}
+
+/// Why restore failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// Replaying the journal failed (for example, a frame does not decode).
+    #[error("replaying the journal failed")]
+    Replay(#[source] JournalError),
+}
+
+/// Why declaring an orphaned process lost failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeclareLostError {
+    /// The `LostOnRestore` completion could not be journaled (for example, its loop is
+    /// not registered: register the loops of a restored session first).
+    #[error("the lost-on-restore completion was not journaled")]
+    Notify(#[source] notify_types::NotifyError),
+    /// The `ProcessLost` event could not be published.
+    #[error("the ProcessLost event was not published")]
+    Publish(#[source] PublishError),
+}

@@ -1,0 +1,186 @@
+//! Restore after a crash: what was appended and never consumed, and which processes
+//! were left running.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use notify_journal::{JournalBackend, replay_all};
+use notify_types::{
+    CommandId, Disposition, JournalRecord, LoopId, NotifyError, ProcessCompletionNotification,
+    ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
+    ProcessTerminalReason, SessionEvent, SessionId, lost_command_id, lost_event_id,
+};
+use tracing::Instrument as _;
+
+use crate::error::{DeclareLostError, RestoreError};
+use crate::session::{Published, Session};
+
+/// What a session's journal says is unfinished.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RestoreReport {
+    /// Notifications appended and never consumed, per loop, in journal order.
+    pub pending: BTreeMap<LoopId, Vec<ProcessNotification>>,
+    /// Processes whose last lifecycle event is not terminal, in journal order of that
+    /// last event.
+    pub orphans: Vec<ProcessLifecycleMetadata>,
+    /// The session's last journal sequence.
+    pub last_seq: u64,
+}
+
+impl RestoreReport {
+    /// Removes and returns `loop_id`'s pending notifications, to seed the loop with:
+    /// `LoopConfig::new(session, loop_id).seed(report.take_pending(loop_id))`.
+    pub fn take_pending(&mut self, loop_id: LoopId) -> Vec<ProcessNotification> {
+        self.pending.remove(&loop_id).unwrap_or_default()
+    }
+
+    /// How many notifications are pending over all loops.
+    #[must_use]
+    pub fn pending_count(&self) -> usize {
+        self.pending.values().map(Vec::len).sum()
+    }
+}
+
+/// Replays `session_id`'s journal and reports, per loop, the notifications appended
+/// but not consumed, and the processes whose last lifecycle event is non-terminal.
+///
+/// Restore only reads: running it twice gives the same report.
+///
+/// # Errors
+///
+/// [`RestoreError::Replay`] if the journal cannot be read or a frame does not decode.
+pub async fn restore(
+    session_id: SessionId,
+    journal: &dyn JournalBackend,
+) -> Result<RestoreReport, RestoreError> {
+    let span = tracing::info_span!("restore", session = %session_id);
+    async move {
+        let frames = replay_all(journal, session_id)
+            .await
+            .map_err(RestoreError::Replay)?;
+        let mut commands: Vec<ProcessNotification> = Vec::new();
+        let mut consumed: HashSet<CommandId> = HashSet::new();
+        // handle -> (seq of its last event, that event)
+        let mut last_event: HashMap<String, (u64, ProcessLifecycleMetadata)> = HashMap::new();
+        let mut last_seq = 0;
+        for (seq, record) in frames {
+            last_seq = seq;
+            match record {
+                JournalRecord::Command(c) => commands.push(c),
+                JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
+                    consumed.insert(c.cause());
+                }
+                JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
+                    last_event.insert(m.process_handle.clone(), (seq, m));
+                }
+            }
+        }
+        let mut pending: BTreeMap<LoopId, Vec<ProcessNotification>> = BTreeMap::new();
+        for c in commands
+            .into_iter()
+            .filter(|c| !consumed.contains(&c.command_id()))
+        {
+            pending.entry(c.loop_id()).or_default().push(c);
+        }
+        let mut orphans: Vec<(u64, ProcessLifecycleMetadata)> = last_event
+            .into_values()
+            .filter(|(_, m)| !m.is_terminal())
+            .collect();
+        orphans.sort_by_key(|(seq, _)| *seq);
+        let report = RestoreReport {
+            pending,
+            orphans: orphans.into_iter().map(|(_, m)| m).collect(),
+            last_seq,
+        };
+        tracing::info!(
+            pending = report.pending_count(),
+            orphans = report.orphans.len(),
+            last_seq,
+            "restored"
+        );
+        Ok(report)
+    }
+    .instrument(span)
+    .await
+}
+
+/// What declaring one orphan lost did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostOutcome {
+    /// The `LostOnRestore` completion's delivery: `Ok` (accepted or duplicate), or the
+    /// `DeliveryStopped` error of a loop that is full or gone (the frame is journaled
+    /// and a later restore redelivers it).
+    pub completion: Result<Disposition, StoppedDelivery>,
+    /// The `ProcessLost` event.
+    pub event: Published,
+}
+
+/// A `DeliveryStopped` answer to a journaled lost-on-restore completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoppedDelivery {
+    /// The loop.
+    pub loop_id: LoopId,
+    /// Why delivery stopped.
+    pub cause: notify_types::StopCause,
+}
+
+/// The diagnostic written on every `ProcessLost` event.
+const LOST_DIAGNOSTIC: &str = "process runner did not survive a restart";
+
+impl Session {
+    /// Declares an orphaned process (from [`RestoreReport::orphans`]) lost: journals
+    /// and dispatches a `LostOnRestore` completion to its loop, then publishes
+    /// `ProcessLost`.
+    ///
+    /// Both records have IDs derived from the session and handle, and their contents
+    /// are derived from `orphan` alone (the finish time is the last time the journal
+    /// knew the process alive), so doing it twice — say, after another crash during
+    /// restore — deduplicates. The completion goes first: if a crash falls between
+    /// the two, the process is still an orphan on the next restore and is declared
+    /// again, rather than marked lost with its notification missing.
+    ///
+    /// Register the restored loops before calling this.
+    ///
+    /// # Errors
+    ///
+    /// [`DeclareLostError`] if either record could not be journaled.
+    pub async fn declare_lost(
+        &self,
+        orphan: &ProcessLifecycleMetadata,
+    ) -> Result<LostOutcome, DeclareLostError> {
+        let session = self.id();
+        let handle = orphan.process_handle.as_str();
+        let notification = ProcessCompletionNotification {
+            command_id: lost_command_id(session, handle),
+            session_id: session,
+            loop_id: orphan.loop_id,
+            process_handle: orphan.process_handle.clone(),
+            state: ProcessLifecycleState::LostOnRestore,
+            reason: ProcessTerminalReason::LostOnRestore,
+        };
+        let completion = match self.notify_process_completion(notification).await {
+            Ok(d) => Ok(d),
+            Err(NotifyError::DeliveryStopped { loop_id, cause }) => {
+                Err(StoppedDelivery { loop_id, cause })
+            }
+            Err(e) => return Err(DeclareLostError::Notify(e)),
+        };
+        let last_alive = orphan
+            .process_started_at
+            .unwrap_or(orphan.process_created_at);
+        let lost = ProcessLifecycleMetadata {
+            event_id: lost_event_id(session, handle),
+            kind: ProcessLifecycleKind::Lost,
+            state: ProcessLifecycleState::LostOnRestore,
+            process_finished_at: Some(last_alive),
+            exit_code: None,
+            reason: Some(ProcessTerminalReason::LostOnRestore),
+            diagnostic: Some(LOST_DIAGNOSTIC.to_owned()),
+            ..orphan.clone()
+        };
+        let event = self
+            .publish_lifecycle(lost)
+            .await
+            .map_err(DeclareLostError::Publish)?;
+        Ok(LostOutcome { completion, event })
+    }
+}

@@ -1,0 +1,404 @@
+//! The session: routing, ownership, append-before-dispatch and lifecycle events.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use notify_journal::{AppendOutcome, JournalBackend};
+use notify_loop::{Delivery, LoopConfig, LoopHandle};
+use notify_types::{
+    Disposition, JournalRecord, LoopId, NotifyError, NotifyFuture, ProcessCompletionNotification,
+    ProcessCompletionNotifier, ProcessLifecycleMetadata, ProcessNotification, SessionEvent,
+    SessionId, consumed_event_id,
+};
+use tokio::sync::broadcast;
+use tracing::Instrument as _;
+
+use crate::consumer::SessionConsumer;
+use crate::error::{PublishError, RegisterError};
+
+/// How many events a slow subscriber may fall behind before it sees
+/// [`broadcast::error::RecvError::Lagged`].
+const DEFAULT_EVENT_BUFFER: usize = 1024;
+
+/// A registered loop.
+#[derive(Clone)]
+enum LoopEntry {
+    /// A loop of this engine, reached through its actor handle.
+    Native(LoopHandle),
+    /// A loop of another engine: it exists, but cannot take process notifications.
+    Foreign,
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: SessionId,
+    /// `None` for a headless session.
+    pub(crate) journal: Option<Arc<dyn JournalBackend>>,
+    /// Never held across an `.await`: lookups clone the handle and drop the guard.
+    loops: RwLock<HashMap<LoopId, LoopEntry>>,
+    pub(crate) events: broadcast::Sender<SessionEvent>,
+}
+
+/// One agent session: the front door for process completion notifications.
+///
+/// A session has one [`SessionId`], an optional journal (none = headless) and a
+/// registry of loops. Cloning is cheap and clones share everything.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use notify_session::*;
+/// # use notify_types::*;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let session = Session::headless(SessionId::new());
+/// let loop_id = LoopId::new();
+/// let mut consumer = session.register_loop(notify_loop::LoopConfig::new(session.id(), loop_id))?;
+///
+/// let n = ProcessCompletionNotification {
+///     command_id: CommandId::new(),
+///     session_id: session.id(),
+///     loop_id,
+///     process_handle: "build-42".into(),
+///     state: ProcessLifecycleState::Exited,
+///     reason: ProcessTerminalReason::Exited,
+/// };
+/// assert_eq!(session.notify_process_completion(n.clone()).await?, Disposition::Accepted);
+/// assert_eq!(session.notify_process_completion(n).await?, Disposition::Duplicate);
+///
+/// let received = consumer.recv().await.ok_or("loop exited")?;
+/// received.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Session {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.inner.id)
+            .field("headless", &self.inner.journal.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of publishing a lifecycle event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// A new frame was journaled (at this seq; 0 when headless) and broadcast.
+    New {
+        /// The frame's sequence (0 for a headless session).
+        seq: u64,
+    },
+    /// The identical event was already journaled; nothing was broadcast again.
+    Duplicate {
+        /// The original frame's sequence.
+        seq: u64,
+    },
+}
+
+impl Session {
+    /// A session whose notifications and events are journaled in `journal`.
+    #[must_use]
+    pub fn new(id: SessionId, journal: Arc<dyn JournalBackend>) -> Self {
+        Self::build(id, Some(journal))
+    }
+
+    /// A session without a journal: the loops' guards alone detect duplicates, and
+    /// nothing survives a crash.
+    #[must_use]
+    pub fn headless(id: SessionId) -> Self {
+        Self::build(id, None)
+    }
+
+    fn build(id: SessionId, journal: Option<Arc<dyn JournalBackend>>) -> Self {
+        let (events, _) = broadcast::channel(DEFAULT_EVENT_BUFFER);
+        Self {
+            inner: Arc::new(Inner {
+                id,
+                journal,
+                loops: RwLock::new(HashMap::new()),
+                events,
+            }),
+        }
+    }
+
+    /// This session's ID.
+    #[must_use]
+    pub fn id(&self) -> SessionId {
+        self.inner.id
+    }
+
+    /// The journal, unless headless.
+    #[must_use]
+    pub fn journal(&self) -> Option<&Arc<dyn JournalBackend>> {
+        self.inner.journal.as_ref()
+    }
+
+    /// Spawns a native loop on the current tokio runtime, registers it and returns its
+    /// consumer side. Seed `config` from a [`RestoreReport`](crate::RestoreReport) to
+    /// redeliver what a crash left pending.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterError`] if the ID is taken or `config` names another session.
+    pub fn register_loop(&self, config: LoopConfig) -> Result<SessionConsumer, RegisterError> {
+        let (loop_id, session_id) = (config.loop_id(), config.session_id());
+        if session_id != self.inner.id {
+            return Err(RegisterError::SessionMismatch {
+                want: self.inner.id,
+                got: session_id,
+            });
+        }
+        let mut loops = self.inner.loops.write().unwrap_or_else(|p| p.into_inner());
+        if loops.contains_key(&loop_id) {
+            return Err(RegisterError::AlreadyRegistered { loop_id });
+        }
+        let (handle, consumer) = notify_loop::spawn(config);
+        loops.insert(loop_id, LoopEntry::Native(handle));
+        drop(loops);
+        Ok(SessionConsumer::new(self.inner.clone(), loop_id, consumer))
+    }
+
+    /// Registers a loop of a foreign engine: notifications for it answer
+    /// [`NotifyError::Unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterError::AlreadyRegistered`] if the ID is taken.
+    pub fn register_foreign_loop(&self, loop_id: LoopId) -> Result<(), RegisterError> {
+        let mut loops = self.inner.loops.write().unwrap_or_else(|p| p.into_inner());
+        if loops.contains_key(&loop_id) {
+            return Err(RegisterError::AlreadyRegistered { loop_id });
+        }
+        loops.insert(loop_id, LoopEntry::Foreign);
+        Ok(())
+    }
+
+    /// Removes a loop from the registry and shuts a native one down. Later
+    /// notifications for it answer [`NotifyError::LoopNotFound`]. Returns whether the
+    /// loop was registered.
+    ///
+    /// # Cancel safety
+    ///
+    /// The loop is unregistered before the first await; cancelling only skips waiting
+    /// for its shutdown.
+    pub async fn remove_loop(&self, loop_id: LoopId) -> bool {
+        let entry = self
+            .inner
+            .loops
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&loop_id);
+        match entry {
+            Some(LoopEntry::Native(handle)) => {
+                handle.shutdown().await;
+                true
+            }
+            Some(LoopEntry::Foreign) => true,
+            None => false,
+        }
+    }
+
+    /// Shuts a native loop down but keeps it registered: later notifications for it
+    /// answer `DeliveryStopped` (cause `Exited`), as for a loop whose owner is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: shutting down is idempotent.
+    pub async fn shutdown_loop(&self, loop_id: LoopId) -> bool {
+        match self.entry(loop_id) {
+            Some(LoopEntry::Native(handle)) => {
+                handle.shutdown().await;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The registered loops, in no particular order.
+    #[must_use]
+    pub fn loops(&self) -> Vec<LoopId> {
+        self.inner
+            .loops
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    fn entry(&self, loop_id: LoopId) -> Option<LoopEntry> {
+        self.inner
+            .loops
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&loop_id)
+            .cloned()
+    }
+
+    /// Delivers a completion notification: validate, check ownership, find the loop,
+    /// append to the journal under `n.command_id`, then dispatch.
+    ///
+    /// The outcome table is [`NotifyError`]'s; `Ok` is `Accepted` or `Duplicate`.
+    ///
+    /// # Errors
+    ///
+    /// Every other disposition, as a typed [`NotifyError`].
+    ///
+    /// # Cancel safety
+    ///
+    /// If cancelled, the notification may or may not have been journaled and
+    /// dispatched; retrying with the same ID and identical notification is safe and
+    /// answers `Accepted` or `Duplicate`.
+    pub async fn notify_process_completion(
+        &self,
+        n: ProcessCompletionNotification,
+    ) -> Result<Disposition, NotifyError> {
+        let span = tracing::info_span!(
+            "notify",
+            session = %self.inner.id,
+            loop_id = %n.loop_id,
+            command_id = %n.command_id,
+        );
+        self.notify_inner(n).instrument(span).await
+    }
+
+    async fn notify_inner(
+        &self,
+        n: ProcessCompletionNotification,
+    ) -> Result<Disposition, NotifyError> {
+        n.validate()?;
+        if n.session_id != self.inner.id {
+            return Err(NotifyError::OwnerMismatch {
+                want: self.inner.id,
+                got: n.session_id,
+            });
+        }
+        let handle = match self.entry(n.loop_id) {
+            None => return Err(NotifyError::LoopNotFound { loop_id: n.loop_id }),
+            Some(LoopEntry::Foreign) => {
+                return Err(NotifyError::Unsupported { loop_id: n.loop_id });
+            }
+            Some(LoopEntry::Native(handle)) => handle,
+        };
+        let command = ProcessNotification::new(n);
+        let command_id = command.command_id();
+        if let Some(journal) = &self.inner.journal {
+            let outcome = append(journal.as_ref(), self.inner.id, command.clone().into())
+                .await
+                .map_err(|e| e.into_notify_error(command_id))?;
+            if !outcome.appended {
+                let consumed = journal
+                    .lookup(self.inner.id, *consumed_event_id(command_id).as_uuid())
+                    .await
+                    .map_err(|e| {
+                        NotifyError::Journal(notify_types::JournalFailure::new(
+                            notify_types::JournalFailureKind::Unavailable,
+                            e,
+                        ))
+                    })?;
+                if consumed.is_some() {
+                    tracing::debug!("retry of a consumed notification");
+                    return Ok(Disposition::Duplicate);
+                }
+            }
+        }
+        match handle.deliver(command).await {
+            Delivery::Accepted => Ok(Disposition::Accepted),
+            Delivery::Duplicate => Ok(Disposition::Duplicate),
+            Delivery::Stopped(cause) => Err(NotifyError::DeliveryStopped {
+                loop_id: handle.loop_id(),
+                cause,
+            }),
+        }
+    }
+
+    /// Journals a lifecycle event under its `event_id`, then broadcasts it.
+    ///
+    /// # Errors
+    ///
+    /// [`PublishError`]: owner mismatch, invalid metadata, collision, journal failure.
+    ///
+    /// # Cancel safety
+    ///
+    /// If cancelled, the event may or may not be journaled and broadcast; publishing
+    /// it again is safe (a journaled one answers `Duplicate`).
+    pub async fn publish_lifecycle(
+        &self,
+        metadata: ProcessLifecycleMetadata,
+    ) -> Result<Published, PublishError> {
+        if metadata.session_id != self.inner.id {
+            return Err(PublishError::OwnerMismatch {
+                want: self.inner.id,
+                got: metadata.session_id,
+            });
+        }
+        metadata
+            .validate()
+            .map_err(|e| PublishError::Invalid { field: e.field() })?;
+        let event = SessionEvent::Lifecycle(metadata);
+        self.journal_and_broadcast(event).await
+    }
+
+    /// Journals `event` (unless headless) and broadcasts it if it is new.
+    pub(crate) async fn journal_and_broadcast(
+        &self,
+        event: SessionEvent,
+    ) -> Result<Published, PublishError> {
+        let event_id = event.event_id();
+        let seq = match &self.inner.journal {
+            Some(journal) => {
+                match append(journal.as_ref(), self.inner.id, event.clone().into()).await {
+                    Ok(AppendOutcome {
+                        seq,
+                        appended: true,
+                    }) => seq,
+                    Ok(AppendOutcome {
+                        seq,
+                        appended: false,
+                    }) => {
+                        return Ok(Published::Duplicate { seq });
+                    }
+                    Err(notify_journal::AppendError::Collision { seq, .. }) => {
+                        return Err(PublishError::Collision { event_id, seq });
+                    }
+                    Err(e) => return Err(PublishError::Journal(e)),
+                }
+            }
+            None => 0,
+        };
+        // No subscribers is a normal state, not an error.
+        let _ = self.inner.events.send(event);
+        Ok(Published::New { seq })
+    }
+
+    /// A live stream of newly journaled events (lifecycle events and consumptions).
+    ///
+    /// Events journaled before the call are not included: read them with
+    /// [`restore`](crate::restore) or the journal's replay. A subscriber more than 1024
+    /// events behind sees `Lagged` and skips ahead.
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
+        self.inner.events.subscribe()
+    }
+}
+
+/// Appends one record, inside an `append` tracing span.
+pub(crate) async fn append(
+    journal: &dyn JournalBackend,
+    session: SessionId,
+    record: JournalRecord,
+) -> Result<AppendOutcome, notify_journal::AppendError> {
+    let span =
+        tracing::debug_span!("append", %session, key = %record.key(), kind = record.type_name());
+    journal.append(session, record).instrument(span).await
+}
+
+impl ProcessCompletionNotifier for Session {
+    fn notify_process_completion(&self, n: ProcessCompletionNotification) -> NotifyFuture<'_> {
+        Box::pin(Session::notify_process_completion(self, n))
+    }
+}

@@ -1,0 +1,447 @@
+//! A real process supervisor: runs OS processes with `tokio::process`, publishes their
+//! lifecycle events and delivers their completion through the retry helper.
+//!
+//! Command lines, output and PIDs stay here: the session only ever sees the opaque
+//! handle, IDs, timestamps, the exit code and the closed state/reason pair.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use notify_types::{
+    CommandId, Disposition, EventId, ExecutionId, LoopId, NotifyError,
+    ProcessCompletionNotification, ProcessLifecycleKind, ProcessLifecycleMetadata,
+    ProcessLifecycleState as State, ProcessTerminalReason as Reason, Timestamp, is_valid_handle,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::PublishError;
+use crate::retry::{RetryPolicy, notify_with_retry};
+use crate::session::Session;
+
+/// How to ask a running process to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopSignal {
+    /// SIGINT: the process ends `Interrupted`.
+    Interrupt,
+    /// SIGTERM: the process ends `Terminated`.
+    Terminate,
+    /// SIGKILL: the process ends `Killed`.
+    Kill,
+}
+
+impl StopSignal {
+    fn state_reason(self) -> (State, Reason) {
+        match self {
+            Self::Interrupt => (State::Interrupted, Reason::Interrupted),
+            Self::Terminate => (State::Terminated, Reason::Terminated),
+            Self::Kill => (State::Killed, Reason::Killed),
+        }
+    }
+}
+
+/// What to run. The program, arguments and output never leave the supervisor.
+#[derive(Clone)]
+pub struct ProcessSpec {
+    handle: String,
+    program: OsString,
+    args: Vec<OsString>,
+    deadline: Option<Duration>,
+    origin: ExecutionId,
+}
+
+impl fmt::Debug for ProcessSpec {
+    /// Shows the handle only: command lines may carry secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProcessSpec")
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProcessSpec {
+    /// Runs `program` under the opaque `handle` (`[A-Za-z0-9_-]`, 1 to 128 bytes).
+    pub fn new(handle: impl Into<String>, program: impl Into<OsString>) -> Self {
+        Self {
+            handle: handle.into(),
+            program: program.into(),
+            args: Vec::new(),
+            deadline: None,
+            origin: ExecutionId::new(),
+        }
+    }
+
+    /// Adds one argument.
+    #[must_use]
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Kills the process with `TimedOut` once it has run this long.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The execution that started the process (a fresh ID by default).
+    #[must_use]
+    pub fn origin_execution(mut self, origin: ExecutionId) -> Self {
+        self.origin = origin;
+        self
+    }
+}
+
+/// Why the supervisor refused to run a process.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SuperviseError {
+    /// The handle is not a valid process handle.
+    #[error("invalid process handle")]
+    InvalidHandle,
+}
+
+/// How a supervised process ended, and what became of its notification.
+#[derive(Debug, Clone)]
+pub struct ProcessOutcome {
+    /// The completion's command ID, allocated before anything was published.
+    pub command_id: CommandId,
+    /// The terminal state.
+    pub state: State,
+    /// The terminal reason.
+    pub reason: Reason,
+    /// The exit code, if the process exited on its own.
+    pub exit_code: Option<i32>,
+    /// The completion notification's delivery, after retries.
+    pub delivery: Result<Disposition, NotifyError>,
+    /// Lifecycle events that could not be published (normally empty).
+    pub lifecycle_errors: Vec<PublishError>,
+}
+
+/// A process the supervisor is running.
+#[derive(Debug)]
+pub struct SupervisedProcess {
+    handle: String,
+    command_id: CommandId,
+    stop: mpsc::Sender<StopSignal>,
+    done: oneshot::Receiver<ProcessOutcome>,
+}
+
+impl SupervisedProcess {
+    /// The process's opaque handle.
+    #[must_use]
+    pub fn handle(&self) -> &str {
+        &self.handle
+    }
+
+    /// The completion's command ID.
+    #[must_use]
+    pub fn command_id(&self) -> CommandId {
+        self.command_id
+    }
+
+    /// Asks the process to stop: publishes `ProcessStopRequested`, then signals it.
+    /// Returns `false` if the process had already ended.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the request is either queued or not.
+    pub async fn stop(&self, signal: StopSignal) -> bool {
+        self.stop.send(signal).await.is_ok()
+    }
+
+    /// Waits for the process to end and its completion to be delivered.
+    ///
+    /// Returns `None` only if the supervising task was aborted (its runtime shut down).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the outcome is lost if the future is dropped (the process and
+    /// its notification are unaffected).
+    pub async fn wait(self) -> Option<ProcessOutcome> {
+        self.done.await.ok()
+    }
+}
+
+/// Runs OS processes for one loop of a session.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    session: Session,
+    loop_id: LoopId,
+    retry: RetryPolicy,
+}
+
+impl Supervisor {
+    /// A supervisor whose processes belong to `loop_id` of `session`.
+    #[must_use]
+    pub fn new(session: Session, loop_id: LoopId) -> Self {
+        Self {
+            session,
+            loop_id,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// How completion deliveries are retried.
+    #[must_use]
+    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Spawns `spec` and supervises it on a tokio task: publishes `ProcessStarted`
+    /// (or, if spawning fails, a `Failed` completion), waits for it to end, publishes
+    /// `ProcessCompleted` and delivers the completion through
+    /// [`notify_with_retry`]. Stdin, stdout and stderr are null.
+    ///
+    /// # Errors
+    ///
+    /// [`SuperviseError::InvalidHandle`] before anything runs or is published.
+    pub fn spawn(&self, spec: ProcessSpec) -> Result<SupervisedProcess, SuperviseError> {
+        if !is_valid_handle(&spec.handle) {
+            return Err(SuperviseError::InvalidHandle);
+        }
+        // Allocated before anything is published, and reused on every retry.
+        let command_id = CommandId::new();
+        let (stop_tx, stop_rx) = mpsc::channel(4);
+        let (done_tx, done_rx) = oneshot::channel();
+        let handle = spec.handle.clone();
+        let run = Run {
+            supervisor: self.clone(),
+            spec,
+            command_id,
+            errors: Vec::new(),
+        };
+        tokio::spawn(async move {
+            let outcome = run.run(stop_rx).await;
+            // The owner may have stopped waiting: that is fine.
+            let _ = done_tx.send(outcome);
+        });
+        Ok(SupervisedProcess {
+            handle,
+            command_id,
+            stop: stop_tx,
+            done: done_rx,
+        })
+    }
+}
+
+/// One supervised run.
+struct Run {
+    supervisor: Supervisor,
+    spec: ProcessSpec,
+    command_id: CommandId,
+    errors: Vec<PublishError>,
+}
+
+/// How the process ended, before it is turned into events.
+struct Ending {
+    state: State,
+    reason: Reason,
+    exit_code: Option<i32>,
+    started: Option<Timestamp>,
+    diagnostic: Option<String>,
+}
+
+impl Run {
+    fn metadata(
+        &self,
+        kind: ProcessLifecycleKind,
+        state: State,
+        created: Timestamp,
+    ) -> ProcessLifecycleMetadata {
+        ProcessLifecycleMetadata {
+            event_id: EventId::new(),
+            kind,
+            session_id: self.supervisor.session.id(),
+            loop_id: self.supervisor.loop_id,
+            process_handle: self.spec.handle.clone(),
+            origin_execution_id: self.spec.origin,
+            state,
+            process_created_at: created,
+            process_started_at: None,
+            process_finished_at: None,
+            exit_code: None,
+            reason: None,
+            diagnostic: None,
+        }
+    }
+
+    async fn publish(&mut self, m: ProcessLifecycleMetadata) {
+        if let Err(e) = self.supervisor.session.publish_lifecycle(m).await {
+            tracing::warn!(handle = %self.spec.handle, error = %e, "lifecycle event not published");
+            self.errors.push(e);
+        }
+    }
+
+    async fn run(mut self, stop_rx: mpsc::Receiver<StopSignal>) -> ProcessOutcome {
+        let created = Timestamp::now();
+        let mut command = tokio::process::Command::new(&self.spec.program);
+        command
+            .args(&self.spec.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let ending = match command.spawn() {
+            Err(e) => Ending {
+                state: State::Failed,
+                reason: Reason::Failed,
+                exit_code: None,
+                started: None,
+                // The error kind only: the OS message may name the program's path.
+                diagnostic: Some(format!("spawn failed: {:?}", e.kind())),
+            },
+            Ok(child) => {
+                let started = Timestamp::now();
+                let mut m = self.metadata(ProcessLifecycleKind::Started, State::Running, created);
+                m.process_started_at = Some(started);
+                self.publish(m).await;
+                self.supervise(child, created, started, stop_rx).await
+            }
+        };
+        let mut m = self.metadata(ProcessLifecycleKind::Completed, ending.state, created);
+        m.process_started_at = ending.started;
+        m.process_finished_at = Some(Timestamp::now().max(ending.started.unwrap_or(created)));
+        m.exit_code = ending.exit_code;
+        m.reason = Some(ending.reason);
+        m.diagnostic = ending.diagnostic;
+        self.publish(m).await;
+
+        let notification = ProcessCompletionNotification {
+            command_id: self.command_id,
+            session_id: self.supervisor.session.id(),
+            loop_id: self.supervisor.loop_id,
+            process_handle: self.spec.handle.clone(),
+            state: ending.state,
+            reason: ending.reason,
+        };
+        let delivery = notify_with_retry(
+            &self.supervisor.session,
+            &notification,
+            self.supervisor.retry,
+        )
+        .await;
+        ProcessOutcome {
+            command_id: self.command_id,
+            state: ending.state,
+            reason: ending.reason,
+            exit_code: ending.exit_code,
+            delivery,
+            lifecycle_errors: self.errors,
+        }
+    }
+
+    async fn supervise(
+        &mut self,
+        mut child: tokio::process::Child,
+        created: Timestamp,
+        started: Timestamp,
+        mut stop_rx: mpsc::Receiver<StopSignal>,
+    ) -> Ending {
+        let deadline = self.spec.deadline.map(|d| tokio::time::Instant::now() + d);
+        let mut requested: Option<StopSignal> = None;
+        let mut timed_out = false;
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status,
+                () = sleep_until(deadline), if !timed_out => {
+                    timed_out = true;
+                    // Killing a process that just exited fails harmlessly: wait() reports it.
+                    let _ = child.start_kill();
+                }
+                Some(signal) = stop_rx.recv(), if requested.is_none() && !timed_out => {
+                    requested = Some(signal);
+                    let (_, reason) = signal.state_reason();
+                    let mut m = self.metadata(ProcessLifecycleKind::StopRequested, State::Running, created);
+                    m.process_started_at = Some(started);
+                    m.reason = Some(reason);
+                    self.publish(m).await;
+                    send_signal(&mut child, signal);
+                }
+            }
+        };
+        let failed = |diagnostic: String| Ending {
+            state: State::Failed,
+            reason: Reason::Failed,
+            exit_code: None,
+            started: Some(started),
+            diagnostic: Some(diagnostic),
+        };
+        let status: ExitStatus = match status {
+            Ok(s) => s,
+            Err(e) => return failed(format!("wait failed: {:?}", e.kind())),
+        };
+        let (state, reason) = if let Some(code) = status.code() {
+            return Ending {
+                state: State::Exited,
+                reason: Reason::Exited,
+                exit_code: Some(code),
+                started: Some(started),
+                diagnostic: None,
+            };
+        } else if timed_out {
+            (State::TimedOut, Reason::TimedOut)
+        } else if let Some(signal) = requested {
+            signal.state_reason()
+        } else {
+            match signal_of(&status) {
+                Some(signal) => signal.state_reason(),
+                None => return failed("terminated by an unexpected signal".to_owned()),
+            }
+        };
+        Ending {
+            state,
+            reason,
+            exit_code: None,
+            started: Some(started),
+            diagnostic: None,
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(unix)]
+fn send_signal(child: &mut tokio::process::Child, signal: StopSignal) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let sig = match signal {
+        StopSignal::Interrupt => Signal::SIGINT,
+        StopSignal::Terminate => Signal::SIGTERM,
+        StopSignal::Kill => Signal::SIGKILL,
+    };
+    // No PID, or a failed kill, means the process already exited; wait() reports how.
+    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+        let _ = kill(Pid::from_raw(pid), sig);
+    }
+}
+
+#[cfg(not(unix))]
+fn send_signal(child: &mut tokio::process::Child, _signal: StopSignal) {
+    // Without POSIX signals every stop is a kill.
+    let _ = child.start_kill();
+}
+
+#[cfg(unix)]
+fn signal_of(status: &ExitStatus) -> Option<StopSignal> {
+    use std::os::unix::process::ExitStatusExt as _;
+    match status.signal()? {
+        2 => Some(StopSignal::Interrupt),
+        15 => Some(StopSignal::Terminate),
+        9 => Some(StopSignal::Kill),
+        _ => None,
+    }
+}
+
+#[cfg(not(unix))]
+fn signal_of(_status: &ExitStatus) -> Option<StopSignal> {
+    Some(StopSignal::Kill)
+}

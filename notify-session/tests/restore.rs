@@ -1,0 +1,221 @@
+//! Crash and restore: what was appended and never consumed comes back, nothing
+//! acknowledged does, and declaring orphans lost is idempotent.
+
+use std::sync::Arc;
+
+use notify_journal::{JournalBackend, JournalOptions, RedbJournal, replay_all};
+use notify_loop::LoopConfig;
+use notify_session::{RestoreReport, Session, restore};
+use notify_testkit::MemoryJournal;
+use notify_testkit::sample::{lifecycle, notification};
+use notify_types::{
+    Disposition, JournalRecord, LoopId, ProcessLifecycleKind, ProcessLifecycleState,
+    ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId, lost_command_id,
+    lost_event_id,
+};
+
+/// The whole crash story, on any backend: `reopen` simulates a restart and returns
+/// the journal as the restarted process sees it.
+async fn crash_between_append_and_dispatch<F, Fut>(first: Arc<dyn JournalBackend>, reopen: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Arc<dyn JournalBackend>>,
+{
+    let session_id = SessionId::new();
+    let loop_id = LoopId::new();
+    let session = Session::new(session_id, first.clone());
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+
+    // Acknowledged: must never come back.
+    let acked = notification(session_id, loop_id);
+    session
+        .notify_process_completion(acked.clone())
+        .await
+        .unwrap();
+    consumer.recv().await.unwrap().ack().await.unwrap();
+    // Accepted, received, not acknowledged: must come back.
+    let unacked = notification(session_id, loop_id);
+    session
+        .notify_process_completion(unacked.clone())
+        .await
+        .unwrap();
+    let held = consumer.recv().await.unwrap();
+    assert_eq!(held.command_id(), unacked.command_id);
+    // Appended, then the process died before dispatch: must come back.
+    let undispatched = notification(session_id, loop_id);
+    first
+        .append(
+            session_id,
+            JournalRecord::Command(ProcessNotification::new(undispatched.clone())),
+        )
+        .await
+        .unwrap();
+
+    // Crash: drop everything without shutdown.
+    drop((held, consumer, session, first));
+    let journal = reopen().await;
+
+    let mut report = restore(session_id, journal.as_ref()).await.unwrap();
+    let again = restore(session_id, journal.as_ref()).await.unwrap();
+    assert_eq!(report, again, "restore only reads");
+    let pending: Vec<_> = report.pending[&loop_id]
+        .iter()
+        .map(ProcessNotification::command_id)
+        .collect();
+    assert_eq!(
+        pending,
+        vec![unacked.command_id, undispatched.command_id],
+        "journal order"
+    );
+
+    let session = Session::new(session_id, journal.clone());
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id).seed(report.take_pending(loop_id)))
+        .unwrap();
+    for expected in [&unacked, &undispatched] {
+        let got = consumer.recv().await.unwrap();
+        assert_eq!(got.command().notification(), expected);
+        got.ack().await.unwrap();
+    }
+    // Retries after the acknowledgement: Duplicate, never redelivered.
+    for n in [&acked, &unacked, &undispatched] {
+        assert_eq!(
+            session.notify_process_completion(n.clone()).await.unwrap(),
+            Disposition::Duplicate
+        );
+    }
+    let fresh = notification(session_id, loop_id);
+    session
+        .notify_process_completion(fresh.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        consumer.recv().await.unwrap().command_id(),
+        fresh.command_id,
+        "nothing acked came back"
+    );
+
+    let after = restore(session_id, journal.as_ref()).await.unwrap();
+    let still: Vec<_> = after.pending[&loop_id]
+        .iter()
+        .map(ProcessNotification::command_id)
+        .collect();
+    assert_eq!(still, vec![fresh.command_id]);
+}
+
+#[tokio::test]
+async fn crash_between_append_and_dispatch_on_the_memory_journal() {
+    let journal = MemoryJournal::new();
+    let keep = journal.clone();
+    crash_between_append_and_dispatch(Arc::new(journal), || async move {
+        Arc::new(keep) as Arc<dyn JournalBackend>
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn crash_between_append_and_dispatch_on_the_redb_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.redb");
+    let first = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    crash_between_append_and_dispatch(Arc::new(first), || async move {
+        Arc::new(RedbJournal::open(&path, JournalOptions::default()).unwrap())
+            as Arc<dyn JournalBackend>
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn orphans_are_declared_lost_once_even_when_declared_twice() {
+    let journal = MemoryJournal::new();
+    let session_id = SessionId::new();
+    let loop_id = LoopId::new();
+    let session = Session::new(session_id, Arc::new(journal.clone()));
+    let _consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+
+    // One process finished, one left running, one stop requested and never completed.
+    let mut done = lifecycle(session_id, loop_id, ProcessLifecycleKind::Started);
+    done.process_handle = "done".into();
+    let mut done_completed = lifecycle(session_id, loop_id, ProcessLifecycleKind::Completed);
+    done_completed.process_handle = "done".into();
+    let mut running = lifecycle(session_id, loop_id, ProcessLifecycleKind::Started);
+    running.process_handle = "running".into();
+    let mut stopping = lifecycle(session_id, loop_id, ProcessLifecycleKind::StopRequested);
+    stopping.process_handle = "stopping".into();
+    for m in [done, running.clone(), done_completed, stopping.clone()] {
+        session.publish_lifecycle(m).await.unwrap();
+    }
+    drop((session, _consumer));
+
+    let report = restore(session_id, &journal).await.unwrap();
+    assert_eq!(report.orphans, vec![running.clone(), stopping.clone()]);
+    assert_eq!(report, restore(session_id, &journal).await.unwrap());
+
+    let session = Session::new(session_id, Arc::new(journal.clone()));
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+    let mut events = session.subscribe();
+    for orphan in &report.orphans {
+        let outcome = session.declare_lost(orphan).await.unwrap();
+        assert_eq!(outcome.completion, Ok(Disposition::Accepted));
+        assert!(matches!(
+            outcome.event,
+            notify_session::Published::New { .. }
+        ));
+    }
+    let frames = journal.last_seq(session_id).await.unwrap();
+    // A crash during restore: the same declaration again adds nothing.
+    for orphan in &report.orphans {
+        let outcome = session.declare_lost(orphan).await.unwrap();
+        assert_eq!(outcome.completion, Ok(Disposition::Duplicate));
+        assert!(matches!(
+            outcome.event,
+            notify_session::Published::Duplicate { .. }
+        ));
+    }
+    assert_eq!(
+        journal.last_seq(session_id).await.unwrap(),
+        frames,
+        "declaring twice adds no frames"
+    );
+
+    for orphan in [&running, &stopping] {
+        let got = consumer.recv().await.unwrap();
+        let n = got.command().notification();
+        assert_eq!(
+            n.command_id,
+            lost_command_id(session_id, &orphan.process_handle)
+        );
+        assert_eq!(
+            (n.state, n.reason),
+            (
+                ProcessLifecycleState::LostOnRestore,
+                ProcessTerminalReason::LostOnRestore
+            )
+        );
+        got.ack().await.unwrap();
+        match events.recv().await.unwrap() {
+            SessionEvent::Lifecycle(m) => {
+                assert_eq!(
+                    m.event_id,
+                    lost_event_id(session_id, &orphan.process_handle)
+                );
+                assert_eq!(m.kind, ProcessLifecycleKind::Lost);
+            }
+            other => panic!("expected ProcessLost, got {other:?}"),
+        }
+    }
+    let after: RestoreReport = restore(session_id, &journal).await.unwrap();
+    assert!(after.orphans.is_empty(), "lost processes are terminal");
+    assert!(after.pending.is_empty());
+    let records = replay_all(&journal, session_id).await.unwrap();
+    assert_eq!(
+        records.len() as u64,
+        journal.last_seq(session_id).await.unwrap()
+    );
+}

@@ -1,0 +1,160 @@
+//! The supervisor runs real OS processes and the loop's consumer receives exactly the
+//! expected terminal state/reason pairs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify_loop::LoopConfig;
+use notify_session::{ProcessSpec, Session, StopSignal, SuperviseError, Supervisor, restore};
+use notify_testkit::MemoryJournal;
+use notify_types::{
+    Disposition, LoopId, ProcessLifecycleKind, ProcessLifecycleState as S,
+    ProcessTerminalReason as R, SessionEvent, SessionId,
+};
+
+#[tokio::test]
+async fn real_processes_end_with_the_expected_pairs() {
+    let journal = MemoryJournal::new();
+    let session = Session::new(SessionId::new(), Arc::new(journal.clone()));
+    let loop_id = LoopId::new();
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    let mut events = session.subscribe();
+    let supervisor = Supervisor::new(session.clone(), loop_id);
+
+    let exit3 = supervisor
+        .spawn(ProcessSpec::new("exit-3", "sh").arg("-c").arg("exit 3"))
+        .unwrap();
+    let slow = supervisor
+        .spawn(
+            ProcessSpec::new("deadline", "sh")
+                .arg("-c")
+                .arg("sleep 30")
+                .deadline(Duration::from_millis(200)),
+        )
+        .unwrap();
+    let stopped = supervisor
+        .spawn(ProcessSpec::new("stopped", "sh").arg("-c").arg("sleep 30"))
+        .unwrap();
+    let missing = supervisor
+        .spawn(ProcessSpec::new("missing", "notify-test-no-such-program"))
+        .unwrap();
+
+    // Stop the third once it is known to run.
+    loop {
+        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap() {
+            if m.process_handle == "stopped" && m.kind == ProcessLifecycleKind::Started {
+                break;
+            }
+        }
+    }
+    assert!(stopped.stop(StopSignal::Terminate).await);
+
+    let mut outcomes = BTreeMap::new();
+    for p in [exit3, slow, stopped, missing] {
+        let handle = p.handle().to_owned();
+        let command_id = p.command_id();
+        let outcome = p.wait().await.unwrap();
+        assert_eq!(outcome.command_id, command_id);
+        assert_eq!(
+            outcome.delivery.as_ref().ok(),
+            Some(&Disposition::Accepted),
+            "{handle}"
+        );
+        assert!(
+            outcome.lifecycle_errors.is_empty(),
+            "{handle}: {:?}",
+            outcome.lifecycle_errors
+        );
+        outcomes.insert(handle, (outcome.state, outcome.reason, outcome.exit_code));
+    }
+    let expected = BTreeMap::from([
+        ("exit-3".to_owned(), (S::Exited, R::Exited, Some(3))),
+        ("deadline".to_owned(), (S::TimedOut, R::TimedOut, None)),
+        ("stopped".to_owned(), (S::Terminated, R::Terminated, None)),
+        ("missing".to_owned(), (S::Failed, R::Failed, None)),
+    ]);
+    assert_eq!(outcomes, expected);
+
+    let mut received = BTreeMap::new();
+    for _ in 0..4 {
+        let got = consumer.recv().await.unwrap();
+        let n = got.command().notification().clone();
+        received.insert(n.process_handle.clone(), (n.state, n.reason));
+        got.ack().await.unwrap();
+    }
+    let expected_pairs: BTreeMap<_, _> = expected
+        .into_iter()
+        .map(|(h, (s, r, _))| (h, (s, r)))
+        .collect();
+    assert_eq!(received, expected_pairs);
+
+    // Every process has a terminal event, so nothing is orphaned, and nothing pending.
+    let report = restore(session.id(), &journal).await.unwrap();
+    assert!(report.orphans.is_empty(), "{:?}", report.orphans);
+    assert!(report.pending.is_empty());
+}
+
+#[tokio::test]
+async fn interrupt_and_kill_requests_map_to_their_pairs() {
+    let session = Session::new(SessionId::new(), Arc::new(MemoryJournal::new()));
+    let loop_id = LoopId::new();
+    let _consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    let mut events = session.subscribe();
+    let supervisor = Supervisor::new(session.clone(), loop_id);
+    for (signal, pair) in [
+        (StopSignal::Interrupt, (S::Interrupted, R::Interrupted)),
+        (StopSignal::Kill, (S::Killed, R::Killed)),
+    ] {
+        // exec, so the signal reaches sleep itself rather than a shell that may ignore it.
+        let p = supervisor
+            .spawn(
+                ProcessSpec::new("sleeper", "sh")
+                    .arg("-c")
+                    .arg("exec sleep 30"),
+            )
+            .unwrap();
+        loop {
+            if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap() {
+                if m.kind == ProcessLifecycleKind::Started {
+                    break;
+                }
+            }
+        }
+        assert!(p.stop(signal).await);
+        let outcome = p.wait().await.unwrap();
+        assert_eq!((outcome.state, outcome.reason), pair);
+        // StopRequested then Completed were published.
+        let mut kinds = Vec::new();
+        while kinds.len() < 2 {
+            if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap() {
+                kinds.push(m.kind);
+            }
+        }
+        assert_eq!(
+            kinds,
+            [
+                ProcessLifecycleKind::StopRequested,
+                ProcessLifecycleKind::Completed
+            ]
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_handle_runs_nothing() {
+    let session = Session::headless(SessionId::new());
+    let supervisor = Supervisor::new(session, LoopId::new());
+    assert!(matches!(
+        supervisor.spawn(ProcessSpec::new("no spaces", "true")),
+        Err(SuperviseError::InvalidHandle)
+    ));
+    assert!(matches!(
+        supervisor.spawn(ProcessSpec::new("", "true")),
+        Err(SuperviseError::InvalidHandle)
+    ));
+}
