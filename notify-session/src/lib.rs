@@ -65,6 +65,11 @@ mod retry;
 mod session;
 mod supervisor;
 
+/// The README's usage example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use consumer::{SessionConsumer, SessionReceived};
 pub use error::{AckError, DeclareLostError, PublishError, RegisterError, RestoreError};
 pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, restore};

@@ -1,0 +1,443 @@
+//! The notify demo: a session over a real redb journal, two native loops, a real
+//! supervisor running real processes, every disposition, and a real crash (a child
+//! process killed with SIGKILL) followed by restore.
+//!
+//! Run it with `cargo xtask demo` (or `cargo run -p notify-session --example demo`).
+//! `--journal PATH` keeps the journal file; by default it lives in a fresh temp dir.
+#![allow(clippy::print_stdout, reason = "a command-line demo prints its report")]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
+use notify_loop::LoopConfig;
+use notify_session::{ProcessSpec, Session, SessionConsumer, StopSignal, Supervisor, restore};
+use notify_types::{
+    CommandId, Disposition, LoopId, NotifyError, ProcessCompletionNotification,
+    ProcessLifecycleState, ProcessTerminalReason, SessionEvent, SessionId,
+};
+
+/// Counts every answer the demo received, for the summary.
+#[derive(Default)]
+struct Tally(BTreeMap<&'static str, usize>);
+
+impl Tally {
+    fn record(&mut self, answer: &Result<Disposition, NotifyError>) -> String {
+        let (key, text) = match answer {
+            Ok(Disposition::Accepted) => ("Accepted", "Accepted".to_owned()),
+            Ok(Disposition::Duplicate) => ("Duplicate", "Duplicate".to_owned()),
+            Ok(other) => ("Other", format!("{other}")),
+            Err(e) => match e.disposition() {
+                Some(Disposition::Collision) => ("Collision", format!("Collision ({e})")),
+                Some(Disposition::Stopped) => ("Stopped", format!("Stopped ({e})")),
+                _ => ("Error", format!("error ({e})")),
+            },
+        };
+        *self.0.entry(key).or_default() += 1;
+        text
+    }
+}
+
+struct Clock(Instant);
+
+impl Clock {
+    fn stamp(&self) -> String {
+        format!("+{:>6.3}s", self.0.elapsed().as_secs_f64())
+    }
+}
+
+fn heading(text: &str) {
+    println!("\n== {text}");
+}
+
+fn pair(state: ProcessLifecycleState, reason: ProcessTerminalReason) -> String {
+    format!("{state}/{reason}")
+}
+
+fn short(id: impl std::fmt::Display) -> String {
+    id.to_string()
+        .chars()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut journal_path: Option<PathBuf> = None;
+    let mut child: Option<(SessionId, LoopId)> = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--journal" => journal_path = Some(it.next().context("--journal needs a path")?.into()),
+            "--child" => {
+                let session = it.next().context("--child needs a session id")?.parse()?;
+                let loop_id = it.next().context("--child needs a loop id")?.parse()?;
+                child = Some((session, loop_id));
+            }
+            "-h" | "--help" => {
+                println!("usage: demo [--journal PATH]");
+                return Ok(());
+            }
+            other => bail!("unknown argument {other:?} (usage: demo [--journal PATH])"),
+        }
+    }
+    if let Some((session, loop_id)) = child {
+        let path = journal_path.context("--child needs --journal")?;
+        return crashing_child(&path, session, loop_id).await;
+    }
+    let tmp = tempfile::tempdir()?;
+    let path = journal_path.unwrap_or_else(|| tmp.path().join("notify-demo.redb"));
+    parent(&path).await
+}
+
+async fn parent(path: &Path) -> anyhow::Result<()> {
+    let clock = Clock(Instant::now());
+    let mut tally = Tally::default();
+    println!("notify demo: durable process-completion notifications");
+    println!("journal file: {}", path.display());
+
+    let journal = Arc::new(RedbJournal::open(path, JournalOptions::default())?);
+    let session_id = SessionId::new();
+    let session = Session::new(session_id, journal.clone());
+    let loop_a = LoopId::new();
+    let loop_b = LoopId::new();
+    let mut consumer_a = session.register_loop(LoopConfig::new(session_id, loop_a))?;
+    let mut consumer_b = session.register_loop(LoopConfig::new(session_id, loop_b).capacity(2))?;
+    let names = BTreeMap::from([(loop_a, "loop-a"), (loop_b, "loop-b")]);
+    println!("session {session_id}; loop-a (capacity 64), loop-b (capacity 2)");
+
+    // ---------------------------------------------------------------------------
+    heading("1. Real processes, supervised; lifecycle events as they are journaled");
+    println!(
+        "{:<9} {:<22} {:<10} {:<8} {:<26} detail",
+        "time", "event", "handle", "loop", "state/reason"
+    );
+    let mut events = session.subscribe();
+    let printer_clock = Clock(clock.0);
+    let printer_names = names.clone();
+    let printer = tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            if let SessionEvent::Lifecycle(m) = event {
+                let state = match m.reason {
+                    Some(r) => pair(m.state, r),
+                    None => m.state.to_string(),
+                };
+                let detail = match (m.exit_code, &m.diagnostic) {
+                    (Some(code), _) => format!("exit code {code}"),
+                    (None, Some(d)) => d.clone(),
+                    _ => String::new(),
+                };
+                println!(
+                    "{} {:<22} {:<10} {:<8} {:<26} {}",
+                    printer_clock.stamp(),
+                    m.kind.event_type(),
+                    m.process_handle,
+                    printer_names.get(&m.loop_id).copied().unwrap_or("?"),
+                    state,
+                    detail
+                );
+            }
+        }
+    });
+
+    let sup_a = Supervisor::new(session.clone(), loop_a);
+    let sup_b = Supervisor::new(session.clone(), loop_b);
+    let ok = sup_a.spawn(ProcessSpec::new("ok", "sh").arg("-c").arg("exit 0"))?;
+    let exit3 = sup_a.spawn(ProcessSpec::new("exit-3", "sh").arg("-c").arg("exit 3"))?;
+    let late = sup_b.spawn(
+        ProcessSpec::new("deadline", "sleep")
+            .arg("30")
+            .deadline(Duration::from_millis(300)),
+    )?;
+    let stop_me = sup_b.spawn(ProcessSpec::new("stop-me", "sleep").arg("30"))?;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop_me.stop(StopSignal::Terminate).await;
+
+    let mut completed = Vec::new();
+    for p in [ok, exit3, late, stop_me] {
+        let handle = p.handle().to_owned();
+        let outcome = p.wait().await.context("supervisor task ended")?;
+        let answer = tally.record(&outcome.delivery);
+        println!(
+            "{} {:<22} {:<10} {:<8} {:<26} {}",
+            clock.stamp(),
+            "completion notified",
+            handle,
+            "",
+            pair(outcome.state, outcome.reason),
+            answer
+        );
+        completed.push((handle, outcome));
+    }
+
+    heading("2. The loops' consumers receive in order and acknowledge");
+    for (name, consumer, count) in [
+        ("loop-a", &mut consumer_a, 2),
+        ("loop-b", &mut consumer_b, 2),
+    ] {
+        for _ in 0..count {
+            let got = consumer.recv().await.context("loop exited")?;
+            let n = got.command().notification().clone();
+            got.ack().await?;
+            println!(
+                "{} {name} received {:<10} {:<26} acked (NotificationConsumed journaled)",
+                clock.stamp(),
+                n.process_handle,
+                pair(n.state, n.reason)
+            );
+        }
+    }
+
+    // ---------------------------------------------------------------------------
+    heading("3. Retries: duplicate, collision, inbox full");
+    let (_, first) = &completed[0];
+    let original = ProcessCompletionNotification {
+        command_id: first.command_id,
+        session_id,
+        loop_id: loop_a,
+        process_handle: "ok".into(),
+        state: first.state,
+        reason: first.reason,
+    };
+    let answer = session.notify_process_completion(original.clone()).await;
+    println!(
+        "retry of `ok` with the same ID and payload   -> {}",
+        tally.record(&answer)
+    );
+    let forged = ProcessCompletionNotification {
+        state: ProcessLifecycleState::Killed,
+        reason: ProcessTerminalReason::Killed,
+        ..original.clone()
+    };
+    let answer = session.notify_process_completion(forged).await;
+    println!(
+        "same ID, different payload (Killed/Killed)   -> {}",
+        tally.record(&answer)
+    );
+
+    let fill: Vec<_> = (0..3)
+        .map(|i| completion(session_id, loop_b, &format!("burst-{i}")))
+        .collect();
+    for n in &fill {
+        let answer = session.notify_process_completion(n.clone()).await;
+        println!(
+            "loop-b (capacity 2) <- {:<8}               -> {}",
+            n.process_handle,
+            tally.record(&answer)
+        );
+    }
+    let answer = session.notify_process_completion(fill[2].clone()).await;
+    println!(
+        "retry burst-2 with the same ID (still full)   -> {}",
+        tally.record(&answer)
+    );
+    let got = consumer_b.recv().await.context("loop exited")?;
+    println!(
+        "loop-b consumer acks {}",
+        got.command().notification().process_handle
+    );
+    got.ack().await?;
+    let answer = session.notify_process_completion(fill[2].clone()).await;
+    println!(
+        "retry burst-2 with the same ID after the ack  -> {}",
+        tally.record(&answer)
+    );
+    let copies = notify_journal::replay_all(journal.as_ref(), session_id)
+        .await?
+        .iter()
+        .filter(|(_, r)| r.key() == *fill[2].command_id.as_uuid())
+        .count();
+    println!("journal frames for burst-2 after 3 attempts: {copies}");
+    let foreign = LoopId::new();
+    session.register_foreign_loop(foreign)?;
+    let answer = session
+        .notify_process_completion(completion(session_id, foreign, "foreign"))
+        .await;
+    println!(
+        "a loop of a foreign engine                     -> {}",
+        tally.record(&answer)
+    );
+    // Drain loop-b so only the crash leaves work pending.
+    for _ in 0..2 {
+        consumer_b
+            .recv()
+            .await
+            .context("loop exited")?
+            .ack()
+            .await?;
+    }
+
+    // ---------------------------------------------------------------------------
+    heading("4. Crash: a child process appends, then is killed with SIGKILL mid-way");
+    let before = journal.last_seq(session_id).await?;
+    drop((consumer_a, consumer_b, session, sup_a, sup_b));
+    printer.abort();
+    drop(journal); // release the file for the child
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let exe = std::env::current_exe()?;
+    let mut child = Command::new(exe)
+        .arg("--journal")
+        .arg(path)
+        .arg("--child")
+        .arg(session_id.to_string())
+        .arg(loop_a.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let stdout = child.stdout.take().context("child stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut acked_by_child = 0;
+    for line in lines.by_ref() {
+        let line = line?;
+        if line == "READY" {
+            break;
+        }
+        if line.starts_with("acked") {
+            acked_by_child += 1;
+        }
+        println!("  child: {line}");
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    child.kill()?; // SIGKILL: no destructor, no shutdown, no flush beyond what was committed
+    let status = child.wait()?;
+    println!(
+        "{} child killed ({status}); it had acknowledged {acked_by_child}",
+        clock.stamp()
+    );
+
+    heading("5. Restore from the same file");
+    let journal = Arc::new(RedbJournal::open(path, JournalOptions::default())?);
+    let mut report = restore(session_id, journal.as_ref()).await?;
+    println!(
+        "journal holds {} frames for the session ({} before the crash); {} notifications pending, {} orphaned processes",
+        report.last_seq,
+        before,
+        report.pending_count(),
+        report.orphans.len()
+    );
+    let session = Session::new(session_id, journal.clone());
+    let pending = report.take_pending(loop_a);
+    let redelivered = pending.len();
+    let mut consumer_a =
+        session.register_loop(LoopConfig::new(session_id, loop_a).seed(pending))?;
+    let _consumer_b = session.register_loop(LoopConfig::new(session_id, loop_b).capacity(2))?;
+    for _ in 0..redelivered {
+        let got = consumer_a.recv().await.context("loop exited")?;
+        let n = got.command().notification().clone();
+        got.ack().await?;
+        println!(
+            "redelivered to loop-a: {:<12} {:<26} (command …{}) acked",
+            n.process_handle,
+            pair(n.state, n.reason),
+            short(n.command_id)
+        );
+    }
+    for orphan in &report.orphans {
+        let outcome = session.declare_lost(orphan).await?;
+        let answer =
+            tally.record(
+                &outcome
+                    .completion
+                    .clone()
+                    .map_err(|s| NotifyError::DeliveryStopped {
+                        loop_id: s.loop_id,
+                        cause: s.cause,
+                    }),
+            );
+        println!(
+            "orphan {:<12} declared lost: ProcessLost journaled, LostOnRestore completion {answer}",
+            orphan.process_handle
+        );
+        let got = consumer_a.recv().await.context("loop exited")?;
+        got.ack().await?;
+    }
+    for orphan in &report.orphans {
+        let again = session.declare_lost(orphan).await?;
+        println!(
+            "declared {} lost again (a crash during restore): completion {:?}, event {:?}",
+            orphan.process_handle, again.completion, again.event
+        );
+    }
+    let after = restore(session_id, journal.as_ref()).await?;
+    println!(
+        "restore again: {} pending, {} orphans",
+        after.pending_count(),
+        after.orphans.len()
+    );
+
+    heading("Summary");
+    for (k, v) in &tally.0 {
+        println!("  {k:<10} {v}");
+    }
+    println!("  journal sessions: {}", journal.sessions().await?.len());
+    println!(
+        "  session {session_id}: last seq {}",
+        journal.last_seq(session_id).await?
+    );
+    println!("  elapsed: {:.2}s", clock.0.elapsed().as_secs_f64());
+    if after.pending_count() != 0 || !after.orphans.is_empty() {
+        bail!("restore left work behind");
+    }
+    Ok(())
+}
+
+fn completion(
+    session_id: SessionId,
+    loop_id: LoopId,
+    handle: &str,
+) -> ProcessCompletionNotification {
+    ProcessCompletionNotification {
+        command_id: CommandId::new(),
+        session_id,
+        loop_id,
+        process_handle: handle.into(),
+        state: ProcessLifecycleState::Exited,
+        reason: ProcessTerminalReason::Exited,
+    }
+}
+
+/// The child: appends work to the same journal, acknowledges some of it, leaves two
+/// processes running, says READY and keeps appending until it is killed.
+async fn crashing_child(path: &Path, session_id: SessionId, loop_id: LoopId) -> anyhow::Result<()> {
+    let journal = Arc::new(RedbJournal::open(path, JournalOptions::default())?);
+    let session = Session::new(session_id, journal);
+    let mut consumer = session.register_loop(LoopConfig::new(session_id, loop_id))?;
+    let supervisor = Supervisor::new(session.clone(), loop_id);
+    // Left running when the crash comes: restore finds them orphaned.
+    let _long = [
+        supervisor.spawn(ProcessSpec::new("long-build", "sleep").arg("5"))?,
+        supervisor.spawn(ProcessSpec::new("long-test", "sleep").arg("5"))?,
+    ];
+    for i in 0..5 {
+        let n = completion(session_id, loop_id, &format!("job-{i}"));
+        session.notify_process_completion(n).await?;
+        println!("accepted job-{i}");
+    }
+    for _ in 0..2 {
+        let got = consumer.recv().await.context("loop exited")?;
+        let handle = got.command().notification().process_handle.clone();
+        got.ack().await?;
+        println!("acked {handle}");
+    }
+    // Let the supervisor publish ProcessStarted for both long processes.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    println!("READY");
+    let mut i = 5;
+    loop {
+        let n = completion(session_id, loop_id, &format!("job-{i}"));
+        session.notify_process_completion(n).await?;
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
