@@ -1,6 +1,10 @@
 //! The strict, deterministic wire codec: every refusal with its exact error and field,
 //! and round trips of every record kind.
 
+// clippy.toml's allow-*-in-tests covers `#[test]` fns only; this crate's helpers are
+// test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[allow(dead_code)]
 mod common;
 
@@ -271,7 +275,10 @@ fn size_limit_is_sixteen_mib() {
     };
     check(&over, &want, None);
     assert_eq!(SessionEvent::decode(&over).unwrap_err(), want);
-    assert_eq!(ProcessCompletionNotification::decode(&over).unwrap_err(), want);
+    assert_eq!(
+        ProcessCompletionNotification::decode(&over).unwrap_err(),
+        want
+    );
 }
 
 #[test]
@@ -299,10 +306,14 @@ fn mismatched_command_id_is_refused() {
 #[test]
 fn invalid_notification_names_the_validation_field() {
     use ValidationField as F;
-    let cases: Vec<(Box<dyn Fn(&mut serde_json::Map<String, Value>)>, F)> = vec![
+    type Edit = Box<dyn Fn(&mut serde_json::Map<String, Value>)>;
+    let cases: Vec<(Edit, F)> = vec![
         (Box::new(|n| drop(n.remove("session_id"))), F::SessionId),
         (Box::new(|n| drop(n.remove("loop_id"))), F::LoopId),
-        (Box::new(|n| drop(n.remove("process_handle"))), F::ProcessHandle),
+        (
+            Box::new(|n| drop(n.remove("process_handle"))),
+            F::ProcessHandle,
+        ),
         (
             Box::new(|n| drop(n.insert("process_handle".into(), json!("a/b")))),
             F::ProcessHandle,
@@ -461,7 +472,13 @@ fn non_canonical_uuids_are_refused() {
         doc["command_id"] = json!(bad);
         let err = ProcessNotification::decode(doc.to_string().as_bytes()).unwrap_err();
         assert!(
-            matches!(err, DecodeError::InvalidValue { field: "command_id", .. }),
+            matches!(
+                err,
+                DecodeError::InvalidValue {
+                    field: "command_id",
+                    ..
+                }
+            ),
             "{bad}: {err}"
         );
         // Each ID inside the notification.
@@ -572,7 +589,10 @@ fn notification_consumed_round_trips_and_derives_its_id() {
         consumed_event_id(cause),
         "derived, not random"
     );
-    assert_ne!(consumed_event_id(cause), consumed_event_id(CommandId::from_uuid(uuid(9))));
+    assert_ne!(
+        consumed_event_id(cause),
+        consumed_event_id(CommandId::from_uuid(uuid(9)))
+    );
     let e = SessionEvent::NotificationConsumed(c);
     let bytes = round_trip_event(&e);
     let want = format!(
@@ -626,8 +646,7 @@ fn notification_consumed_refusals() {
 
 #[test]
 fn lifecycle_event_refusals() {
-    let base: Value =
-        serde_json::from_slice(&event(valid_metadata(K::Started)).encode()).unwrap();
+    let base: Value = serde_json::from_slice(&event(valid_metadata(K::Started)).encode()).unwrap();
     // type and kind must agree.
     for other in [
         "ProcessBackgrounded",
@@ -663,7 +682,12 @@ fn lifecycle_event_refusals() {
         doc["metadata"][key] = json!("x");
         let err = SessionEvent::decode(doc.to_string().as_bytes()).unwrap_err();
         let path = format!("metadata.{key}");
-        assert_eq!(err, DecodeError::UnknownField { field: path.clone() });
+        assert_eq!(
+            err,
+            DecodeError::UnknownField {
+                field: path.clone()
+            }
+        );
         assert_eq!(err.field(), Some(path.as_str()));
     }
     // Missing or malformed metadata.
@@ -679,19 +703,35 @@ fn lifecycle_event_refusals() {
         DecodeError::NotAnObject { field: "metadata" }
     );
     // Timestamps must be RFC 3339 strings; a missing creation time is the zero time.
-    for bad in [json!("yesterday"), json!(1_700_000_000), json!(null), json!("")] {
+    for bad in [
+        json!("yesterday"),
+        json!(1_700_000_000),
+        json!(null),
+        json!(""),
+    ] {
         let mut doc = base.clone();
         doc["metadata"]["process_started_at"] = bad.clone();
         let err = SessionEvent::decode(doc.to_string().as_bytes()).unwrap_err();
         assert!(
-            matches!(err, DecodeError::InvalidValue { field: "process_started_at", .. }),
+            matches!(
+                err,
+                DecodeError::InvalidValue {
+                    field: "process_started_at",
+                    ..
+                }
+            ),
             "{bad}: {err}"
         );
     }
     for created in [None, Some("0001-01-01T00:00:00Z")] {
         let mut doc = base.clone();
         match created {
-            None => drop(doc["metadata"].as_object_mut().unwrap().remove("process_created_at")),
+            None => drop(
+                doc["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("process_created_at"),
+            ),
             Some(t) => doc["metadata"]["process_created_at"] = json!(t),
         }
         let err = SessionEvent::decode(doc.to_string().as_bytes()).unwrap_err();
@@ -700,19 +740,36 @@ fn lifecycle_event_refusals() {
     // Exit codes outside i32, and a non-boolean has_exit_code.
     let completed: Value =
         serde_json::from_slice(&event(valid_metadata(K::Completed)).encode()).unwrap();
-    for bad in [json!(2_147_483_648_i64), json!(-2_147_483_649_i64), json!(1.5), json!("0")] {
+    for bad in [
+        json!(2_147_483_648_i64),
+        json!(-2_147_483_649_i64),
+        json!(1.5),
+        json!("0"),
+    ] {
         let mut doc = completed.clone();
         doc["metadata"]["exit_code"] = bad;
         let err = SessionEvent::decode(doc.to_string().as_bytes()).unwrap_err();
         assert!(
-            matches!(err, DecodeError::InvalidValue { field: "exit_code", .. }),
+            matches!(
+                err,
+                DecodeError::InvalidValue {
+                    field: "exit_code",
+                    ..
+                }
+            ),
             "{err}"
         );
     }
     let mut doc = completed.clone();
     doc["metadata"]["has_exit_code"] = json!(1);
     let err = SessionEvent::decode(doc.to_string().as_bytes()).unwrap_err();
-    assert!(matches!(err, DecodeError::InvalidValue { field: "has_exit_code", .. }));
+    assert!(matches!(
+        err,
+        DecodeError::InvalidValue {
+            field: "has_exit_code",
+            ..
+        }
+    ));
     // A lifecycle event that fails validation names the validation field.
     let mut doc = completed;
     doc["metadata"]["diagnostic"] = json!("not allowed for Exited");
@@ -743,14 +800,20 @@ fn exit_codes_round_trip() {
 #[test]
 fn timestamps_round_trip_to_the_nanosecond() {
     let cases = [
-        (ts(1_700_000_000, 123_456_789), "2023-11-14T22:13:20.123456789Z"),
+        (
+            ts(1_700_000_000, 123_456_789),
+            "2023-11-14T22:13:20.123456789Z",
+        ),
         (ts(1_700_000_000, 1), "2023-11-14T22:13:20.000000001Z"),
         (ts(1_700_000_000, 100_000_000), "2023-11-14T22:13:20.1Z"),
         (ts(1_700_000_000, 0), "2023-11-14T22:13:20Z"),
         (ts(0, 0), "1970-01-01T00:00:00Z"),
         (ts(-1, 999_999_999), "1969-12-31T23:59:59.999999999Z"),
         (ts(-62_135_596_800, 1), "0001-01-01T00:00:00.000000001Z"),
-        (ts(253_402_207_199, 999_999_999), "9999-12-30T21:59:59.999999999Z"),
+        (
+            ts(253_402_207_199, 999_999_999),
+            "9999-12-30T21:59:59.999999999Z",
+        ),
     ];
     for (t, text) in cases {
         let mut m = valid_metadata(K::Lost);
@@ -817,7 +880,10 @@ fn handle_strings_encode_like_serde_json() {
         };
         let text = String::from_utf8(n.encode()).unwrap();
         let escaped = serde_json::to_string(handle).unwrap();
-        assert!(text.contains(&format!(r#""process_handle":{escaped},"#)), "{text}");
+        assert!(
+            text.contains(&format!(r#""process_handle":{escaped},"#)),
+            "{text}"
+        );
         let err = ProcessCompletionNotification::decode(text.as_bytes()).unwrap_err();
         assert_eq!(err.field(), Some("process_handle"));
     }

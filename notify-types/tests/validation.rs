@@ -1,6 +1,10 @@
 //! `validate()` for both DTOs: the completion-pair table, the lifecycle matrix, each
 //! shape rule, handle edges, and first-failing-field order.
 
+// clippy.toml's allow-*-in-tests covers `#[test]` fns only; this crate's helpers are
+// test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[allow(dead_code)]
 mod common;
 
@@ -11,6 +15,8 @@ use ProcessLifecycleKind as K;
 use ProcessLifecycleState as S;
 use ProcessTerminalReason as R;
 use ValidationField as F;
+
+type EditN = fn(&mut ProcessCompletionNotification);
 
 /// Asserts that `m` validates to `want` (`None` = Ok, `Some(field)` = that field).
 #[track_caller]
@@ -55,7 +61,7 @@ fn notification_state_reason_table_is_exactly_the_eleven_pairs() {
 
 #[test]
 fn notification_reports_each_field_alone() {
-    let cases: [(fn(&mut ProcessCompletionNotification), F); 5] = [
+    let cases: [(EditN, F); 5] = [
         (|n| n.command_id = CommandId::NIL, F::CommandId),
         (|n| n.session_id = SessionId::NIL, F::SessionId),
         (|n| n.loop_id = LoopId::NIL, F::LoopId),
@@ -81,9 +87,13 @@ fn notification_reports_the_first_failing_field() {
         state: S::Starting,
         reason: R::Exited,
     };
-    let fixes: [(F, fn(&mut ProcessCompletionNotification)); 5] = [
-        (F::CommandId, |n| n.command_id = CommandId::from_uuid(uuid(1))),
-        (F::SessionId, |n| n.session_id = SessionId::from_uuid(uuid(2))),
+    let fixes: [(F, EditN); 5] = [
+        (F::CommandId, |n| {
+            n.command_id = CommandId::from_uuid(uuid(1))
+        }),
+        (F::SessionId, |n| {
+            n.session_id = SessionId::from_uuid(uuid(2))
+        }),
         (F::LoopId, |n| n.loop_id = LoopId::from_uuid(uuid(3))),
         (F::ProcessHandle, |n| n.process_handle = "h".into()),
         (F::StateReason, |n| n.state = S::Exited),
@@ -135,7 +145,12 @@ fn handle_accepts_exactly_the_url_safe_alphabet() {
     for b in 0u8..=255 {
         let c = char::from(b); // 0x80..=0xff become the Latin-1 chars, two UTF-8 bytes.
         let ok = c.is_ascii_alphanumeric() || c == '_' || c == '-';
-        for handle in [format!("ab{c}cd"), c.to_string(), format!("{c}-x"), format!("x_{c}")] {
+        for handle in [
+            format!("ab{c}cd"),
+            c.to_string(),
+            format!("{c}-x"),
+            format!("x_{c}"),
+        ] {
             check_handle(&handle, ok);
         }
         if ok {
@@ -217,7 +232,11 @@ fn stop_requested_shape() {
         check_shape(starting(), |m| m.exit_code = Some(137), LF);
         // "No diagnostic" for StopRequested is reported by the earlier `diagnostic`
         // presence rule, which allows one only for Completed+Failed or Lost.
-        check_shape(running(), |m| m.diagnostic = Some("x".into()), Some(F::Diagnostic));
+        check_shape(
+            running(),
+            |m| m.diagnostic = Some("x".into()),
+            Some(F::Diagnostic),
+        );
     }
 }
 
@@ -256,7 +275,11 @@ fn lost_shape() {
     check_shape(base(), |m| m.process_finished_at = None, LF);
     check_shape(base(), |m| m.exit_code = Some(0), LF);
     check_shape(base(), |m| m.process_started_at = None, None);
-    check_shape(base(), |m| m.diagnostic = Some("runner vanished".into()), None);
+    check_shape(
+        base(),
+        |m| m.diagnostic = Some("runner vanished".into()),
+        None,
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -268,18 +291,42 @@ fn lifecycle_reports_each_earlier_field_alone() {
     let between = ts(1_700_000_000, 500_000_000); // after created, before started
     let cases: Vec<(K, Edit, F)> = vec![
         (K::Started, |m| m.event_id = EventId::NIL, F::EventId),
-        (K::Completed, |m| m.session_id = SessionId::NIL, F::SessionId),
+        (
+            K::Completed,
+            |m| m.session_id = SessionId::NIL,
+            F::SessionId,
+        ),
         (K::Lost, |m| m.loop_id = LoopId::NIL, F::LoopId),
-        (K::StopRequested, |m| m.process_handle = String::new(), F::ProcessHandle),
-        (K::Backgrounded, |m| m.process_handle = "x".repeat(129), F::ProcessHandle),
-        (K::Completed, |m| m.process_handle = "a.b".into(), F::ProcessHandle),
+        (
+            K::StopRequested,
+            |m| m.process_handle = String::new(),
+            F::ProcessHandle,
+        ),
+        (
+            K::Backgrounded,
+            |m| m.process_handle = "x".repeat(129),
+            F::ProcessHandle,
+        ),
+        (
+            K::Completed,
+            |m| m.process_handle = "a.b".into(),
+            F::ProcessHandle,
+        ),
         (
             K::Started,
             |m| m.origin_execution_id = ExecutionId::NIL,
             F::OriginExecutionId,
         ),
-        (K::Started, |m| m.process_created_at = ZERO_TIME, F::ProcessCreatedAt),
-        (K::Lost, |m| m.process_created_at = ZERO_TIME, F::ProcessCreatedAt),
+        (
+            K::Started,
+            |m| m.process_created_at = ZERO_TIME,
+            F::ProcessCreatedAt,
+        ),
+        (
+            K::Lost,
+            |m| m.process_created_at = ZERO_TIME,
+            F::ProcessCreatedAt,
+        ),
         (
             K::Started,
             |m| m.process_started_at = Some(ts(1_699_999_999, 999_999_999)),
@@ -305,11 +352,31 @@ fn lifecycle_reports_each_earlier_field_alone() {
             |m| m.process_finished_at = Some(ts(1_700_000_000, 500_000_000)),
             F::ProcessFinishedAt,
         ),
-        (K::Lost, |m| m.diagnostic = Some("x".repeat(513)), F::Diagnostic),
-        (K::Started, |m| m.diagnostic = Some(String::new()), F::Diagnostic),
-        (K::Backgrounded, |m| m.diagnostic = Some("x".into()), F::Diagnostic),
-        (K::StopRequested, |m| m.diagnostic = Some("x".into()), F::Diagnostic),
-        (K::Completed, |m| m.diagnostic = Some("x".into()), F::Diagnostic),
+        (
+            K::Lost,
+            |m| m.diagnostic = Some("x".repeat(513)),
+            F::Diagnostic,
+        ),
+        (
+            K::Started,
+            |m| m.diagnostic = Some(String::new()),
+            F::Diagnostic,
+        ),
+        (
+            K::Backgrounded,
+            |m| m.diagnostic = Some("x".into()),
+            F::Diagnostic,
+        ),
+        (
+            K::StopRequested,
+            |m| m.diagnostic = Some("x".into()),
+            F::Diagnostic,
+        ),
+        (
+            K::Completed,
+            |m| m.diagnostic = Some("x".into()),
+            F::Diagnostic,
+        ),
     ];
     assert!(before_created < created() && created() < between && between < started());
     for (kind, edit, field) in cases {
@@ -364,7 +431,10 @@ fn exit_code_without_has_exit_code_is_refused_on_the_wire() {
     let m = valid_metadata(K::Completed);
     let bytes = SessionEvent::from(m).encode();
     let text = String::from_utf8(bytes).unwrap();
-    assert!(text.contains(r#""has_exit_code":true,"exit_code":0"#), "{text}");
+    assert!(
+        text.contains(r#""has_exit_code":true,"exit_code":0"#),
+        "{text}"
+    );
     let orphan = text.replace(r#""has_exit_code":true,"#, "");
     let err = SessionEvent::decode(orphan.as_bytes()).unwrap_err();
     assert_eq!(err, DecodeError::Invalid(ValidationError::new(F::ExitCode)));
@@ -409,16 +479,24 @@ fn lifecycle_reports_the_first_failing_field() {
     };
     let fixes: Vec<(F, Edit)> = vec![
         (F::EventId, |m| m.event_id = EventId::from_uuid(uuid(4))),
-        (F::SessionId, |m| m.session_id = SessionId::from_uuid(uuid(2))),
+        (F::SessionId, |m| {
+            m.session_id = SessionId::from_uuid(uuid(2))
+        }),
         (F::LoopId, |m| m.loop_id = LoopId::from_uuid(uuid(3))),
         (F::ProcessHandle, |m| m.process_handle = "h".into()),
         (F::OriginExecutionId, |m| {
             m.origin_execution_id = ExecutionId::from_uuid(uuid(5));
         }),
         (F::ProcessCreatedAt, |m| m.process_created_at = ts(2_000, 0)),
-        (F::ProcessStartedAt, |m| m.process_started_at = Some(ts(3_000, 0))),
-        (F::ProcessFinishedAt, |m| m.process_finished_at = Some(ts(2_500, 0))),
-        (F::ProcessFinishedAt, |m| m.process_finished_at = Some(ts(4_000, 0))),
+        (F::ProcessStartedAt, |m| {
+            m.process_started_at = Some(ts(3_000, 0))
+        }),
+        (F::ProcessFinishedAt, |m| {
+            m.process_finished_at = Some(ts(2_500, 0))
+        }),
+        (F::ProcessFinishedAt, |m| {
+            m.process_finished_at = Some(ts(4_000, 0))
+        }),
         (F::Diagnostic, |m| m.diagnostic = Some("x".into())),
         (F::Diagnostic, |m| m.diagnostic = None),
         (F::StateReason, |m| m.state = S::Running),
@@ -447,7 +525,10 @@ fn validation_error_is_typed_and_usable_with_question_mark() {
     assert_eq!(err.field(), F::LoopId);
     assert_eq!(err.field().as_str(), "loop_id");
     assert!(err.to_string().contains("loop_id"), "{err}");
-    assert!(matches!(run(&bad), Err(NotifyError::Invalid { field: F::LoopId })));
+    assert!(matches!(
+        run(&bad),
+        Err(NotifyError::Invalid { field: F::LoopId })
+    ));
     let spellings = [
         (F::CommandId, "command_id"),
         (F::SessionId, "session_id"),

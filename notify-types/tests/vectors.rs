@@ -1,5 +1,9 @@
 //! The shared wire vectors round-trip byte for byte.
 
+// clippy.toml's allow-*-in-tests covers `#[test]` fns only; this crate's helpers are
+// test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use notify_types::*;
 
 const COMMAND_EXITED: &str = include_str!("vectors/command-exited.json");

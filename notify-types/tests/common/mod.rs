@@ -63,9 +63,9 @@ pub(crate) fn state_reason_allowed(kind: K, state: S, reason: Option<R>) -> bool
             matches!(state, S::Starting | S::Running)
                 && matches!(reason, Some(R::Interrupted | R::Terminated | R::Killed))
         }
-        K::Completed => reason.is_some_and(|r| {
-            r != R::LostOnRestore && COMPLETION_PAIRS.contains(&(state, r))
-        }),
+        K::Completed => {
+            reason.is_some_and(|r| r != R::LostOnRestore && COMPLETION_PAIRS.contains(&(state, r)))
+        }
         K::Lost => state == S::LostOnRestore && reason == Some(R::LostOnRestore),
     }
 }
