@@ -448,7 +448,8 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
 // Properties
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // 256 cases by default (proptest's own default); PROPTEST_CASES=N runs more.
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
     fn valid_notifications_validate_and_round_trip(n in notification()) {
