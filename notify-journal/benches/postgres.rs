@@ -1,0 +1,4 @@
+//! PostgreSQL journal benchmark (work in progress).
+#![allow(missing_docs)]
+
+fn main() {}

@@ -1,0 +1,138 @@
+//! Options of the PostgreSQL journal.
+
+use std::time::Duration;
+
+use super::error::PgOpenError;
+use super::schema::valid_schema_name;
+
+/// What [`PgJournal::connect`](super::PgJournal::connect) does with the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MigrationMode {
+    /// Create the schema if missing and apply every pending migration (default).
+    /// Concurrent openers serialize on a transaction-scoped advisory lock.
+    #[default]
+    Apply,
+    /// Only check that the schema is at this code's version; change nothing. For
+    /// deployments where migrations are run by a privileged job.
+    ValidateOnly,
+}
+
+/// Whether appends need a lease held by this journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LeasePolicy {
+    /// Appends to a session on which this journal holds no lease are allowed while
+    /// no other writer holds a live lease on it; several such writers may append to
+    /// one session at once (the session row lock orders them). A live lease held by
+    /// another writer fences them. Appends to a session this journal acquired a
+    /// lease on always check that lease. The default: it is what the journal backend
+    /// trait promises to callers that know nothing of leases.
+    #[default]
+    Optional,
+    /// Every append needs a live lease acquired by this journal; others are
+    /// [`AppendError::Fenced`](crate::AppendError::Fenced) without touching the
+    /// database. For single-writer deployments that want stale-writer fencing on
+    /// every write.
+    Required,
+}
+
+/// Options of [`PgJournal::connect`](super::PgJournal::connect).
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    pub(crate) schema: String,
+    pub(crate) migration: MigrationMode,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) lease_duration: Duration,
+    pub(crate) lease_policy: LeasePolicy,
+    pub(crate) max_batch: usize,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            schema: "notify_journal".to_owned(),
+            migration: MigrationMode::Apply,
+            connect_timeout: Duration::from_secs(5),
+            lease_duration: Duration::from_secs(30),
+            lease_policy: LeasePolicy::Optional,
+            max_batch: 1024,
+        }
+    }
+}
+
+impl PgOptions {
+    /// The PostgreSQL schema holding the journal's tables (default
+    /// `notify_journal`). Must match `[a-z_][a-z0-9_]{0,62}`; checked at connect.
+    #[must_use]
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Apply migrations (default) or only validate the schema version.
+    #[must_use]
+    pub fn migration(mut self, mode: MigrationMode) -> Self {
+        self.migration = mode;
+        self
+    }
+
+    /// How long a connection attempt (TCP and startup handshake) may take before
+    /// it fails with [`PgOpenError::ConnectTimeout`] (default 5 s; also used when
+    /// the journal reconnects after losing a connection).
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long an acquired or renewed lease lives, by the database's clock
+    /// (default 30 s; at least 1 ms).
+    #[must_use]
+    pub fn lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration;
+        self
+    }
+
+    /// Whether appends need a lease (default [`LeasePolicy::Optional`]).
+    #[must_use]
+    pub fn lease_policy(mut self, policy: LeasePolicy) -> Self {
+        self.lease_policy = policy;
+        self
+    }
+
+    /// The most appends committed in one transaction (default 1024, at least 1).
+    #[must_use]
+    pub fn max_batch(mut self, max: usize) -> Self {
+        self.max_batch = max;
+        self
+    }
+
+    pub(crate) fn check(&self) -> Result<(), PgOpenError> {
+        if !valid_schema_name(&self.schema) {
+            return Err(PgOpenError::InvalidOption {
+                option: "schema",
+                reason: "must match [a-z_][a-z0-9_]{0,62}",
+            });
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(PgOpenError::InvalidOption {
+                option: "connect_timeout",
+                reason: "must be positive",
+            });
+        }
+        if self.lease_duration < Duration::from_millis(1) {
+            return Err(PgOpenError::InvalidOption {
+                option: "lease_duration",
+                reason: "must be at least 1 ms",
+            });
+        }
+        if self.max_batch == 0 {
+            return Err(PgOpenError::InvalidOption {
+                option: "max_batch",
+                reason: "must be at least 1",
+            });
+        }
+        Ok(())
+    }
+}

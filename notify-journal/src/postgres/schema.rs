@@ -1,0 +1,240 @@
+//! The journal's tables, their versioned migrations, and every SQL statement.
+//!
+//! Layout (all in one PostgreSQL schema, `notify_journal` by default):
+//!
+//! * `schema_version(version, applied_at)`: one row per applied migration.
+//! * `sessions(session, last_seq, lease_epoch, lease_holder, lease_expires_at)`: one
+//!   row per session that was written or leased. `last_seq` is the session's highest
+//!   frame; appends lock this row (`FOR UPDATE`), which totally orders every writer of
+//!   the session, in any process, and makes the lease check and the frame insert one
+//!   atomic step.
+//! * `frames(session, seq, key, kind, bytes, committed_at)`: primary key
+//!   `(session, seq)`, unique `(session, key)` (the idempotency index). A frame, its
+//!   index entry and the session's `last_seq` commit in one transaction.
+//!
+//! The schema identifier is the only text spliced into SQL; it is checked against
+//! `[a-z_][a-z0-9_]{0,62}` before use. Every value is a bind parameter.
+
+use tokio_postgres::Client;
+
+use super::error::{PgOpenError, sanitize};
+use super::options::MigrationMode;
+
+/// The journal schema version this code writes and understands.
+pub const PG_SCHEMA_VERSION: u32 = 1;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`. `{s}` is the schema.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions with their lease, frames with the idempotency index.
+    "CREATE TABLE {s}.sessions (
+         session          uuid PRIMARY KEY,
+         last_seq         bigint NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
+         lease_epoch      bigint NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
+         lease_holder     uuid,
+         lease_expires_at timestamptz,
+         CHECK ((lease_holder IS NULL) = (lease_expires_at IS NULL))
+     );
+     CREATE TABLE {s}.frames (
+         session      uuid NOT NULL REFERENCES {s}.sessions (session),
+         seq          bigint NOT NULL CHECK (seq >= 1),
+         key          uuid NOT NULL,
+         kind         text NOT NULL,
+         bytes        bytea NOT NULL,
+         committed_at timestamptz NOT NULL DEFAULT now(),
+         PRIMARY KEY (session, seq),
+         UNIQUE (session, key)
+     );",
+];
+
+/// Whether `name` is a schema identifier we splice into SQL unquoted.
+pub(crate) fn valid_schema_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    let first_ok = matches!(bytes.next(), Some(b'a'..=b'z' | b'_'));
+    first_ok && name.len() <= 63 && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+/// A stable advisory-lock key per schema, so concurrent openers migrate one at a time
+/// (transaction-scoped: it is only held while migrating).
+fn migration_lock_key(schema: &str) -> i64 {
+    // FNV-1a, 64 bit.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in b"notify-journal-migrate:".iter().chain(schema.as_bytes()) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    i64::from_ne_bytes(h.to_ne_bytes())
+}
+
+/// Checks the schema version and, unless validating only, applies what is missing.
+pub(crate) async fn migrate(
+    client: &mut Client,
+    schema: &str,
+    mode: MigrationMode,
+) -> Result<(), PgOpenError> {
+    let storage = |op| move |e: tokio_postgres::Error| PgOpenError::Storage(sanitize(op, &e));
+    let tx = client.transaction().await.map_err(storage("migrate"))?;
+    if mode == MigrationMode::Apply {
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&migration_lock_key(schema)],
+        )
+        .await
+        .map_err(storage("migration lock"))?;
+    }
+    let table = format!("{schema}.schema_version");
+    let exists: bool = tx
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(storage("read schema version"))?;
+    let found: u32 = if exists {
+        let v: i32 = tx
+            .query_one(
+                &format!("SELECT coalesce(max(version), 0) FROM {table}"),
+                &[],
+            )
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(storage("read schema version"))?;
+        u32::try_from(v).map_err(|_| {
+            PgOpenError::Storage(crate::error::StorageError::msg(
+                "postgres: negative journal schema version",
+            ))
+        })?
+    } else {
+        0
+    };
+    if found > PG_SCHEMA_VERSION {
+        return Err(PgOpenError::SchemaTooNew {
+            found,
+            supported: PG_SCHEMA_VERSION,
+        });
+    }
+    if found == PG_SCHEMA_VERSION {
+        return tx.commit().await.map_err(storage("migrate"));
+    }
+    if mode == MigrationMode::ValidateOnly {
+        return Err(PgOpenError::SchemaOutdated {
+            found,
+            required: PG_SCHEMA_VERSION,
+        });
+    }
+    if !exists {
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE {table} (
+                 version    integer PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+             );"
+        ))
+        .await
+        .map_err(storage("create schema"))?;
+    }
+    let pending = MIGRATIONS.iter().zip(1_i32..).skip(found as usize);
+    for (ddl, version) in pending {
+        tx.batch_execute(&ddl.replace("{s}", schema))
+            .await
+            .map_err(storage("apply migration"))?;
+        tx.execute(
+            &format!("INSERT INTO {table} (version) VALUES ($1)"),
+            &[&version],
+        )
+        .await
+        .map_err(storage("record migration"))?;
+    }
+    tx.commit().await.map_err(storage("migrate"))
+}
+
+/// Every statement the journal runs, with the schema spliced in once.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub(crate) ensure_sessions: String,
+    pub(crate) lock_sessions: String,
+    pub(crate) find_keys: String,
+    pub(crate) insert_frames: String,
+    pub(crate) set_last_seq: String,
+    pub(crate) lookup: String,
+    pub(crate) replay: String,
+    pub(crate) last_seq: String,
+    pub(crate) sessions: String,
+    pub(crate) acquire: String,
+    pub(crate) renew: String,
+    pub(crate) release: String,
+    pub(crate) lease_info: String,
+}
+
+impl Sql {
+    pub(crate) fn new(s: &str) -> Self {
+        Self {
+            // Sorted input: concurrent batches insert and lock rows in one order.
+            ensure_sessions: format!(
+                "INSERT INTO {s}.sessions (session)
+                 SELECT u FROM unnest($1::uuid[]) AS t(u) ORDER BY u
+                 ON CONFLICT (session) DO NOTHING"
+            ),
+            lock_sessions: format!(
+                "SELECT session, last_seq, lease_epoch, lease_holder,
+                        coalesce(lease_expires_at > clock_timestamp(), false)
+                 FROM {s}.sessions WHERE session = ANY($1::uuid[])
+                 ORDER BY session FOR UPDATE"
+            ),
+            find_keys: format!(
+                "SELECT f.session, f.key, f.seq, f.kind, f.bytes
+                 FROM {s}.frames f
+                 JOIN unnest($1::uuid[], $2::uuid[]) AS k(session, key)
+                   ON f.session = k.session AND f.key = k.key"
+            ),
+            insert_frames: format!(
+                "INSERT INTO {s}.frames (session, seq, key, kind, bytes)
+                 SELECT * FROM unnest($1::uuid[], $2::int8[], $3::uuid[], $4::text[], $5::bytea[])"
+            ),
+            set_last_seq: format!(
+                "UPDATE {s}.sessions AS x SET last_seq = v.seq
+                 FROM unnest($1::uuid[], $2::int8[]) AS v(session, seq)
+                 WHERE x.session = v.session"
+            ),
+            lookup: format!("SELECT seq FROM {s}.frames WHERE session = $1 AND key = $2"),
+            replay: format!(
+                "SELECT seq, bytes FROM {s}.frames
+                 WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT $3"
+            ),
+            last_seq: format!("SELECT last_seq FROM {s}.sessions WHERE session = $1"),
+            sessions: format!(
+                "SELECT session FROM {s}.sessions WHERE last_seq > 0 ORDER BY session"
+            ),
+            // A free or expired lease starts a new epoch; our own live lease is
+            // extended under its current epoch. Another writer's live lease: no row.
+            acquire: format!(
+                "INSERT INTO {s}.sessions AS x (session, lease_epoch, lease_holder, lease_expires_at)
+                 VALUES ($1, 1, $2, clock_timestamp() + $3::float8 * interval '1 millisecond')
+                 ON CONFLICT (session) DO UPDATE SET
+                     lease_epoch = CASE
+                         WHEN x.lease_holder = excluded.lease_holder
+                              AND x.lease_expires_at > clock_timestamp()
+                         THEN x.lease_epoch ELSE x.lease_epoch + 1 END,
+                     lease_holder = excluded.lease_holder,
+                     lease_expires_at = excluded.lease_expires_at
+                 WHERE x.lease_holder IS NULL
+                    OR x.lease_expires_at <= clock_timestamp()
+                    OR x.lease_holder = excluded.lease_holder
+                 RETURNING lease_epoch"
+            ),
+            renew: format!(
+                "UPDATE {s}.sessions
+                 SET lease_expires_at = clock_timestamp() + $4::float8 * interval '1 millisecond'
+                 WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3
+                   AND lease_expires_at > clock_timestamp()
+                 RETURNING lease_epoch"
+            ),
+            release: format!(
+                "UPDATE {s}.sessions SET lease_holder = NULL, lease_expires_at = NULL
+                 WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3"
+            ),
+            lease_info: format!(
+                "SELECT lease_epoch, lease_holder,
+                        coalesce(lease_expires_at > clock_timestamp(), false)
+                 FROM {s}.sessions WHERE session = $1"
+            ),
+        }
+    }
+}
