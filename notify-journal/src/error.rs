@@ -133,3 +133,43 @@ pub enum JournalError {
     #[error(transparent)]
     Storage(StorageError),
 }
+
+/// Why [`RedbJournal::open`](crate::RedbJournal::open) failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Another handle (in this or another process) has the file open.
+    #[error("journal {path} is already open")]
+    AlreadyOpen {
+        /// The journal file.
+        path: std::path::PathBuf,
+    },
+    /// The file exists but is not a notify journal (not a redb file, or a redb file
+    /// without the journal's metadata or tables).
+    #[error("{path} is not a notify journal: {reason}")]
+    NotAJournal {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What gave it away.
+        reason: String,
+    },
+    /// The file is a notify journal of a format version this build does not read.
+    #[error("journal {path} has format version {found}; this build reads version {supported}")]
+    UnsupportedFormatVersion {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// The version recorded in the file.
+        found: u64,
+        /// The version this build reads and writes.
+        supported: u64,
+    },
+    /// An I/O or storage-engine failure while opening, creating or recovering the file.
+    #[error("cannot open journal {path}")]
+    Storage {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// The underlying failure.
+        #[source]
+        source: StorageError,
+    },
+}

@@ -1,9 +1,37 @@
 //! The durable journal: per-session, append-only, gap-free logs with an idempotency
 //! index, behind the [`JournalBackend`] trait.
+//!
+//! [`RedbJournal`] keeps the journals of many sessions in one redb file. A single
+//! writer thread group-commits concurrent appends (across sessions) into one write
+//! transaction and one durable commit; the idempotency index is a redb table written
+//! in the same transaction as each frame, so a key counts as seen exactly when its
+//! frame is committed. `docs/design.md` describes the table layout, what commits
+//! together, the durability assumptions and the format version.
+//!
+//! **Architecture Invariant:** no redb type appears in [`JournalBackend`]; only
+//! [`RedbJournal::open_with_backend`] (a test seam) names one.
 #![deny(unsafe_code)]
 
 mod backend;
 mod error;
+mod journal;
+mod options;
+mod tables;
+mod writer;
 
 pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, replay_all};
-pub use error::{AppendError, JournalError, StorageError};
+pub use error::{AppendError, JournalError, OpenError, StorageError};
+pub use journal::RedbJournal;
+pub use options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions};
+
+/// The on-disk format version this build reads and writes (kept in the file's
+/// metadata table; see `docs/design.md`).
+pub const FORMAT_VERSION: u64 = tables::FORMAT_VERSION;
+
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    LeaseError, LeasePolicy, MigrationMode, PG_MAX_RECORD_BYTES, PG_SCHEMA_VERSION, PgJournal,
+    PgLease, PgLeaseInfo, PgOpenError, PgOptions,
+};

@@ -1,0 +1,125 @@
+//! Options for [`RedbJournal::open`](crate::RedbJournal::open).
+
+use std::time::Duration;
+
+/// How a commit reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Every commit is durable before any append of its batch is acknowledged
+    /// (redb `Durability::Immediate`, one-phase commit with checksums). The default.
+    #[default]
+    Immediate,
+    /// **For tests and benchmark fixtures only.** Commits are not synced: an
+    /// acknowledged append can be lost in a crash (a clean [`close`] still makes
+    /// everything durable). Never use it where an acknowledgement must mean "on disk".
+    ///
+    /// [`close`]: crate::RedbJournal::close
+    NonDurableForTestsOnly,
+}
+
+/// Tuning and safety options for a [`RedbJournal`](crate::RedbJournal).
+///
+/// ```
+/// use notify_journal::{Durability, JournalOptions};
+///
+/// let options = JournalOptions::default()
+///     .cache_size(64 << 20)
+///     .max_batch(512)
+///     .quick_repair(true)
+///     .durability(Durability::Immediate);
+/// assert_eq!(options.max_record_bytes_value(), 1 << 20);
+/// ```
+#[derive(Debug, Clone)]
+pub struct JournalOptions {
+    pub(crate) cache_size: usize,
+    pub(crate) max_batch: usize,
+    pub(crate) quick_repair: bool,
+    pub(crate) durability: Durability,
+    pub(crate) max_record_bytes: usize,
+    pub(crate) commit_siblings: usize,
+    pub(crate) max_commit_delay: Duration,
+}
+
+/// The default cap on one encoded record: 1 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        Self {
+            cache_size: 64 << 20,
+            max_batch: 1024,
+            quick_repair: false,
+            durability: Durability::Immediate,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            commit_siblings: 4,
+            max_commit_delay: Duration::from_millis(2),
+        }
+    }
+}
+
+impl JournalOptions {
+    /// redb's page cache size in bytes (default 64 MiB).
+    #[must_use]
+    pub fn cache_size(mut self, bytes: usize) -> Self {
+        self.cache_size = bytes;
+        self
+    }
+
+    /// The most appends one write transaction may carry (default 1024; at least 1).
+    #[must_use]
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n.max(1);
+        self
+    }
+
+    /// redb quick-repair: every commit also saves the allocator state, so reopening after
+    /// a crash does not rebuild it by walking the whole file. Costs some throughput.
+    /// Default `false`.
+    #[must_use]
+    pub fn quick_repair(mut self, enabled: bool) -> Self {
+        self.quick_repair = enabled;
+        self
+    }
+
+    /// Commit durability (default [`Durability::Immediate`]; the other mode is for tests
+    /// only).
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The largest encoded record accepted, in bytes (default
+    /// [`DEFAULT_MAX_RECORD_BYTES`], 1 MiB). Larger records are refused with
+    /// [`AppendError::TooLarge`](crate::AppendError::TooLarge) and nothing is written.
+    #[must_use]
+    pub fn max_record_bytes(mut self, n: usize) -> Self {
+        self.max_record_bytes = n;
+        self
+    }
+
+    /// Adaptive batching, like PostgreSQL's `commit_siblings`: the writer lingers
+    /// before a commit only while at least this many appenders are active (default 4).
+    /// A lone append never waits.
+    #[must_use]
+    pub fn commit_siblings(mut self, n: usize) -> Self {
+        self.commit_siblings = n.max(2);
+        self
+    }
+
+    /// Adaptive batching, like PostgreSQL's `commit_delay`: the longest the writer
+    /// lingers for active appenders to rejoin before it commits (default 2 ms; it also
+    /// never lingers longer than half the recent commit time). Zero disables lingering.
+    #[must_use]
+    pub fn max_commit_delay(mut self, delay: Duration) -> Self {
+        self.max_commit_delay = delay;
+        self
+    }
+
+    /// The configured record size cap.
+    #[must_use]
+    pub fn max_record_bytes_value(&self) -> usize {
+        self.max_record_bytes
+    }
+}
