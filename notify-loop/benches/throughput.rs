@@ -125,18 +125,10 @@ fn bench(c: &mut Criterion) {
             .measurement_time(Duration::from_secs(3))
             .throughput(Throughput::Elements((N * parallel) as u64));
         group.bench_function("bare_mpsc_oneshot", |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| rt.block_on(bare_round(parallel)))
-                    .sum()
-            })
+            b.iter_custom(|iters| (0..iters).map(|_| rt.block_on(bare_round(parallel))).sum())
         });
         group.bench_function("notify_loop", |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| rt.block_on(loops_round(parallel)))
-                    .sum()
-            })
+            b.iter_custom(|iters| (0..iters).map(|_| rt.block_on(loops_round(parallel))).sum())
         });
         group.finish();
     }

@@ -118,7 +118,12 @@ impl LoopHandle {
     /// never told to; calling `shutdown` again is harmless.
     pub async fn shutdown(&self) {
         let (reply, done) = oneshot::channel();
-        if self.commands.send(Command::Shutdown { reply }).await.is_ok() {
+        if self
+            .commands
+            .send(Command::Shutdown { reply })
+            .await
+            .is_ok()
+        {
             // An error means the loop exited meanwhile, which is what was asked.
             let _ = done.await;
         }
