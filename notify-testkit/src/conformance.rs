@@ -27,8 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{Debug, Display};
-use std::future::{Future, poll_fn};
-use std::pin::Pin;
+use std::future::poll_fn;
 use std::task::Poll;
 
 use notify_journal::{AppendError, AppendOutcome, BoxFuture, JournalBackend, replay_all};
@@ -294,10 +293,8 @@ fn command_of(n: ProcessCompletionNotification) -> JournalRecord {
 /// sees them together. Every pending future is re-polled on any wake-up: fine for the
 /// few dozen futures a check uses.
 async fn join_all<'a, T>(futures: Vec<BoxFuture<'a, T>>) -> Vec<T> {
-    let mut slots: Vec<(
-        Option<Pin<Box<dyn Future<Output = T> + Send + 'a>>>,
-        Option<T>,
-    )> = futures.into_iter().map(|f| (Some(f), None)).collect();
+    let mut slots: Vec<(Option<BoxFuture<'a, T>>, Option<T>)> =
+        futures.into_iter().map(|f| (Some(f), None)).collect();
     poll_fn(|cx| {
         let mut pending = false;
         for (future, out) in &mut slots {
@@ -926,12 +923,13 @@ pub async fn concurrent_conflicting_payloads_resolve_to_one_winner<B: JournalBac
 /// must give a `&impl JournalBackend`; `max_record_bytes` is the backend's cap. The
 /// calling crate needs `tokio` with the `macros` and `rt-multi-thread` features.
 ///
-/// ```ignore
+/// ```
 /// notify_testkit::conformance_tests! {
 ///     setup = notify_testkit::MemoryJournal::new(),
 ///     backend = |journal| &journal,
 ///     max_record_bytes = notify_testkit::MemoryJournal::DEFAULT_MAX_RECORD_BYTES,
 /// }
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {

@@ -1,5 +1,5 @@
 //! proptest strategies for every DTO: valid values, values with exactly one field
-//! broken (yielding the [`ValidationField`] `validate()` must name), and lifecycle
+//! broken (yielding the [`ValidationField`](notify_types::ValidationField) `validate()` must name), and lifecycle
 //! sequences a real process could produce.
 //!
 //! The validity rules are written here from the specification, independently of

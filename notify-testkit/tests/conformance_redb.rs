@@ -1,0 +1,41 @@
+//! The backend conformance suite against [`RedbJournal`] on a temporary file.
+
+use notify_journal::{JournalOptions, RedbJournal};
+use tempfile::TempDir;
+
+/// A journal on a fresh file; the directory outlives the journal (fields drop in
+/// declaration order).
+struct TempJournal {
+    journal: RedbJournal,
+    _dir: TempDir,
+}
+
+#[expect(
+    clippy::expect_used,
+    reason = "test setup outside a #[test] fn: failing to open is an environment failure"
+)]
+fn open(options: JournalOptions) -> TempJournal {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let journal =
+        RedbJournal::open(dir.path().join("journal.redb"), options).expect("open the journal");
+    TempJournal { journal, _dir: dir }
+}
+
+notify_testkit::conformance_tests! {
+    setup = open(JournalOptions::default()),
+    backend = |fixture| &fixture.journal,
+    max_record_bytes = notify_journal::DEFAULT_MAX_RECORD_BYTES,
+}
+
+mod small_cap {
+    //! The suite with a small size cap.
+    use notify_journal::JournalOptions;
+
+    const CAP: usize = 4096;
+
+    notify_testkit::conformance_tests! {
+        setup = super::open(JournalOptions::default().max_record_bytes(CAP)),
+        backend = |fixture| &fixture.journal,
+        max_record_bytes = CAP,
+    }
+}
