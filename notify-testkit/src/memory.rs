@@ -48,8 +48,8 @@ struct SessionLog {
 }
 
 impl MemoryJournal {
-    /// The default size cap of an encoded record: 1 MiB.
-    pub const DEFAULT_MAX_RECORD_BYTES: usize = 1024 * 1024;
+    /// The default size cap of an encoded record: the redb journal's (1 MiB).
+    pub const DEFAULT_MAX_RECORD_BYTES: usize = notify_journal::DEFAULT_MAX_RECORD_BYTES;
 
     /// An empty journal with the [default size cap](Self::DEFAULT_MAX_RECORD_BYTES).
     #[must_use]
