@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 use notify_types::{JournalRecord, SessionId, Uuid};
-use redb::{
-    Database, DatabaseError, ReadableDatabase, ReadableTable, StorageBackend, TableHandle,
-};
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, StorageBackend, TableHandle};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
@@ -121,6 +119,9 @@ impl RedbJournal {
     /// [`OpenError::Storage`] for I/O and storage failures.
     pub fn open(path: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
+        if !path.exists() {
+            create_atomically(&path, &options)?;
+        }
         let db = builder(&options)
             .create(&path)
             .map_err(|e| map_database_error(&path, e))?;
@@ -254,7 +255,11 @@ impl RedbJournal {
     /// # Errors
     ///
     /// [`JournalError::Closed`] or [`JournalError::Storage`].
-    pub fn lookup_blocking(&self, session: SessionId, key: Uuid) -> Result<Option<u64>, JournalError> {
+    pub fn lookup_blocking(
+        &self,
+        session: SessionId,
+        key: Uuid,
+    ) -> Result<Option<u64>, JournalError> {
         let db = self.inner.db()?;
         let txn = db.begin_read().map_err(storage("begin read"))?;
         let index = txn.open_table(INDEX).map_err(storage("open index"))?;
@@ -288,13 +293,12 @@ impl RedbJournal {
         for entry in range.take(limit) {
             let (k, v) = entry.map_err(storage("read frame"))?;
             let seq = k.value().1;
-            let record = JournalRecord::decode(v.value()).map_err(|source| {
-                JournalError::Corrupt {
+            let record =
+                JournalRecord::decode(v.value()).map_err(|source| JournalError::Corrupt {
                     session,
                     seq,
                     source,
-                }
-            })?;
+                })?;
             out.push((seq, record));
         }
         Ok(out)
@@ -391,6 +395,53 @@ impl JournalBackend for RedbJournal {
     }
 }
 
+/// Lays out a new journal beside `path` and links it into place, so a crash during
+/// creation never leaves a half-written file at `path`. Linking fails if `path` appeared
+/// meanwhile (another creator won); then that file is used.
+fn create_atomically(path: &Path, options: &JournalOptions) -> Result<(), OpenError> {
+    let io = |context: &'static str| {
+        move |e: std::io::Error| OpenError::Storage {
+            path: path.to_path_buf(),
+            source: StorageError::new(context, e),
+        }
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(".{name}.creating-{}-{nanos}", std::process::id()));
+    let result = (|| {
+        {
+            let db = builder(options)
+                .create(&tmp)
+                .map_err(|e| map_database_error(path, e))?;
+            init_or_check(&db, path)?;
+        }
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io("sync the new journal"))?;
+        match std::fs::hard_link(&tmp, path) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(io("link the new journal into place")(e));
+            }
+            _ => {}
+        }
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync the journal's directory"))
+    })();
+    // The temporary name is only a staging name; losing it is harmless.
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
 fn builder(options: &JournalOptions) -> redb::Builder {
     let mut b = Database::builder();
     b.set_cache_size(options.cache_size);
@@ -446,9 +497,7 @@ fn init_or_check(db: &Database, path: &Path) -> Result<(), OpenError> {
         path: path.to_path_buf(),
         reason: reason.to_owned(),
     };
-    let txn = db
-        .begin_read()
-        .map_err(|e| fail("begin read")(e.into()))?;
+    let txn = db.begin_read().map_err(|e| fail("begin read")(e.into()))?;
     let tables: Vec<String> = txn
         .list_tables()
         .map_err(|e| fail("list tables")(e.into()))?

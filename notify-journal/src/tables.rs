@@ -17,4 +17,5 @@ pub(crate) const FRAMES: TableDefinition<'_, (u128, u64), &[u8]> =
 pub(crate) const INDEX: TableDefinition<'_, (u128, u128), u64> =
     TableDefinition::new("notify_journal_index");
 /// `session -> last seq`: one row per session with at least one frame.
-pub(crate) const HEADS: TableDefinition<'_, u128, u64> = TableDefinition::new("notify_journal_heads");
+pub(crate) const HEADS: TableDefinition<'_, u128, u64> =
+    TableDefinition::new("notify_journal_heads");

@@ -115,7 +115,9 @@ impl Queue {
             st.wake_at = target;
             while st.items.len() < target && !st.closed {
                 let now = Instant::now();
-                let Some(left) = deadline.checked_duration_since(now).filter(|d| !d.is_zero())
+                let Some(left) = deadline
+                    .checked_duration_since(now)
+                    .filter(|d| !d.is_zero())
                 else {
                     break;
                 };
@@ -267,9 +269,9 @@ fn write_batch(
     batch: &[Request],
     options: &JournalOptions,
 ) -> Result<Vec<Reply>, BatchFailure> {
-    let mut txn = db.begin_write().map_err(|e| {
-        BatchFailure::BeforeCommit(StorageError::new("begin write transaction", e))
-    })?;
+    let mut txn = db
+        .begin_write()
+        .map_err(|e| BatchFailure::BeforeCommit(StorageError::new("begin write transaction", e)))?;
     let durability = match options.durability {
         Durability::Immediate => redb::Durability::Immediate,
         Durability::NonDurableForTestsOnly => redb::Durability::None,

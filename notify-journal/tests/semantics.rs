@@ -1,5 +1,9 @@
 //! Append, index and open semantics of `RedbJournal`.
 
+// clippy.toml's allow-*-in-tests covers `#[test]` fns only; this file's helpers are
+// test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::collections::HashSet;
@@ -48,7 +52,11 @@ async fn assert_log_consistent(journal: &RedbJournal, s: SessionId) -> Vec<Journ
     let mut keys = HashSet::new();
     for (i, (seq, record)) in frames.iter().enumerate() {
         assert_eq!(*seq, i as u64 + 1, "gap or reorder in session {s}");
-        assert!(keys.insert(record.key()), "key {} journaled twice", record.key());
+        assert!(
+            keys.insert(record.key()),
+            "key {} journaled twice",
+            record.key()
+        );
         assert_eq!(journal.lookup(s, record.key()).await.unwrap(), Some(*seq));
     }
     assert_eq!(journal.last_seq(s).await.unwrap(), frames.len() as u64);
@@ -76,7 +84,10 @@ async fn duplicate_and_collision_semantics() {
     )
     .await;
     let log = assert_log_consistent(&j, s).await;
-    assert_eq!(log, vec![command_with(s, a, 0), command_with(s, b, 0), command(s, 3)]);
+    assert_eq!(
+        log,
+        vec![command_with(s, a, 0), command_with(s, b, 0), command(s, 3)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,10 +115,7 @@ async fn collision_across_record_kinds() {
     check(
         &j,
         t,
-        &[
-            (clash, Expect::Appended(1)),
-            (event, Expect::Collision(1)),
-        ],
+        &[(clash, Expect::Appended(1)), (event, Expect::Collision(1))],
     )
     .await;
 }
@@ -338,7 +346,9 @@ fn second_opener_gets_already_open() {
 fn garbage_file_is_not_a_journal() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("garbage.redb");
-    let garbage: Vec<u8> = (0..64 * 1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let garbage: Vec<u8> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     std::fs::write(&path, &garbage).unwrap();
     match RedbJournal::open(&path, JournalOptions::default()) {
         Err(e @ OpenError::NotAJournal { .. }) => {
@@ -424,7 +434,9 @@ async fn undecodable_frame_is_a_typed_error() {
     }
     let j = open(&path);
     match j.replay(s, 1, 10).await {
-        Err(JournalError::Corrupt { session, seq: 2, .. }) => assert_eq!(session, s),
+        Err(JournalError::Corrupt {
+            session, seq: 2, ..
+        }) => assert_eq!(session, s),
         other => panic!("expected Corrupt at seq 2, got {other:?}"),
     }
     // Frames before it still replay; the index is untouched.

@@ -1,7 +1,13 @@
 //! Shared test helpers: record builders, a runtime, and a fault-injecting in-memory
 //! `redb::StorageBackend` that can hold a commit at its sync, fail a sync, and produce
 //! crash images.
-#![allow(dead_code, unreachable_pub)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::io::{Error, ErrorKind};
 use std::path::Path;
@@ -24,7 +30,9 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub fn session(n: u128) -> SessionId {
-    SessionId::from_uuid(Uuid::from_u128(0x5e55_0000_0000_0000_0000_0000_0000_0000 | n))
+    SessionId::from_uuid(Uuid::from_u128(
+        0x5e55_0000_0000_0000_0000_0000_0000_0000 | n,
+    ))
 }
 
 pub fn loop_id() -> LoopId {
@@ -55,11 +63,9 @@ pub fn command(session: SessionId, i: u64) -> JournalRecord {
 }
 
 pub fn consumed(session: SessionId, cause: CommandId) -> JournalRecord {
-    JournalRecord::from(SessionEvent::NotificationConsumed(NotificationConsumed::new(
-        session,
-        loop_id(),
-        cause,
-    )))
+    JournalRecord::from(SessionEvent::NotificationConsumed(
+        NotificationConsumed::new(session, loop_id(), cause),
+    ))
 }
 
 pub fn open(path: &Path) -> RedbJournal {
@@ -189,7 +195,7 @@ impl Control {
 
     fn dead(&self) -> Result<(), Error> {
         if self.crashed() {
-            Err(Error::new(ErrorKind::Other, "injected: device is gone"))
+            Err(Error::other("injected: device is gone"))
         } else {
             Ok(())
         }
@@ -241,7 +247,7 @@ impl redb::StorageBackend for FaultBackend {
         let n = self.0.syncs.fetch_add(1, Ordering::SeqCst) + 1;
         if n >= self.0.crash_at.load(Ordering::SeqCst) {
             self.0.crashed.store(true, Ordering::SeqCst);
-            return Err(Error::new(ErrorKind::Other, "injected: sync failed"));
+            return Err(Error::other("injected: sync failed"));
         }
         let mut disk = self.0.disk.lock().unwrap();
         disk.durable = disk.volatile.clone();

@@ -1,0 +1,204 @@
+//! Real process kills: the test re-runs its own binary as a child that appends from
+//! many tasks and prints each acknowledged `(session, record, seq)`; the parent kills it
+//! with SIGKILL at a random moment (after a random number of acknowledgements, from
+//! zero, so some kills land during open and recovery), then reopens the journal and
+//! checks that nothing acknowledged is lost, sequences are gap-free and a retry of an
+//! acknowledged record is a duplicate at its seq.
+//!
+//! Set `NOTIFY_JOURNAL_KILL_SEED` to replay a run.
+
+// clippy.toml's allow-*-in-tests covers `#[test]` fns only; this file's helpers are
+// test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use notify_journal::{AppendOutcome, JournalOptions, RedbJournal};
+
+const CHILD_PATH: &str = "NOTIFY_JOURNAL_KILL_CHILD_PATH";
+const CHILD_ROUND: &str = "NOTIFY_JOURNAL_KILL_CHILD_ROUND";
+const SESSIONS: u64 = 3;
+const APPENDERS: u64 = 24;
+const KILLS: u64 = 24;
+/// Record indices of round `r` start at `r * ROUND_SPAN`.
+const ROUND_SPAN: u64 = 1_000_000;
+
+/// The child's body. In a normal test run (no child variables) it does nothing.
+#[test]
+fn kill_child_appender() {
+    let (Ok(path), Ok(round)) = (std::env::var(CHILD_PATH), std::env::var(CHILD_ROUND)) else {
+        return;
+    };
+    let round: u64 = round.parse().unwrap();
+    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let rt = runtime();
+    rt.block_on(async move {
+        let mut tasks = Vec::new();
+        for a in 0..APPENDERS {
+            let j = j.clone();
+            tasks.push(tokio::spawn(async move {
+                for n in 0.. {
+                    let sn = (a + n) % SESSIONS;
+                    let s = session(u128::from(sn));
+                    let i = round * ROUND_SPAN + n * APPENDERS + a;
+                    let o = j.append(s, command(s, i)).await.unwrap();
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "ACK {sn} {i} {} {}", o.seq, o.appended).unwrap();
+                    out.flush().unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}
+
+fn next(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
+}
+
+#[test]
+fn acknowledged_appends_survive_sigkill() {
+    if std::env::var(CHILD_PATH).is_ok() {
+        return;
+    }
+    let seed = std::env::var("NOTIFY_JOURNAL_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("NOTIFY_JOURNAL_KILL_SEED={seed}");
+    let mut rng = seed;
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.redb");
+    let exe = std::env::current_exe().unwrap();
+    // (session, index) -> seq, for every acknowledgement any child printed.
+    let mut acked: HashMap<(u64, u64), u64> = HashMap::new();
+
+    for round in 0..KILLS {
+        let wanted = next(&mut rng) % 60; // 0: kill as soon as it starts
+        let mut child = Command::new(&exe)
+            .args([
+                "--exact",
+                "kill_child_appender",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_PATH, &path)
+            .env(CHILD_ROUND, round.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with("ACK ") && tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lines = Vec::new();
+        while (lines.len() as u64) < wanted {
+            // A hang guard, not a timing assertion: on timeout the child is killed
+            // anyway and everything below is still verified.
+            match rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(l) => lines.push(l),
+                Err(_) => break,
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        reader.join().unwrap();
+        lines.extend(rx.try_iter());
+
+        let mut fresh = Vec::new();
+        for line in &lines {
+            let f: Vec<u64> = line
+                .split_whitespace()
+                .skip(1)
+                .take(3)
+                .map(|x| x.parse().unwrap())
+                .collect();
+            let prev = acked.insert((f[0], f[1]), f[2]);
+            assert!(
+                prev.is_none(),
+                "a child acknowledged one record twice: {line}"
+            );
+            fresh.push((f[0], f[1], f[2]));
+        }
+
+        verify(&rt, &path, &acked, &fresh);
+    }
+    assert!(
+        !acked.is_empty(),
+        "no child acknowledged anything (seed {seed})"
+    );
+}
+
+/// Every acknowledgement so far is indexed at its seq; this round's are retried
+/// (concurrently) and must come back as duplicates.
+fn verify(
+    rt: &tokio::runtime::Runtime,
+    path: &std::path::Path,
+    acked: &HashMap<(u64, u64), u64>,
+    fresh: &[(u64, u64, u64)],
+) {
+    let j = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    for sn in 0..SESSIONS {
+        let s = session(u128::from(sn));
+        let frames = j.replay_blocking(s, 1, usize::MAX).unwrap();
+        let mut keys = HashSet::new();
+        for (i, (seq, r)) in frames.iter().enumerate() {
+            assert_eq!(*seq, i as u64 + 1, "gap in session {sn}");
+            assert!(keys.insert(r.key()), "key doubled in session {sn}");
+        }
+        assert_eq!(j.last_seq_blocking(s).unwrap(), frames.len() as u64);
+    }
+    for (&(sn, i), &seq) in acked {
+        let s = session(u128::from(sn));
+        let r = command(s, i);
+        assert_eq!(
+            j.lookup_blocking(s, r.key()).unwrap(),
+            Some(seq),
+            "lost ({sn}, {i})"
+        );
+    }
+    let retries: Vec<_> = fresh
+        .iter()
+        .map(|&(sn, i, seq)| {
+            let s = session(u128::from(sn));
+            (seq, rt.spawn(j.append(s, command(s, i))))
+        })
+        .collect();
+    for (seq, t) in retries {
+        let again = rt.block_on(t).unwrap().unwrap();
+        assert_eq!(
+            again,
+            AppendOutcome {
+                seq,
+                appended: false
+            }
+        );
+    }
+    j.close();
+}
