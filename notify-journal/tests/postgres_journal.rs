@@ -1,0 +1,577 @@
+//! The PostgreSQL journal against a real server: append semantics, group commit,
+//! leases and fencing, schema versioning, connection failures.
+//!
+//! Needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the local default);
+//! without either, each test says it was skipped and returns.
+#![cfg(feature = "postgres")]
+// Test code: a failed expectation is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod postgres_support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify_journal::{
+    AppendError, AppendOutcome, JournalBackend, LeaseError, LeasePolicy, MigrationMode,
+    PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, replay_all,
+};
+use notify_types::{CommandId, SessionId, Uuid, consumed_event_id};
+use postgres_support::{
+    command, consumed, database_url, drop_schema, fresh_schema, journal, raw_client,
+};
+
+/// The tests' shared schema (each test uses fresh sessions in it).
+const SHARED: &str = "nj_test_shared";
+
+async fn shared(url: &str) -> PgJournal {
+    journal(url, SHARED, PgOptions::default()).await
+}
+
+/// Waits, by the database's clock, until `session`'s lease is no longer live. Polls;
+/// never asserts on elapsed time.
+async fn wait_for_expiry(j: &PgJournal, session: SessionId) {
+    for _ in 0..2000 {
+        if !j.lease_info(session).await.unwrap().is_live() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("lease on {session} never expired");
+}
+
+fn appended(seq: u64) -> AppendOutcome {
+    AppendOutcome {
+        seq,
+        appended: true,
+    }
+}
+
+fn duplicate(seq: u64) -> AppendOutcome {
+    AppendOutcome {
+        seq,
+        appended: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_deduplicate_collide_replay_and_look_up() {
+    let Some(url) = database_url("appends_deduplicate_collide_replay_and_look_up") else {
+        return;
+    };
+    let j = shared(&url).await;
+    let s = SessionId::new();
+    let other = SessionId::new();
+    let keys: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
+
+    assert_eq!(j.last_seq(s).await.unwrap(), 0);
+    for (i, k) in keys.iter().enumerate() {
+        let got = j.append(s, command(s, *k, 0)).await.unwrap();
+        assert_eq!(got, appended(i as u64 + 1));
+    }
+    // Same key, identical record: the original seq, nothing written.
+    assert_eq!(
+        j.append(s, command(s, keys[2], 0)).await.unwrap(),
+        duplicate(3)
+    );
+    // Same key, other bytes: collision naming the original seq.
+    match j.append(s, command(s, keys[2], 1)).await {
+        Err(AppendError::Collision { key, seq }) => assert_eq!((key, seq), (keys[2], 3)),
+        other => panic!("expected a collision, got {other:?}"),
+    }
+    // Same key, other record kind: collision too.
+    let cause = CommandId::new();
+    let consumed_key = *consumed_event_id(cause).as_uuid();
+    assert_eq!(j.append(s, consumed(s, cause)).await.unwrap(), appended(6));
+    match j.append(s, command(s, consumed_key, 0)).await {
+        Err(AppendError::Collision { key, seq }) => assert_eq!((key, seq), (consumed_key, 6)),
+        other => panic!("expected a cross-kind collision, got {other:?}"),
+    }
+    // Keys are per session.
+    assert_eq!(
+        j.append(other, command(other, keys[0], 0)).await.unwrap(),
+        appended(1)
+    );
+    // A record of another session is refused.
+    assert!(matches!(
+        j.append(s, command(other, Uuid::now_v7(), 0)).await,
+        Err(AppendError::SessionMismatch { .. })
+    ));
+
+    assert_eq!(j.last_seq(s).await.unwrap(), 6);
+    let frames = replay_all(&j, s).await.unwrap();
+    let seqs: Vec<u64> = frames.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(frames[i].1, command(s, *k, 0));
+        assert_eq!(j.lookup(s, *k).await.unwrap(), Some(i as u64 + 1));
+    }
+    assert_eq!(j.lookup(s, Uuid::now_v7()).await.unwrap(), None);
+    let page = j.replay(s, 3, 2).await.unwrap();
+    assert_eq!(page.iter().map(|(q, _)| *q).collect::<Vec<_>>(), vec![3, 4]);
+    assert!(j.replay(s, 7, 10).await.unwrap().is_empty());
+    assert!(j.replay(s, u64::MAX, 10).await.unwrap().is_empty());
+
+    let sessions = j.sessions().await.unwrap();
+    assert!(sessions.contains(&s) && sessions.contains(&other));
+    assert!(
+        sessions.windows(2).all(|w| w[0] < w[1]),
+        "sessions in ID order"
+    );
+    j.close().await;
+    assert!(matches!(
+        j.append(s, command(s, Uuid::now_v7(), 0)).await,
+        Err(AppendError::Closed)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_are_group_committed_gap_free() {
+    let Some(url) = database_url("concurrent_appends_are_group_committed_gap_free") else {
+        return;
+    };
+    let j = Arc::new(shared(&url).await);
+    let sessions: Vec<SessionId> = (0..4).map(|_| SessionId::new()).collect();
+    let keys: Vec<Uuid> = (0..50).map(|_| Uuid::now_v7()).collect();
+    let mut tasks = Vec::new();
+    // Every key twice per session, concurrently: one frame each, both calls agree.
+    for round in 0..2 {
+        for s in &sessions {
+            for k in &keys {
+                let (j, s, k) = (Arc::clone(&j), *s, *k);
+                tasks.push(tokio::spawn(async move {
+                    (round, s, k, j.append(s, command(s, k, 0)).await.unwrap())
+                }));
+            }
+        }
+    }
+    let mut outcomes = std::collections::HashMap::new();
+    for t in tasks {
+        let (_, s, k, out) = t.await.unwrap();
+        outcomes.entry((s, k)).or_insert_with(Vec::new).push(out);
+    }
+    for s in &sessions {
+        let frames = replay_all(&*j, *s).await.unwrap();
+        assert_eq!(frames.len(), keys.len());
+        for (i, (seq, rec)) in frames.iter().enumerate() {
+            assert_eq!(*seq, i as u64 + 1);
+            let outs = &outcomes[&(*s, rec.key())];
+            assert_eq!(outs.iter().filter(|o| o.appended).count(), 1);
+            assert!(outs.iter().all(|o| o.seq == *seq));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_writer_whose_lease_expired_is_fenced_and_writes_nothing() {
+    let Some(url) = database_url("paused_writer_whose_lease_expired_is_fenced_and_writes_nothing")
+    else {
+        return;
+    };
+    let short = PgOptions::default().lease_duration(Duration::from_millis(200));
+    let writer = journal(&url, SHARED, short).await;
+    let s = SessionId::new();
+    let lease = writer.acquire_lease(s).await.unwrap();
+    assert_eq!(lease.epoch(), 1);
+
+    // The writer "pauses" past its lease, by the database's clock.
+    wait_for_expiry(&writer, s).await;
+    let k = Uuid::now_v7();
+    for _ in 0..2 {
+        match writer.append(s, command(s, k, 0)).await {
+            Err(AppendError::Fenced { session }) => assert_eq!(session, s),
+            other => panic!("expected Fenced, got {other:?}"),
+        }
+    }
+    assert_eq!(writer.last_seq(s).await.unwrap(), 0);
+    assert_eq!(writer.lookup(s, k).await.unwrap(), None);
+    assert!(replay_all(&writer, s).await.unwrap().is_empty());
+    assert!(!writer.sessions().await.unwrap().contains(&s));
+    // An expired lease cannot be renewed: the writer must start a new epoch.
+    assert!(matches!(
+        writer.renew_lease(s).await,
+        Err(LeaseError::Lost { session }) if session == s
+    ));
+    let again = writer.acquire_lease(s).await.unwrap();
+    assert_eq!(again.epoch(), 2);
+    // Under the new lease the write may well be fenced again if this machine is
+    // slow enough to let 200 ms pass; retry under fresh leases until it lands.
+    let mut seq = None;
+    for _ in 0..50 {
+        match writer.append(s, command(s, k, 0)).await {
+            Ok(out) => {
+                seq = Some(out.seq);
+                break;
+            }
+            Err(AppendError::Fenced { .. }) => {
+                writer.acquire_lease(s).await.unwrap();
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(seq, Some(1), "the first frame ever written is seq 1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_takeover_raises_the_epoch_and_fences_the_old_holder() {
+    let Some(url) = database_url("lease_takeover_raises_the_epoch_and_fences_the_old_holder")
+    else {
+        return;
+    };
+    let a = journal(
+        &url,
+        SHARED,
+        PgOptions::default().lease_duration(Duration::from_millis(300)),
+    )
+    .await;
+    let b = journal(&url, SHARED, PgOptions::default()).await;
+    let bystander = journal(&url, SHARED, PgOptions::default()).await;
+    let s = SessionId::new();
+
+    let first = a.acquire_lease(s).await.unwrap();
+    // B cannot take a live lease; it can once A's has expired.
+    let taken = loop {
+        match b.acquire_lease(s).await {
+            Ok(lease) => break lease,
+            Err(LeaseError::Held { session, epoch }) => {
+                assert_eq!((session, epoch), (s, first.epoch()));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(taken.epoch() > first.epoch(), "a takeover raises the epoch");
+    let info = b.lease_info(s).await.unwrap();
+    assert_eq!(
+        (info.epoch(), info.holder()),
+        (taken.epoch(), Some(b.holder_id()))
+    );
+    assert!(info.is_live());
+
+    // The old holder is fenced and writes nothing; the new one writes.
+    let k = Uuid::now_v7();
+    assert!(matches!(
+        a.append(s, command(s, k, 0)).await,
+        Err(AppendError::Fenced { .. })
+    ));
+    assert_eq!(b.last_seq(s).await.unwrap(), 0);
+    assert_eq!(b.append(s, command(s, k, 0)).await.unwrap(), appended(1));
+    // The old holder cannot renew, nor re-acquire a live lease.
+    assert!(matches!(
+        a.renew_lease(s).await,
+        Err(LeaseError::Lost { .. })
+    ));
+    assert!(matches!(
+        a.acquire_lease(s).await,
+        Err(LeaseError::Held { epoch, .. }) if epoch == taken.epoch()
+    ));
+    // A writer without a lease is fenced by B's live lease too.
+    assert!(matches!(
+        bystander.append(s, command(s, Uuid::now_v7(), 0)).await,
+        Err(AppendError::Fenced { .. })
+    ));
+    // Renewing keeps the epoch; acquiring a held lease again keeps it too.
+    assert_eq!(b.renew_lease(s).await.unwrap().epoch(), taken.epoch());
+    assert_eq!(b.acquire_lease(s).await.unwrap().epoch(), taken.epoch());
+
+    // After release, the next lease has a higher epoch still, and writers without a
+    // lease may append again.
+    b.release_lease(s).await.unwrap();
+    assert!(!b.lease_info(s).await.unwrap().is_live());
+    assert_eq!(
+        bystander
+            .append(s, command(s, Uuid::now_v7(), 0))
+            .await
+            .unwrap(),
+        appended(2)
+    );
+    let next = bystander.acquire_lease(s).await.unwrap();
+    assert!(next.epoch() > taken.epoch());
+    assert_eq!(replay_all(&b, s).await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn required_lease_policy_refuses_appends_without_a_lease() {
+    let Some(url) = database_url("required_lease_policy_refuses_appends_without_a_lease") else {
+        return;
+    };
+    let j = journal(
+        &url,
+        SHARED,
+        PgOptions::default().lease_policy(LeasePolicy::Required),
+    )
+    .await;
+    let s = SessionId::new();
+    let k = Uuid::now_v7();
+    assert!(matches!(
+        j.append(s, command(s, k, 0)).await,
+        Err(AppendError::Fenced { .. })
+    ));
+    j.acquire_lease(s).await.unwrap();
+    assert_eq!(j.append(s, command(s, k, 0)).await.unwrap(), appended(1));
+    j.release_lease(s).await.unwrap();
+    assert!(matches!(
+        j.append(s, command(s, Uuid::now_v7(), 0)).await,
+        Err(AppendError::Fenced { .. })
+    ));
+    assert_eq!(j.last_seq(s).await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_and_appends_survive_connection_turnover() {
+    let Some(url) = database_url("leases_and_appends_survive_connection_turnover") else {
+        return;
+    };
+    let app = format!("nj_turnover_{}", Uuid::now_v7().simple());
+    // The application name tags this journal's connections so only they are killed.
+    let tagged = if url.contains("://") {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}application_name={app}")
+    } else {
+        format!("{url} application_name={app}")
+    };
+    let j = journal(&tagged, SHARED, PgOptions::default()).await;
+    let s = SessionId::new();
+    let lease = j.acquire_lease(s).await.unwrap();
+    assert_eq!(
+        j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap(),
+        appended(1)
+    );
+
+    let admin = raw_client(&url).await;
+    let killed = admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .await
+        .unwrap();
+    assert_eq!(killed, 2, "the writer's and the reader's connections");
+
+    // Each call may see the dead connection once; a retry reconnects. The lease,
+    // kept in the database, is still ours.
+    let k = Uuid::now_v7();
+    let mut out = None;
+    for _ in 0..5 {
+        match j.append(s, command(s, k, 0)).await {
+            Ok(o) => {
+                out = Some(o);
+                break;
+            }
+            Err(e) => assert!(e.is_retryable(), "{e}"),
+        }
+    }
+    assert_eq!(out.map(|o| o.seq), Some(2));
+    let mut info = None;
+    for _ in 0..5 {
+        if let Ok(i) = j.lease_info(s).await {
+            info = Some(i);
+            break;
+        }
+    }
+    let info = info.unwrap();
+    assert_eq!(
+        (info.epoch(), info.holder()),
+        (lease.epoch(), Some(j.holder_id()))
+    );
+    assert_eq!(j.renew_lease(s).await.unwrap().epoch(), lease.epoch());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_newer_than_the_code_is_refused() {
+    let Some(url) = database_url("a_schema_newer_than_the_code_is_refused") else {
+        return;
+    };
+    let schema = fresh_schema("newer");
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    j.close().await;
+    // Validating a current schema succeeds and changes nothing.
+    let v = journal(
+        &url,
+        &schema,
+        PgOptions::default().migration(MigrationMode::ValidateOnly),
+    )
+    .await;
+    v.close().await;
+
+    let admin = raw_client(&url).await;
+    let newer = i32::try_from(PG_SCHEMA_VERSION + 1).unwrap();
+    admin
+        .execute(
+            &format!("INSERT INTO {schema}.schema_version (version) VALUES ($1)"),
+            &[&newer],
+        )
+        .await
+        .unwrap();
+    for mode in [MigrationMode::Apply, MigrationMode::ValidateOnly] {
+        match PgJournal::connect(&url, PgOptions::default().schema(&schema).migration(mode)).await {
+            Err(PgOpenError::SchemaTooNew { found, supported }) => {
+                assert_eq!(
+                    (found, supported),
+                    (PG_SCHEMA_VERSION + 1, PG_SCHEMA_VERSION)
+                );
+            }
+            other => panic!("expected SchemaTooNew, got {other:?}"),
+        }
+    }
+    // Refusing changed nothing.
+    let max: i32 = admin
+        .query_one(
+            &format!("SELECT max(version) FROM {schema}.schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(max, newer);
+
+    // Validate-only on a database without the journal's schema changes nothing either.
+    let empty = fresh_schema("empty");
+    match PgJournal::connect(
+        &url,
+        PgOptions::default()
+            .schema(&empty)
+            .migration(MigrationMode::ValidateOnly),
+    )
+    .await
+    {
+        Err(PgOpenError::SchemaOutdated { found, required }) => {
+            assert_eq!((found, required), (0, PG_SCHEMA_VERSION));
+        }
+        other => panic!("expected SchemaOutdated, got {other:?}"),
+    }
+    let exists: bool = admin
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&empty],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!exists, "validate-only created nothing");
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_openers_migrate_once() {
+    let Some(url) = database_url("concurrent_openers_migrate_once") else {
+        return;
+    };
+    let schema = fresh_schema("race");
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, schema) = (url.clone(), schema.clone());
+            tokio::spawn(async move {
+                PgJournal::connect(&url, PgOptions::default().schema(schema)).await
+            })
+        })
+        .collect();
+    for o in opens {
+        o.await.unwrap().unwrap();
+    }
+    let admin = raw_client(&url).await;
+    let rows: i64 = admin
+        .query_one(
+            &format!("SELECT count(*) FROM {schema}.schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, i64::from(PG_SCHEMA_VERSION));
+    drop_schema(&url, &schema).await;
+}
+
+/// Runs without a database: nothing here needs one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_database_is_a_typed_error_not_a_hang() {
+    // Guard against the failure this test exists to catch: a hang becomes a failure.
+    let guard = Duration::from_secs(60);
+    let timeout = Duration::from_millis(500);
+    let opts = || PgOptions::default().connect_timeout(timeout);
+
+    // Nothing listens on port 1: refused at once. The error never repeats the
+    // connection string's secrets.
+    let secret = "host=127.0.0.1 port=1 user=sekrit_user password=hunter2 dbname=test";
+    let err = tokio::time::timeout(guard, PgJournal::connect(secret, opts()))
+        .await
+        .expect("connect returned")
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PgOpenError::Unreachable(_) | PgOpenError::ConnectTimeout { .. }
+        ),
+        "{err:?}"
+    );
+    let mut text = format!("{err} {err:?}");
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        text.push_str(&format!(" {s} {s:?}"));
+        source = s.source();
+    }
+    assert!(
+        !text.contains("hunter2") && !text.contains("sekrit"),
+        "{text}"
+    );
+
+    // A server that accepts TCP but never answers: the connect timeout fires.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let conninfo = format!("host=127.0.0.1 port={port} user=postgres dbname=test");
+    let err = tokio::time::timeout(guard, PgJournal::connect(&conninfo, opts()))
+        .await
+        .expect("connect returned")
+        .unwrap_err();
+    assert!(
+        matches!(err, PgOpenError::ConnectTimeout { after } if after == timeout),
+        "{err:?}"
+    );
+    drop(silent);
+
+    // Malformed input is refused before any I/O, without echoing it.
+    let err = PgJournal::connect("port=notaport password=hunter2", opts())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PgOpenError::InvalidConfig), "{err:?}");
+    assert!(!format!("{err} {err:?}").contains("hunter2"));
+    for bad in ["", "Upper", "1abc", "a-b", "a;drop"] {
+        let err = PgJournal::connect(secret, opts().schema(bad))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PgOpenError::InvalidOption {
+                    option: "schema",
+                    ..
+                }
+            ),
+            "{bad}: {err:?}"
+        );
+    }
+}
+
+/// The sessions listing skips sessions that were only leased, never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_lists_only_sessions_with_frames() {
+    let Some(url) = database_url("sessions_lists_only_sessions_with_frames") else {
+        return;
+    };
+    let schema = fresh_schema("sessions");
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let mut written = BTreeSet::new();
+    for _ in 0..3 {
+        let s = SessionId::new();
+        j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap();
+        written.insert(s);
+    }
+    let leased_only = SessionId::new();
+    j.acquire_lease(leased_only).await.unwrap();
+    assert_eq!(
+        j.sessions().await.unwrap(),
+        written.into_iter().collect::<Vec<_>>()
+    );
+    drop_schema(&url, &schema).await;
+}
