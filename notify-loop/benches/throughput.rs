@@ -26,11 +26,17 @@ const N: usize = 2_000;
 /// Parallel producers (loops, or bare channels) in the parallel variants.
 const PARALLEL: usize = 8;
 
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
+/// Both runtime flavours: `current_thread` measures CPU cost per element without
+/// cross-thread wake-ups; `multi_thread` (2 workers) adds them, as in a server.
+fn runtimes() -> [(&'static str, Runtime); 2] {
+    let current = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .build()
-        .unwrap()
+        .unwrap();
+    [("current_thread", current), ("multi_thread", multi)]
 }
 
 fn commands(session_id: SessionId, loop_id: LoopId, n: usize) -> Vec<ProcessNotification> {
@@ -116,21 +122,22 @@ async fn bare_round(producers: usize) -> Duration {
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = runtime();
-    for (name, parallel) in [("x1", 1), ("x8", PARALLEL)] {
-        let mut group = c.benchmark_group(format!("deliver_ack_{name}"));
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(500))
-            .measurement_time(Duration::from_secs(3))
-            .throughput(Throughput::Elements((N * parallel) as u64));
-        group.bench_function("bare_mpsc_oneshot", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| rt.block_on(bare_round(parallel))).sum())
-        });
-        group.bench_function("notify_loop", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| rt.block_on(loops_round(parallel))).sum())
-        });
-        group.finish();
+    for (flavour, rt) in runtimes() {
+        for (name, parallel) in [("x1", 1), ("x8", PARALLEL)] {
+            let mut group = c.benchmark_group(format!("{flavour}/deliver_ack_{name}"));
+            group
+                .sample_size(10)
+                .warm_up_time(Duration::from_millis(500))
+                .measurement_time(Duration::from_secs(2))
+                .throughput(Throughput::Elements((N * parallel) as u64));
+            group.bench_function("bare_mpsc_oneshot", |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| rt.block_on(bare_round(parallel))).sum())
+            });
+            group.bench_function("notify_loop", |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| rt.block_on(loops_round(parallel))).sum())
+            });
+            group.finish();
+        }
     }
 }
 
