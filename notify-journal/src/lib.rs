@@ -32,6 +32,6 @@ pub const FORMAT_VERSION: u64 = tables::FORMAT_VERSION;
 mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    LeaseError, LeasePolicy, MigrationMode, PG_MAX_RECORD_BYTES, PG_SCHEMA_VERSION, PgJournal,
-    PgLease, PgLeaseInfo, PgOpenError, PgOptions,
+    LeaseError, LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
+    PgOpenError, PgOptions,
 };

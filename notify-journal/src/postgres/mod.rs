@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use notify_types::{JournalRecord, MAX_DECODE_BYTES, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionId, Uuid};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, Statement};
@@ -54,10 +54,6 @@ use writer::{AppendReq, Writer};
 
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, StorageError};
-
-/// The largest encoded record the PostgreSQL journal accepts (the codec's decode
-/// limit: a bigger frame could never be replayed).
-pub const PG_MAX_RECORD_BYTES: usize = MAX_DECODE_BYTES;
 
 /// How many appends may wait for the writer before `append` waits for room.
 const QUEUE: usize = 8192;
@@ -177,6 +173,7 @@ pub struct PgJournal {
     /// Identifies this journal as a lease holder (fresh per `connect`).
     holder: Uuid,
     policy: LeasePolicy,
+    max_record_bytes: usize,
     /// Lease duration in milliseconds, as bound to the lease statements.
     lease_ms: f64,
     sql: Arc<Sql>,
@@ -261,6 +258,7 @@ impl PgJournal {
         Ok(Self {
             holder,
             policy: options.lease_policy,
+            max_record_bytes: options.max_record_bytes,
             lease_ms: options.lease_duration.as_secs_f64() * 1000.0,
             sql,
             connector,
@@ -276,6 +274,13 @@ impl PgJournal {
     #[must_use]
     pub fn holder_id(&self) -> Uuid {
         self.holder
+    }
+
+    /// The largest encoded record this journal accepts (see
+    /// [`PgOptions::max_record_bytes`]).
+    #[must_use]
+    pub fn max_record_bytes(&self) -> usize {
+        self.max_record_bytes
     }
 
     /// Stops accepting appends, waits until every append already queued has been
@@ -472,10 +477,10 @@ impl PgJournal {
             });
         }
         let bytes = record.encode();
-        if bytes.len() > PG_MAX_RECORD_BYTES {
+        if bytes.len() > self.max_record_bytes {
             return Err(AppendError::TooLarge {
                 len: bytes.len(),
-                max: PG_MAX_RECORD_BYTES,
+                max: self.max_record_bytes,
             });
         }
         let epoch = lock(&self.leases).get(&session).copied();

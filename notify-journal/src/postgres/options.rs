@@ -46,6 +46,7 @@ pub struct PgOptions {
     pub(crate) lease_duration: Duration,
     pub(crate) lease_policy: LeasePolicy,
     pub(crate) max_batch: usize,
+    pub(crate) max_record_bytes: usize,
 }
 
 impl Default for PgOptions {
@@ -57,6 +58,7 @@ impl Default for PgOptions {
             lease_duration: Duration::from_secs(30),
             lease_policy: LeasePolicy::Optional,
             max_batch: 1024,
+            max_record_bytes: crate::DEFAULT_MAX_RECORD_BYTES,
         }
     }
 }
@@ -108,6 +110,18 @@ impl PgOptions {
         self
     }
 
+    /// The largest encoded record accepted (default
+    /// [`DEFAULT_MAX_RECORD_BYTES`](crate::DEFAULT_MAX_RECORD_BYTES), 1 MiB, as for the
+    /// redb journal; at most the codec's decode limit
+    /// [`MAX_DECODE_BYTES`](notify_types::MAX_DECODE_BYTES), so every frame replays).
+    /// Larger records are refused with
+    /// [`AppendError::TooLarge`](crate::AppendError::TooLarge) and nothing is written.
+    #[must_use]
+    pub fn max_record_bytes(mut self, max: usize) -> Self {
+        self.max_record_bytes = max;
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<(), PgOpenError> {
         if !valid_schema_name(&self.schema) {
             return Err(PgOpenError::InvalidOption {
@@ -125,6 +139,12 @@ impl PgOptions {
             return Err(PgOpenError::InvalidOption {
                 option: "lease_duration",
                 reason: "must be at least 1 ms",
+            });
+        }
+        if self.max_record_bytes == 0 || self.max_record_bytes > notify_types::MAX_DECODE_BYTES {
+            return Err(PgOpenError::InvalidOption {
+                option: "max_record_bytes",
+                reason: "must be between 1 and the codec's decode limit",
             });
         }
         if self.max_batch == 0 {
