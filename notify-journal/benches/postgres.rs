@@ -1,4 +1,178 @@
-//! PostgreSQL journal benchmark (work in progress).
-#![allow(missing_docs)]
+//! PostgreSQL journal benchmarks beside the redb journal
+//! (`cargo bench -p notify-journal --features postgres --bench postgres`).
+//!
+//! * `concurrent_appenders/{redb,postgres}/N`: durable appends per second with N
+//!   concurrent appenders (each on its own session, each awaiting its
+//!   acknowledgement), on redb (`Durability::Immediate`, a temporary file) and on the
+//!   PostgreSQL at `NOTIFY_TEST_DATABASE_URL` (default: the local test database).
+//! * `one_session/postgres/{1,3}_process`: appends per second to ONE session from one
+//!   process vs from three processes at once (the bench re-executes itself as the
+//!   children), each with 16 concurrent appenders: the cost of cross-process row
+//!   locking. The three-process figure includes starting the children.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-fn main() {}
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group};
+use notify_journal::{JournalBackend, JournalOptions, PgJournal, PgOptions, RedbJournal};
+use notify_types::{
+    CommandId, JournalRecord, LoopId, ProcessCompletionNotification, ProcessLifecycleState,
+    ProcessNotification, ProcessTerminalReason, SessionId, Uuid,
+};
+
+const URL_VAR: &str = "NOTIFY_TEST_DATABASE_URL";
+const DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
+const SCHEMA: &str = "nj_bench";
+/// Set in the child processes of the one-session bench: `<session>/<appends>`.
+const CHILD_VAR: &str = "NJ_PG_BENCH_CHILD";
+const CHILD_TASKS: u64 = 16;
+
+fn url() -> String {
+    std::env::var(URL_VAR)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| DEFAULT_URL.to_owned())
+}
+
+fn record(s: SessionId) -> JournalRecord {
+    JournalRecord::from(ProcessNotification::new(ProcessCompletionNotification {
+        command_id: CommandId::from_uuid(Uuid::now_v7()),
+        session_id: s,
+        loop_id: LoopId::from_uuid(Uuid::from_u128(7)),
+        process_handle: "build-42".to_owned(),
+        state: ProcessLifecycleState::Exited,
+        reason: ProcessTerminalReason::Exited,
+    }))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn pg() -> PgJournal {
+    PgJournal::connect(&url(), PgOptions::default().schema(SCHEMA))
+        .await
+        .unwrap_or_else(|e| panic!("the postgres bench needs a database ({URL_VAR}): {e}"))
+}
+
+/// `iters` appends spread over `n` concurrent appenders, each on its own session
+/// (or all on `one`); returns the wall time.
+async fn drive<J: JournalBackend + 'static>(
+    j: &Arc<J>,
+    n: u64,
+    iters: u64,
+    one: Option<SessionId>,
+) -> Duration {
+    let per = iters.div_ceil(n).max(1);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let j = Arc::clone(j);
+            // A fresh session per appender unless all share `one`.
+            let s = match one {
+                Some(s) => s,
+                None => SessionId::new(),
+            };
+            tokio::spawn(async move {
+                for _ in 0..per {
+                    j.append(s, record(s)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // Scale to the requested count (the last round may overshoot by < n).
+    start.elapsed().mul_f64(iters as f64 / (per * n) as f64)
+}
+
+fn concurrent_appenders(c: &mut Criterion) {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let redb = Arc::new(
+        RedbJournal::open(dir.path().join("bench.redb"), JournalOptions::default()).unwrap(),
+    );
+    let pg = Arc::new(rt.block_on(pg()));
+    let mut g = c.benchmark_group("concurrent_appenders");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4))
+        .throughput(Throughput::Elements(1));
+    for n in [1_u64, 64, 1024] {
+        g.bench_with_input(BenchmarkId::new("redb", n), &n, |b, &n| {
+            b.iter_custom(|iters| rt.block_on(drive(&redb, n, iters, None)));
+        });
+        g.bench_with_input(BenchmarkId::new("postgres", n), &n, |b, &n| {
+            b.iter_custom(|iters| rt.block_on(drive(&pg, n, iters, None)));
+        });
+    }
+    g.finish();
+    rt.block_on(pg.close());
+}
+
+fn one_session(c: &mut Criterion) {
+    let rt = runtime();
+    let pg = Arc::new(rt.block_on(pg()));
+    let exe = std::env::current_exe().unwrap();
+    let mut g = c.benchmark_group("one_session");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Elements(1));
+    g.bench_function("postgres/1_process", |b| {
+        b.iter_custom(|iters| rt.block_on(drive(&pg, CHILD_TASKS, iters, Some(SessionId::new()))));
+    });
+    g.bench_function("postgres/3_processes", |b| {
+        b.iter_custom(|iters| {
+            let s = SessionId::new();
+            let per = iters.div_ceil(3).max(1);
+            let start = Instant::now();
+            let children: Vec<_> = (0..3)
+                .map(|_| {
+                    Command::new(&exe)
+                        .env(CHILD_VAR, format!("{s}/{per}"))
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            for mut child in children {
+                assert!(child.wait().unwrap().success(), "bench child failed");
+            }
+            start.elapsed().mul_f64(iters as f64 / (per * 3) as f64)
+        });
+    });
+    g.finish();
+    rt.block_on(pg.close());
+}
+
+/// A child of the three-process bench: `appends` appends to the given session.
+fn child(role: &str) {
+    let (s, n) = role.split_once('/').unwrap();
+    let s = SessionId::from_uuid(s.parse().unwrap());
+    let n: u64 = n.parse().unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let j = Arc::new(pg().await);
+        drive(&j, CHILD_TASKS, n, Some(s)).await;
+        j.close().await;
+    });
+}
+
+criterion_group!(benches, concurrent_appenders, one_session);
+
+fn main() {
+    if let Ok(role) = std::env::var(CHILD_VAR) {
+        child(&role);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
