@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
 use notify_loop::LoopConfig;
-use notify_session::{ProcessSpec, Session, SessionConsumer, StopSignal, Supervisor, restore};
+use notify_session::{ProcessSpec, Session, StopSignal, Supervisor, restore};
 use notify_types::{
     CommandId, Disposition, LoopId, NotifyError, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessTerminalReason, SessionEvent, SessionId,

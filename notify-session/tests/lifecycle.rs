@@ -1,6 +1,9 @@
 //! Lifecycle events: journaled, then broadcast once; collisions and invalid metadata
 //! are typed.
 
+// Tests unwrap freely, helpers included: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use notify_session::{PublishError, Published, Session};

@@ -1,6 +1,9 @@
 //! Crash and restore: what was appended and never consumed comes back, nothing
 //! acknowledged does, and declaring orphans lost is idempotent.
 
+// Tests unwrap freely, helpers included: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use notify_journal::{JournalBackend, JournalOptions, RedbJournal, replay_all};

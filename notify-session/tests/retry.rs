@@ -1,6 +1,9 @@
 //! The retry helper retries only stopped deliveries, with the identical notification,
 //! a bounded number of times.
 
+// Tests unwrap freely, helpers included: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Mutex;
 
 use notify_session::{RetryPolicy, notify_with_retry};

@@ -1,6 +1,9 @@
 //! The supervisor runs real OS processes and the loop's consumer receives exactly the
 //! expected terminal state/reason pairs.
 
+// Tests unwrap freely, helpers included: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,10 +47,11 @@ async fn real_processes_end_with_the_expected_pairs() {
 
     // Stop the third once it is known to run.
     loop {
-        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap() {
-            if m.process_handle == "stopped" && m.kind == ProcessLifecycleKind::Started {
-                break;
-            }
+        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap()
+            && m.process_handle == "stopped"
+            && m.kind == ProcessLifecycleKind::Started
+        {
+            break;
         }
     }
     assert!(stopped.stop(StopSignal::Terminate).await);
@@ -119,10 +123,10 @@ async fn interrupt_and_kill_requests_map_to_their_pairs() {
             )
             .unwrap();
         loop {
-            if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap() {
-                if m.kind == ProcessLifecycleKind::Started {
-                    break;
-                }
+            if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap()
+                && m.kind == ProcessLifecycleKind::Started
+            {
+                break;
             }
         }
         assert!(p.stop(signal).await);
