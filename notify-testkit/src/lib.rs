@@ -12,6 +12,14 @@
 //! * [`strategy`]: proptest strategies for every DTO: valid values, values with
 //!   exactly one field broken, and lifecycle sequences of a real process.
 //! * [`sample`]: deterministic valid records, for tests that need "some record".
+//! * [`fixture`]: a session with N loops in one call (journaled or headless), a fake
+//!   foreign loop, restart-after-crash, and consumer helpers (receive N, ack N,
+//!   drain).
+//!
+//! `tests/model.rs` is the model-based test of the whole system: a generated list of
+//! operations (notify, retry, reuse an ID, receive and ack, fill an inbox, crash and
+//! restore, shut a loop down, lifecycle events, declare orphans lost) run against a
+//! session over a real redb journal and against a plain reference model.
 //!
 //! ```
 //! use notify_journal::JournalBackend;
@@ -36,6 +44,7 @@
 
 pub mod conformance;
 mod faulty;
+pub mod fixture;
 mod memory;
 pub mod sample;
 pub mod strategy;
