@@ -1,7 +1,7 @@
 //! `cargo xtask`: project automation, in Rust so it runs wherever cargo does.
 //!
 //! * `demo [--journal PATH]`: the main job; runs the end-to-end demo.
-//! * `bench [--full]`: runs the benchmarks briefly and prints one summary table (each
+//! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary table (each
 //!   rate beside its same-run baseline and the ratio to the target), also written as
 //!   markdown to `target/bench-summary.md`.
 //! * `soak [--cases N]`: the model-based test with many more cases than CI runs.
@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
     };
     match task.as_str() {
         "demo" => demo(rest),
-        "bench" => bench::run(&root()?, rest),
+        "bench" => bench::run_bench(&root()?, rest),
         "soak" => soak(rest),
         "ci" => run(Command::new("bash").arg(root()?.join(".ci/run"))),
         "-h" | "--help" | "help" => {
@@ -43,7 +43,7 @@ fn print_usage() {
         "usage: cargo xtask <task>\n\n\
          tasks:\n  \
          demo [--journal PATH]   run the end-to-end demo (the main job)\n  \
-         bench [--full]          run the benchmarks and print the summary table\n  \
+         bench [--no-run]        run the benchmarks and print the summary table\n  \
          soak [--cases N]        run the model-based test with N cases (default 10000)\n  \
          ci                      run .ci/run"
     );
