@@ -37,6 +37,7 @@ mod writer;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use notify_types::{JournalRecord, SessionId, Uuid};
 use tokio::sync::{mpsc, oneshot};
@@ -153,6 +154,54 @@ impl ReaderConn {
 
 /// A journal stored in PostgreSQL. Implements [`JournalBackend`].
 ///
+/// # Storage
+///
+/// Tables in one PostgreSQL schema ([`PgOptions::schema`], default `notify_journal`),
+/// at version [`PG_SCHEMA_VERSION`] (recorded in `schema_version`; migrations run on
+/// connect under a transaction-scoped advisory lock, or are only validated):
+///
+/// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at)`;
+/// * `frames(session, seq, key, kind, bytes, committed_at)`, primary key
+///   `(session, seq)`, unique `(session, key)`: the idempotency index.
+///
+/// A batch locks its sessions' rows, checks leases, resolves keys, inserts frames
+/// and advances `last_seq` in one transaction. An append resolves after `COMMIT`
+/// returns, so it is as durable as the server's `synchronous_commit` makes it
+/// (durable with the default `on`). A failed `COMMIT` is
+/// [`AppendError::CommitFailed`] (outcome unknown; retry with the same record); a
+/// failure before it is [`AppendError::Storage`] (nothing written). Either way the
+/// next batch uses a fresh connection if the old one broke: a PostgreSQL
+/// transaction that did not commit leaves nothing behind, so the journal is never
+/// poisoned.
+///
+/// # Leases
+///
+/// * [`acquire_lease`](Self::acquire_lease): free, released or expired -> new epoch
+///   (last + 1); already ours and live -> extended, same epoch; another writer's live
+///   lease -> [`LeaseError::Held`].
+/// * [`renew_lease`](Self::renew_lease): extends our live lease, same epoch; an
+///   expired or taken-over lease cannot be renewed ([`LeaseError::Lost`]).
+/// * [`release_lease`](Self::release_lease): frees it; the epoch stays, so the next
+///   holder's is higher.
+/// * Expiry is judged by the database's clock (`clock_timestamp()`), never ours.
+/// * Appends to a session on which this journal acquired a lease check holder, epoch
+///   and expiry under the session row lock, in the transaction that writes the
+///   frame; if the lease is gone they are [`AppendError::Fenced`] and write nothing,
+///   and stay fenced until the lease is acquired again or released.
+/// * Appends to a session on which this journal holds no lease follow
+///   [`LeasePolicy`]: by default they are allowed unless another writer holds a live
+///   lease (then `Fenced`), so many processes can share a session; with
+///   [`LeasePolicy::Required`] they are refused.
+///
+/// # Testing
+///
+/// The crate's PostgreSQL tests, the testkit's conformance run and the bench read the
+/// connection string from `NOTIFY_TEST_DATABASE_URL` (CI default:
+/// `host=127.0.0.1 port=5432 user=postgres dbname=test`); the library itself reads
+/// no environment.
+///
+/// # Connections
+///
 /// Uses two connections: the group-commit writer's and a shared one for reads and
 /// lease statements (pipelined). Either is reopened transparently after it breaks.
 /// Must be created and used inside a tokio runtime.
@@ -248,6 +297,15 @@ impl PgJournal {
             Arc::clone(&sql),
             holder,
             options.max_batch,
+            // At least the lease, so a stall long enough to lose the lease also
+            // frees the rows; never below 5 s, so a busy host is not aborted.
+            u64::try_from(
+                options
+                    .lease_duration
+                    .max(Duration::from_secs(5))
+                    .as_millis(),
+            )
+            .unwrap_or(u64::MAX),
             write_client,
         )
         .await

@@ -37,7 +37,20 @@ struct WriterConn {
 }
 
 impl WriterConn {
-    async fn prepare(client: Client, sql: &Sql) -> Result<Self, StorageError> {
+    async fn prepare(
+        client: Client,
+        sql: &Sql,
+        idle_timeout_ms: u64,
+    ) -> Result<Self, StorageError> {
+        // If this process stalls inside a batch (a paused or partitioned host), the
+        // server aborts the transaction and frees the session rows, so a takeover
+        // does not wait on the stalled writer; the stalled batch then fails.
+        client
+            .batch_execute(&format!(
+                "SET idle_in_transaction_session_timeout = {idle_timeout_ms}"
+            ))
+            .await
+            .map_err(|e| sanitize("configure session", &e))?;
         let prep = |q: &str| {
             let q = q.to_owned();
             let c = &client;
@@ -66,6 +79,8 @@ pub(crate) struct Writer {
     /// This journal's lease-holder identity.
     holder: Uuid,
     max_batch: usize,
+    /// `idle_in_transaction_session_timeout` of the write connection, in ms.
+    idle_timeout_ms: u64,
     /// `None` after a failure that may have broken the connection: the next batch
     /// reconnects (a PostgreSQL transaction that did not commit left nothing behind,
     /// so a fresh connection is a full recovery, unlike a broken redb handle).
@@ -98,14 +113,16 @@ impl Writer {
         sql: Arc<Sql>,
         holder: Uuid,
         max_batch: usize,
+        idle_timeout_ms: u64,
         client: Client,
     ) -> Result<Self, StorageError> {
-        let conn = WriterConn::prepare(client, &sql).await?;
+        let conn = WriterConn::prepare(client, &sql, idle_timeout_ms).await?;
         Ok(Self {
             connector,
             sql,
             holder,
             max_batch,
+            idle_timeout_ms,
             conn: Some(conn),
         })
     }
@@ -138,7 +155,7 @@ impl Writer {
                 Ok(c) => c,
                 Err(e) => return all(AppendError::Storage(e.into_storage())),
             };
-            match WriterConn::prepare(client, &self.sql).await {
+            match WriterConn::prepare(client, &self.sql, self.idle_timeout_ms).await {
                 Ok(c) => self.conn = Some(c),
                 Err(e) => return all(AppendError::Storage(e)),
             }
