@@ -222,3 +222,19 @@ async fn orphans_are_declared_lost_once_even_when_declared_twice() {
         journal.last_seq(session_id).await.unwrap()
     );
 }
+
+/// The same crash story on the PostgreSQL journal (needs a database; see
+/// `notify_testkit::postgres`).
+#[tokio::test]
+async fn crash_between_append_and_dispatch_on_the_postgres_journal() {
+    use notify_journal::{PgJournal, PgOptions};
+    let Some(url) = notify_testkit::postgres::database_url("session restore on PostgreSQL") else {
+        return;
+    };
+    let options = PgOptions::default().schema("notify_session_tests");
+    let first = PgJournal::connect(&url, options.clone()).await.unwrap();
+    crash_between_append_and_dispatch(Arc::new(first), || async move {
+        Arc::new(PgJournal::connect(&url, options).await.unwrap()) as Arc<dyn JournalBackend>
+    })
+    .await;
+}

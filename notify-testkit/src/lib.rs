@@ -46,6 +46,8 @@ pub mod conformance;
 mod faulty;
 pub mod fixture;
 mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sample;
 pub mod strategy;
 

@@ -7,12 +7,8 @@
 //! fails the tests.
 #![cfg(feature = "postgres")]
 
-use std::io::Write;
-
 use notify_journal::{PgJournal, PgOptions};
 
-const DATABASE_URL_VAR: &str = "NOTIFY_TEST_DATABASE_URL";
-const CI_DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
 /// The schema the suite's tables live in; the checks use fresh sessions, so runs
 /// (and concurrent test processes) can share it.
 const SCHEMA: &str = "nj_conformance";
@@ -23,22 +19,7 @@ const SCHEMA: &str = "nj_conformance";
     reason = "test setup outside a #[test] fn: an unreachable database must fail the test"
 )]
 async fn connect(options: PgOptions) -> Option<PgJournal> {
-    let url = match std::env::var(DATABASE_URL_VAR)
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        Some(url) => url,
-        None if std::env::var_os("CI").is_some() => CI_DEFAULT_URL.to_owned(),
-        None => {
-            // Written past the harness's capture, so the skip is visible.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED PostgreSQL conformance check: {DATABASE_URL_VAR} is unset and CI is \
-                 unset, so there is no PostgreSQL to test against"
-            );
-            return None;
-        }
-    };
+    let url = notify_testkit::postgres::database_url("PostgreSQL conformance check")?;
     match PgJournal::connect(&url, options.schema(SCHEMA)).await {
         Ok(journal) => Some(journal),
         Err(e) => panic!("cannot open the PostgreSQL journal: {e}"),
