@@ -14,7 +14,7 @@ use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
 use crate::options::JournalOptions;
 use crate::tables::{FORMAT_KEY, FORMAT_VERSION, FRAMES, HEADS, INDEX, META};
-use crate::writer::{self, Queue, Request};
+use crate::writer::{self, CommitStats, Queue, Request};
 
 /// A durable, group-committed journal of many sessions in one redb file.
 ///
@@ -180,6 +180,12 @@ impl RedbJournal {
     #[must_use]
     pub fn is_poisoned(&self) -> bool {
         self.inner.queue.is_poisoned()
+    }
+
+    /// Group-commit counters since open: `appends / commits` is the mean batch size.
+    #[must_use]
+    pub fn commit_stats(&self) -> CommitStats {
+        self.inner.queue.stats()
     }
 
     /// Stops the writer after the appends already queued, waits for it, and releases

@@ -23,6 +23,7 @@ pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, replay_all};
 pub use error::{AppendError, JournalError, OpenError, StorageError};
 pub use journal::RedbJournal;
 pub use options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions};
+pub use writer::CommitStats;
 
 /// The on-disk format version this build reads and writes (kept in the file's
 /// metadata table; see `docs/design.md`).

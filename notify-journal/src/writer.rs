@@ -9,7 +9,7 @@
 //! append commits at once.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,20 @@ pub(crate) struct Queue {
     ready: Condvar,
     /// Set after a failed commit; every later append is refused with `Poisoned`.
     poisoned: AtomicBool,
+    /// Successful commits, for [`CommitStats`].
+    commits: AtomicU64,
+    /// Appends answered by successful commits, for [`CommitStats`].
+    committed_appends: AtomicU64,
+}
+
+/// Group-commit counters of a journal handle since it was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CommitStats {
+    /// Successful write transactions.
+    pub commits: u64,
+    /// Appends (new, duplicate or collision) answered by those transactions.
+    pub appends: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -66,7 +80,20 @@ impl Queue {
             }),
             ready: Condvar::new(),
             poisoned: AtomicBool::new(false),
+            commits: AtomicU64::new(0),
+            committed_appends: AtomicU64::new(0),
         }
+    }
+
+    pub(crate) fn stats(&self) -> CommitStats {
+        CommitStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            appends: self.committed_appends.load(Ordering::Relaxed),
+        }
+    }
+
+    fn len(&self) -> usize {
+        lock(&self.state).items.len()
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {
@@ -99,6 +126,7 @@ impl Queue {
     /// Waits for a batch; `None` once closed and drained.
     fn next_batch(&self, tuning: &mut Tuning, out: &mut Vec<Request>) -> bool {
         let mut st = lock(&self.state);
+        let idle_since = Instant::now();
         while st.items.is_empty() {
             if st.closed {
                 return false;
@@ -106,26 +134,39 @@ impl Queue {
             st.wake_at = 1;
             st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
-        // Recently active appenders: those the last commit answered (they tend to come
-        // straight back) plus those already queued.
-        let target = (tuning.last_batch + st.items.len()).min(tuning.max_batch);
         let delay = tuning.linger_budget();
+        let gap = (delay / 8).max(Duration::from_micros(20));
+        if idle_since.elapsed() > gap {
+            // Idle for longer than appenders take to rejoin: the last batch's appenders
+            // are gone, so this append is a lone one and commits at once.
+            tuning.last_batch = 0;
+            tuning.arrived_during_commit = 0;
+        }
+        // Recently active appenders: those the last commit answered (they tend to come
+        // straight back) plus those that queued while it ran (not in it).
+        let target = (tuning.last_batch + tuning.arrived_during_commit).min(tuning.max_batch);
         if target >= tuning.commit_siblings && st.items.len() < target && !delay.is_zero() {
+            // Stop at the target, at the deadline, or as soon as arrivals pause for a
+            // `gap`: the rest are not coming soon, and a slow or starved appender must
+            // not hold the batch for the whole budget.
             let deadline = Instant::now() + delay;
             st.wake_at = target;
             while st.items.len() < target && !st.closed {
-                let now = Instant::now();
                 let Some(left) = deadline
-                    .checked_duration_since(now)
+                    .checked_duration_since(Instant::now())
                     .filter(|d| !d.is_zero())
                 else {
                     break;
                 };
+                let before = st.items.len();
                 st = self
                     .ready
-                    .wait_timeout(st, left)
+                    .wait_timeout(st, left.min(gap))
                     .unwrap_or_else(PoisonError::into_inner)
                     .0;
+                if st.items.len() == before {
+                    break;
+                }
             }
         }
         st.wake_at = usize::MAX;
@@ -141,6 +182,8 @@ struct Tuning {
     commit_siblings: usize,
     max_commit_delay: Duration,
     last_batch: usize,
+    /// Requests queued while the last batch was committing (none of them in it).
+    arrived_during_commit: usize,
     /// Exponentially weighted mean commit time.
     commit_ewma: Duration,
 }
@@ -167,6 +210,7 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         commit_siblings: options.commit_siblings,
         max_commit_delay: options.max_commit_delay,
         last_batch: 0,
+        arrived_during_commit: 0,
         commit_ewma: Duration::ZERO,
     };
     let mut batch = Vec::with_capacity(options.max_batch);
@@ -183,10 +227,16 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         let span = tracing::debug_span!("journal.commit", batch = batch.len());
         let _entered = span.enter();
         let started = Instant::now();
-        match write_batch(&db, &batch, &options) {
+        let result = write_batch(&db, &batch, &options);
+        tuning.arrived_during_commit = queue.len();
+        match result {
             Ok(replies) => {
                 tuning.observe_commit(started.elapsed());
                 dirty_non_durable |= options.durability == Durability::NonDurableForTestsOnly;
+                queue.commits.fetch_add(1, Ordering::Relaxed);
+                queue
+                    .committed_appends
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 for (req, reply) in batch.drain(..).zip(replies) {
                     let _ = req.reply.send(reply);
                 }
