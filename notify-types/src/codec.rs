@@ -653,13 +653,18 @@ impl Object {
     fn time(&mut self, field: &'static str) -> Result<Option<Timestamp>, DecodeError> {
         match self.string(field)? {
             None => Ok(None),
-            Some(s) => s
-                .parse::<Timestamp>()
-                .map(Some)
-                .map_err(|_| DecodeError::InvalidValue {
-                    field,
-                    expected: "an RFC 3339 timestamp",
-                }),
+            Some(s) if is_rfc3339_shape(&s) => {
+                s.parse::<Timestamp>()
+                    .map(Some)
+                    .map_err(|_| DecodeError::InvalidValue {
+                        field,
+                        expected: "an RFC 3339 timestamp",
+                    })
+            }
+            Some(_) => Err(DecodeError::InvalidValue {
+                field,
+                expected: "an RFC 3339 timestamp",
+            }),
         }
     }
 
@@ -698,6 +703,45 @@ impl Object {
             Some(Value::Object(map)) => Ok(Object { map, prefix }),
             Some(_) => Err(DecodeError::NotAnObject { field }),
         }
+    }
+}
+
+/// Whether `s` has the RFC 3339 `date-time` shape:
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]` then `Z` or `±HH:MM`, with `T`/`Z` in either case
+/// and at most nine fraction digits. jiff alone would also accept other ISO 8601 and
+/// Temporal spellings (basic format, a space separator, bracketed zones); the wire
+/// format is RFC 3339 only. Ranges (month 13, second 61) are left to jiff.
+fn is_rfc3339_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let at = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
+    if !(digits(0..4) && at(4, b"-") && digits(5..7) && at(7, b"-") && digits(8..10)) {
+        return false;
+    }
+    if !(at(10, b"Tt")
+        && digits(11..13)
+        && at(13, b":")
+        && digits(14..16)
+        && at(16, b":")
+        && digits(17..19))
+    {
+        return false;
+    }
+    let mut i = 19;
+    if at(i, b".") {
+        let frac = b[i + 1..].iter().take_while(|d| d.is_ascii_digit()).count();
+        if frac == 0 || frac > 9 {
+            return false;
+        }
+        i += 1 + frac;
+    }
+    match b.get(i..) {
+        Some([b'Z' | b'z']) => true,
+        Some([b'+' | b'-', ..]) => {
+            b.len() == i + 6 && digits(i + 1..i + 3) && at(i + 3, b":") && digits(i + 4..i + 6)
+        }
+        _ => false,
     }
 }
 

@@ -34,7 +34,8 @@ pub struct ProcessLifecycleMetadata {
     pub origin_execution_id: ExecutionId,
     /// The process's state at this event.
     pub state: S,
-    /// When the process was created; never unset (the zero time is invalid).
+    /// When the process was created; never unset (the zero time, or anything before
+    /// it, is invalid).
     pub process_created_at: Timestamp,
     /// When the process started running.
     pub process_started_at: Option<Timestamp>,
@@ -71,7 +72,8 @@ impl ProcessLifecycleMetadata {
         check(is_valid_handle(&self.process_handle), F::ProcessHandle)?;
         check(!self.origin_execution_id.is_nil(), F::OriginExecutionId)?;
         let created = self.process_created_at;
-        check(created != ZERO_TIME, F::ProcessCreatedAt)?;
+        // Before the zero time is not representable in RFC 3339 (years 0000-9999) either.
+        check(created > ZERO_TIME, F::ProcessCreatedAt)?;
         check(
             self.process_started_at.is_none_or(|s| s >= created),
             F::ProcessStartedAt,

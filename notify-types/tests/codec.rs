@@ -956,3 +956,41 @@ fn encoding_is_deterministic() {
     assert_eq!(n1.encode(), n2.encode());
     assert_ne!(n1.encode(), notification().encode());
 }
+
+#[test]
+fn timestamps_must_be_rfc3339_not_other_iso8601_spellings() {
+    let good = [
+        "2023-11-14T22:13:20Z",
+        "2023-11-14t22:13:20z",
+        "2023-11-14T22:13:20.5Z",
+        "2023-11-14T22:13:20.123456789Z",
+        "2023-11-14T23:13:20+01:00",
+    ];
+    let bad = [
+        "2023-11-14 22:13:20Z",
+        "20231114T221320Z",
+        "2023-11-14T22:13:20,5Z",
+        "2023-11-14T22:13:20Z[UTC]",
+        "2023-11-14T22:13:20",
+        "2023-11-14T22:13:20.Z",
+        "2023-11-14T22:13:20.1234567891Z",
+        "2023-11-14T22:13Z",
+        "2023-11-14T22:13:20+0100",
+        "2023-11-14T22:13:20+01",
+        "2023-13-14T22:13:20Z",
+        "",
+    ];
+    let doc = |ts: &str| {
+        format!(
+            r#"{{"metadata":{{"event_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e04","kind":1,"session_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e02","loop_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e03","process_handle":"h","origin_execution_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e05","state":2,"process_created_at":"2000-01-01T00:00:00Z","process_started_at":"{ts}"}},"type":"ProcessStarted","v":1}}"#
+        )
+    };
+    for ts in good {
+        let decoded = notify_types::SessionEvent::decode(doc(ts).as_bytes());
+        assert!(decoded.is_ok(), "{ts}: {decoded:?}");
+    }
+    for ts in bad {
+        let err = notify_types::SessionEvent::decode(doc(ts).as_bytes()).unwrap_err();
+        assert_eq!(err.field(), Some("process_started_at"), "{ts}: {err:?}");
+    }
+}

@@ -549,3 +549,37 @@ fn validation_error_is_typed_and_usable_with_question_mark() {
         assert_eq!(field.to_string(), wire);
     }
 }
+
+#[test]
+fn created_before_the_zero_time_is_invalid_and_would_not_encode_as_rfc3339() {
+    // postmortem: the decoder accepts RFC 3339 only (years 0000-9999); a creation time
+    // before 0001-01-01 validated, encoded as "-000001-…", and failed to decode.
+    let valid = started_metadata();
+    let mut m = valid.clone();
+    m.process_created_at = notify_types::Timestamp::constant(-62_135_596_801, 0);
+    m.process_started_at = Some(m.process_created_at);
+    assert_eq!(
+        m.validate().unwrap_err().field(),
+        notify_types::ValidationField::ProcessCreatedAt
+    );
+    assert!(valid.validate().is_ok());
+}
+
+fn started_metadata() -> notify_types::ProcessLifecycleMetadata {
+    use notify_types::*;
+    ProcessLifecycleMetadata {
+        event_id: EventId::new(),
+        kind: ProcessLifecycleKind::Started,
+        session_id: SessionId::new(),
+        loop_id: LoopId::new(),
+        process_handle: "h".into(),
+        origin_execution_id: ExecutionId::new(),
+        state: ProcessLifecycleState::Running,
+        process_created_at: Timestamp::constant(1_700_000_000, 0),
+        process_started_at: Some(Timestamp::constant(1_700_000_001, 0)),
+        process_finished_at: None,
+        exit_code: None,
+        reason: None,
+        diagnostic: None,
+    }
+}
