@@ -403,6 +403,32 @@ impl JournalRecord {
         }
     }
 
+    /// Checks that the record would decode: the command's notification or the event's
+    /// metadata validates, and a consumption names non-nil IDs. Journals call this
+    /// before writing, so that nothing undecodable is ever made durable.
+    ///
+    /// # Errors
+    ///
+    /// A [`DecodeError`] naming the first failing field, as decoding would.
+    pub fn validate(&self) -> Result<(), DecodeError> {
+        match self {
+            Self::Command(c) => c.validate().map_err(DecodeError::from),
+            Self::Event(SessionEvent::Lifecycle(m)) => m.validate().map_err(DecodeError::from),
+            Self::Event(SessionEvent::NotificationConsumed(c)) => {
+                for (nil, field) in [
+                    (c.cause().is_nil(), "cause"),
+                    (c.loop_id().is_nil(), "loop_id"),
+                    (c.session_id().is_nil(), "session_id"),
+                ] {
+                    if nil {
+                        return Err(DecodeError::MissingField { field });
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// The record's deterministic wire form.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {

@@ -994,3 +994,35 @@ fn timestamps_must_be_rfc3339_not_other_iso8601_spellings() {
         assert_eq!(err.field(), Some("process_started_at"), "{ts}: {err:?}");
     }
 }
+
+#[test]
+fn journal_record_validate_agrees_with_decode() {
+    use notify_types::*;
+    let nil_consumed = JournalRecord::Event(SessionEvent::NotificationConsumed(
+        NotificationConsumed::new(SessionId::new(), LoopId::NIL, CommandId::new()),
+    ));
+    let err = nil_consumed.validate().unwrap_err();
+    assert_eq!(err.field(), Some("loop_id"));
+    assert!(JournalRecord::decode(&nil_consumed.encode()).is_err());
+
+    let bad_command =
+        JournalRecord::Command(ProcessNotification::new(ProcessCompletionNotification {
+            command_id: CommandId::new(),
+            session_id: SessionId::new(),
+            loop_id: LoopId::new(),
+            process_handle: String::new(),
+            state: ProcessLifecycleState::Exited,
+            reason: ProcessTerminalReason::Exited,
+        }));
+    assert_eq!(
+        bad_command.validate().unwrap_err().field(),
+        Some("process_handle")
+    );
+    assert!(JournalRecord::decode(&bad_command.encode()).is_err());
+
+    let good = JournalRecord::Event(SessionEvent::NotificationConsumed(
+        NotificationConsumed::new(SessionId::new(), LoopId::new(), CommandId::new()),
+    ));
+    assert!(good.validate().is_ok());
+    assert!(JournalRecord::decode(&good.encode()).is_ok());
+}
