@@ -13,8 +13,8 @@
 //! * every new event is broadcast once; duplicates are not broadcast again.
 //!
 //! Case count: `NOTIFY_MODEL_CASES`, else `PROPTEST_CASES`, else 64. Durability: the
-//! journal's default (`Immediate`) unless `NOTIFY_MODEL_DURABILITY=nondurable`, which
-//! `cargo xtask soak` relies on for speed (see `journal_options`). A "crash" drops the
+//! journal's default (`Immediate`) unless `NOTIFY_MODEL_DURABILITY=nondurable` (see
+//! `journal_options`); `cargo xtask soak` does not set it. A "crash" drops the
 //! session, consumers, received notifications and the journal handle without any
 //! shutdown, then reopens the same file, so it tests what survives a restart; what
 //! survives a torn write is `notify-journal`'s crash tests' job.
@@ -106,6 +106,12 @@ enum Op {
     DeclareLost { pick: usize },
     /// Notify something the session must refuse.
     Refused { kind: Refusal },
+    /// Notify one fresh notification twice, concurrently.
+    RaceSame { lp: usize },
+    /// Receive the next notification, then acknowledge it while retrying it.
+    RaceAckRetry { lp: usize },
+    /// Notify a fresh notification in another session journaled in the same file.
+    Neighbour,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -123,7 +129,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => lp.clone().prop_map(|lp| Op::Fill { lp }),
         1 => Just(Op::Crash),
         1 => lp.clone().prop_map(|lp| Op::Shutdown { lp }),
-        2 => lp.prop_map(|lp| Op::Start { lp }),
+        2 => lp.clone().prop_map(|lp| Op::Start { lp }),
         1 => pick.clone().prop_map(|pick| Op::RetryStart { pick }),
         1 => pick.clone().prop_map(|pick| Op::Complete { pick }),
         1 => pick.prop_map(|pick| Op::DeclareLost { pick }),
@@ -134,6 +140,9 @@ fn op() -> impl Strategy<Value = Op> {
             Just(Refusal::OtherSession)
         ]
         .prop_map(|kind| Op::Refused { kind }),
+        1 => lp.clone().prop_map(|lp| Op::RaceSame { lp }),
+        1 => lp.clone().prop_map(|lp| Op::RaceAckRetry { lp }),
+        1 => Just(Op::Neighbour),
     ]
 }
 
@@ -384,6 +393,8 @@ struct Real {
     orphans: Vec<ProcessLifecycleMetadata>,
     /// Every command ID ever acknowledged, for the "never redelivered" check.
     acked: HashSet<CommandId>,
+    /// Another session in the same journal file, and how many frames it has.
+    neighbour: Option<(SessionFixture, u64)>,
 }
 
 impl Real {
@@ -399,8 +410,9 @@ fn cases() -> u32 {
         .unwrap_or(64)
 }
 
-/// The journal's default durability, unless `NOTIFY_MODEL_DURABILITY=nondurable`: the
-/// soak sets it because it opens 10,000 files and fsyncs each append. A crash here is
+/// The journal's default durability, unless `NOTIFY_MODEL_DURABILITY=nondurable` (for
+/// quick local runs of many cases; the time goes mostly to creating and reopening
+/// files, so it saves less than one might think). A crash here is
 /// a drop, and dropping the last handle closes the journal cleanly, which makes even
 /// non-durable commits durable, so the model's expectations are the same.
 fn journal_options() -> JournalOptions {
@@ -447,6 +459,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             foreign,
             orphans: Vec::new(),
             acked: HashSet::new(),
+            neighbour: None,
         };
         for (step, op) in ops.iter().enumerate() {
             apply(op, &mut real, &mut model)
@@ -660,6 +673,50 @@ async fn apply(op: &Op, real: &mut Real, model: &mut Model) -> Result<(), TestCa
             let got = Outcome::of(&real.fx.session.notify_process_completion(n).await);
             prop_assert_eq!(got, want);
         }
+        Op::RaceSame { lp } => {
+            let n = fresh(model, lp, model.issued.len());
+            let mut want = [model.notify(&n), model.notify(&n)];
+            let session = &real.fx.session;
+            let (a, b) = tokio::join!(
+                session.notify_process_completion(n.clone()),
+                session.notify_process_completion(n)
+            );
+            let mut got = [Outcome::of(&a), Outcome::of(&b)];
+            got.sort_by_key(|o| format!("{o:?}"));
+            want.sort_by_key(|o| format!("{o:?}"));
+            prop_assert_eq!(got, want);
+        }
+        Op::RaceAckRetry { lp } => {
+            if let Some(received) = recv(real, model, lp).await? {
+                let id = received.command_id();
+                let n = received.command().notification().clone();
+                let (acked, retried) =
+                    tokio::join!(received.ack(), real.fx.session.notify_process_completion(n));
+                prop_assert!(acked.is_ok(), "ack of {id}: {acked:?}");
+                prop_assert_eq!(Outcome::of(&retried), Outcome::Duplicate);
+                real.acked.insert(id);
+                model.ack(lp, id);
+            }
+        }
+        Op::Neighbour => {
+            let journal = Arc::clone(real.journal.as_ref().unwrap());
+            let (fx, frames) = match &mut real.neighbour {
+                Some(nb) => nb,
+                None => {
+                    let fx = FixtureBuilder::new(1)
+                        .journal(journal.clone())
+                        .build()
+                        .unwrap();
+                    real.neighbour.insert((fx, 0))
+                }
+            };
+            let n = fx.notification(0);
+            let got = Outcome::of(&fx.session.notify_process_completion(n).await);
+            prop_assert_eq!(got, Outcome::Accepted);
+            *frames += 1;
+            let last = journal.last_seq(fx.session_id()).await.unwrap();
+            prop_assert_eq!(last, *frames, "the neighbour's own sequence");
+        }
     }
     Ok(())
 }
@@ -749,6 +806,7 @@ async fn crash(real: &mut Real, model: &mut Model) -> Result<(), TestCaseError> 
     let placeholder = FixtureBuilder::new(0).build().unwrap();
     drop(std::mem::replace(&mut real.fx, placeholder));
     real.held.iter_mut().for_each(|h| drop(h.take()));
+    drop(real.neighbour.take());
     drop(real.journal.take());
     let journal = Arc::new(RedbJournal::open(&real.path, real.options.clone()).unwrap());
     real.journal = Some(journal.clone());
