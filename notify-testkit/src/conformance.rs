@@ -32,7 +32,7 @@ use std::task::Poll;
 
 use notify_journal::{AppendError, AppendOutcome, BoxFuture, JournalBackend, replay_all};
 use notify_types::{
-    EventId, JournalRecord, LoopId, ProcessCompletionNotification, ProcessLifecycleKind,
+    CommandId, EventId, JournalRecord, LoopId, ProcessCompletionNotification, ProcessLifecycleKind,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId,
     Uuid,
 };
@@ -75,6 +75,7 @@ pub const CHECKS: &[&str] = &[
     "last_seq_tracks_appends",
     "sessions_lists_sessions_with_frames",
     "session_mismatch_is_refused",
+    "invalid_record_is_refused",
     "too_large_is_refused",
     "concurrent_appends_are_gap_free",
     "concurrent_same_key_resolves_once",
@@ -105,6 +106,7 @@ pub async fn run_all<B: JournalBackend + ?Sized>(
     last_seq_tracks_appends(backend).await?;
     sessions_lists_sessions_with_frames(backend).await?;
     session_mismatch_is_refused(backend).await?;
+    invalid_record_is_refused(backend).await?;
     too_large_is_refused(backend, max_record_bytes).await?;
     concurrent_appends_are_gap_free(backend).await?;
     concurrent_same_key_resolves_once(backend).await?;
@@ -697,6 +699,37 @@ pub async fn session_mismatch_is_refused<B: JournalBackend + ?Sized>(backend: &B
     )
 }
 
+/// A record that would not decode (here: a consumption naming the nil loop, and a
+/// command wrapping a notification with an empty handle) is refused with `Invalid`,
+/// and nothing is written: a journal never makes durable a frame restore cannot read.
+///
+/// # Errors
+///
+/// A [`ConformanceError`] describing the first violation.
+pub async fn invalid_record_is_refused<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
+    let c = Check("invalid_record_is_refused");
+    let session = SessionId::new();
+    let mut empty_handle = sample::notification(session, LoopId::new());
+    empty_handle.process_handle = String::new();
+    let records = [
+        sample::consumed(session, LoopId::NIL, CommandId::new()),
+        JournalRecord::Command(ProcessNotification::new(empty_handle)),
+    ];
+    for record in records {
+        let key = record.key();
+        match backend.append(session, record).await {
+            Err(AppendError::Invalid(_)) => {}
+            other => {
+                return Err(c.fail(format!(
+                    "append of an invalid record: got {other:?}, want Invalid"
+                )));
+            }
+        }
+        c.lookup(backend, session, key, None).await?;
+    }
+    c.last_seq(backend, session, 0).await
+}
+
 /// A record whose encoding is `max_record_bytes + 1` bytes is refused with
 /// `TooLarge { len, max: max_record_bytes }` and nothing is written; one of exactly
 /// `max_record_bytes` is not refused as too large.
@@ -947,6 +980,7 @@ macro_rules! conformance_tests {
             last_seq_tracks_appends,
             sessions_lists_sessions_with_frames,
             session_mismatch_is_refused,
+            invalid_record_is_refused,
             concurrent_appends_are_gap_free,
             concurrent_same_key_resolves_once,
             concurrent_conflicting_payloads_resolve_to_one_winner,

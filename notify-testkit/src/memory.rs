@@ -14,7 +14,8 @@ use notify_types::{JournalRecord, SessionId, Uuid};
 ///   with byte-identical encoded record returns the original seq with
 ///   `appended: false`; different bytes (or another record kind) is
 ///   [`AppendError::Collision`] with the original seq, and nothing is written.
-/// * A record naming another session is [`AppendError::SessionMismatch`]; a record
+/// * A record that would not decode is [`AppendError::Invalid`]; a record naming
+///   another session is [`AppendError::SessionMismatch`]; a record
 ///   whose encoding exceeds [`max_record_bytes`](Self::max_record_bytes) is
 ///   [`AppendError::TooLarge`].
 /// * Frames are kept as encoded bytes and decoded on replay, like a real backend, so a
@@ -120,21 +121,8 @@ impl MemoryJournal {
         session: SessionId,
         record: &JournalRecord,
     ) -> Result<AppendOutcome, AppendError> {
-        let named = record.session_id();
-        if named != session {
-            return Err(AppendError::SessionMismatch {
-                session,
-                record: named,
-            });
-        }
-        let bytes = record.encode();
-        let max = self.inner.max_record_bytes;
-        if bytes.len() > max {
-            return Err(AppendError::TooLarge {
-                len: bytes.len(),
-                max,
-            });
-        }
+        let bytes =
+            notify_journal::encode_for_append(session, record, self.inner.max_record_bytes)?;
         let key = record.key();
         let mut sessions = self.lock();
         if let Some(log) = sessions.get(&session)
