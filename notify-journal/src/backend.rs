@@ -70,6 +70,39 @@ pub trait JournalBackend: Send + Sync {
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
 }
 
+/// The checks every backend runs before it writes anything, in this order: the record
+/// names `session` ([`AppendError::SessionMismatch`]), encodes to at most
+/// `max_record_bytes` ([`AppendError::TooLarge`]; checked before validation so an
+/// oversized input costs no more than its encoding) and validates
+/// ([`AppendError::Invalid`]: a journal never makes durable a frame restore could not
+/// read). Returns the encoded bytes to store.
+///
+/// # Errors
+///
+/// The first check that fails; nothing has been written.
+pub fn encode_for_append(
+    session: SessionId,
+    record: &JournalRecord,
+    max_record_bytes: usize,
+) -> Result<Vec<u8>, AppendError> {
+    let named = record.session_id();
+    if named != session {
+        return Err(AppendError::SessionMismatch {
+            session,
+            record: named,
+        });
+    }
+    let bytes = record.encode();
+    if bytes.len() > max_record_bytes {
+        return Err(AppendError::TooLarge {
+            len: bytes.len(),
+            max: max_record_bytes,
+        });
+    }
+    record.validate().map_err(AppendError::Invalid)?;
+    Ok(bytes)
+}
+
 /// Replays a whole session through any backend, page by page.
 ///
 /// # Errors

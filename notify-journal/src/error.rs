@@ -46,6 +46,12 @@ pub enum AppendError {
         /// The original frame's sequence.
         seq: u64,
     },
+    /// The record would not decode (see [`JournalRecord::validate`]); nothing was
+    /// written. A journal never makes durable a frame that restore could not read.
+    ///
+    /// [`JournalRecord::validate`]: notify_types::JournalRecord::validate
+    #[error("record does not validate")]
+    Invalid(#[source] DecodeError),
     /// The encoded record exceeds the journal's size cap; nothing was written.
     #[error("record is {len} bytes, over the {max}-byte cap")]
     TooLarge {
@@ -105,7 +111,9 @@ impl AppendError {
             Self::Fenced { .. } => JournalFailureKind::Fenced,
             Self::TooLarge { .. } => JournalFailureKind::TooLarge,
             Self::Closed => JournalFailureKind::Unavailable,
-            Self::SessionMismatch { .. } | Self::Storage(_) => JournalFailureKind::Other,
+            Self::Invalid(_) | Self::SessionMismatch { .. } | Self::Storage(_) => {
+                JournalFailureKind::Other
+            }
         };
         NotifyError::Journal(JournalFailure::new(kind, self))
     }

@@ -10,7 +10,7 @@ use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, StorageBack
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
+use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
 use crate::options::JournalOptions;
 use crate::tables::{FORMAT_KEY, FORMAT_VERSION, FRAMES, HEADS, INDEX, META};
@@ -232,20 +232,7 @@ impl RedbJournal {
         session: SessionId,
         record: &JournalRecord,
     ) -> Result<oneshot::Receiver<writer::Reply>, AppendError> {
-        let owner = record.session_id();
-        if owner != session {
-            return Err(AppendError::SessionMismatch {
-                session,
-                record: owner,
-            });
-        }
-        let bytes = record.encode();
-        if bytes.len() > self.inner.max_record_bytes {
-            return Err(AppendError::TooLarge {
-                len: bytes.len(),
-                max: self.inner.max_record_bytes,
-            });
-        }
+        let bytes = encode_for_append(session, record, self.inner.max_record_bytes)?;
         let (reply, rx) = oneshot::channel();
         self.inner.queue.submit(Request {
             session: session.as_uuid().as_u128(),

@@ -528,19 +528,7 @@ impl PgJournal {
         session: SessionId,
         record: JournalRecord,
     ) -> Result<AppendOutcome, AppendError> {
-        if record.session_id() != session {
-            return Err(AppendError::SessionMismatch {
-                session,
-                record: record.session_id(),
-            });
-        }
-        let bytes = record.encode();
-        if bytes.len() > self.max_record_bytes {
-            return Err(AppendError::TooLarge {
-                len: bytes.len(),
-                max: self.max_record_bytes,
-            });
-        }
+        let bytes = crate::encode_for_append(session, &record, self.max_record_bytes)?;
         let epoch = lock(&self.leases).get(&session).copied();
         if epoch.is_none() && self.policy == LeasePolicy::Required {
             return Err(AppendError::Fenced { session });
