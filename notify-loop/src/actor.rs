@@ -1,16 +1,22 @@
-//! The loop task: it owns every piece of loop state and answers messages in order.
+//! The loop task: it owns every piece of loop state except the consumer queue (see
+//! `crate::inbox`), decides every delivery, and answers commands in order.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use notify_types::{CommandId, LoopId, ProcessNotification, SessionId, StopCause};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::LoopConfig;
-use crate::consumer::{LoopConsumer, Received};
+use crate::consumer::LoopConsumer;
 use crate::handle::{Delivery, LoopHandle};
+use crate::inbox::{Inbox, Pending};
 
-/// Buffer of the bounded command channel between handles and the loop task.
+/// Buffer of the bounded command channel between handles and the loop task, and the
+/// most commands the task takes from it at once.
 ///
 /// Deliveries beyond it wait in `send` (back-pressure), they are not refused.
 const COMMAND_BUFFER: usize = 64;
@@ -27,26 +33,21 @@ pub(crate) enum Command {
     Shutdown { reply: oneshot::Sender<()> },
 }
 
-/// What the consumer side tells the loop (unbounded channel, so that a synchronous
-/// `Drop` can send). It is bounded in practice: one outstanding `Recv` per consumer,
-/// and at most one `Ack` or `Requeue` per live notification.
-pub(crate) enum Control {
-    /// The consumer waits for the next notification.
-    Recv { reply: oneshot::Sender<Received> },
-    /// Release a received notification: it leaves the live set and is remembered.
-    Ack { command_id: CommandId },
-    /// A received notification was dropped unacknowledged: queue it again.
-    Requeue(Pending),
-    /// The [`LoopConsumer`] was dropped: nobody can receive any more, so the loop exits.
-    ConsumerDropped,
+/// Why the loop task woke up.
+enum Work {
+    /// `n` commands arrived (`0`: every handle is gone).
+    Commands(usize),
+    /// The consumer side needs the task: its consumer was dropped, or a release
+    /// arrived while draining.
+    ConsumerSide,
 }
 
-/// An accepted notification waiting in the consumer queue.
-pub(crate) struct Pending {
-    /// Acceptance order; keeps a requeued notification ahead of later ones.
-    pub(crate) seq: u64,
-    /// Shared with the [`Received`] handed out, so requeueing copies nothing.
-    pub(crate) command: Arc<ProcessNotification>,
+/// An answer decided in the current batch, sent once the batch is published.
+enum Reply {
+    /// The answer to a `Deliver`.
+    Delivery(oneshot::Sender<Delivery>, Delivery),
+    /// The acknowledgement of a `Shutdown`.
+    Shutdown(oneshot::Sender<()>),
 }
 
 /// Why a delivery was refused as invalid or misaddressed.
@@ -54,6 +55,15 @@ enum Refusal {
     Invalid(notify_types::ValidationError),
     WrongSession(SessionId),
     WrongLoop(LoopId),
+}
+
+/// What the loop knows about a command ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// Accepted, not yet acknowledged.
+    Live,
+    /// Acknowledged and still remembered.
+    Consumed,
 }
 
 /// The state owned by one loop task.
@@ -64,35 +74,42 @@ struct LoopActor {
     loop_id: LoopId,
     /// Most live notifications a delivery may bring the live set to.
     capacity: usize,
-    /// Most consumed IDs remembered in `consumed`.
+    /// Most consumed IDs remembered in `known`.
     consumed_memory: usize,
-    /// Accepted and not yet acknowledged, whether queued or handed out: the duplicate
-    /// guard and the capacity count.
-    live: HashSet<CommandId>,
-    /// Live notifications not currently handed out, in acceptance order (`seq`
-    /// ascending), so the consumer receives them in order.
-    queue: VecDeque<Pending>,
-    /// Acknowledged IDs still remembered, so a late retry answers Duplicate.
-    consumed: HashSet<CommandId>,
-    /// The same IDs oldest first, to forget the oldest when memory is full.
+    /// Every ID the loop knows: live (accepted and not yet acknowledged, whether queued
+    /// or handed out) or consumed (acknowledged, still remembered). The duplicate guard;
+    /// one map so that a delivery and an acknowledgement each cost one lookup.
+    known: HashMap<CommandId, Known>,
+    /// How many entries of `known` are live: the capacity count, and zero once the loop
+    /// may exit after a shutdown.
+    live: usize,
+    /// The consumed IDs in `known`, oldest first, to forget the oldest when memory is
+    /// full.
     consumed_order: VecDeque<CommandId>,
     /// The next acceptance sequence number.
     next_seq: u64,
-    /// The consumer's pending `recv`, answered as soon as the queue is non-empty.
-    waiter: Option<oneshot::Sender<Received>>,
     /// False after shutdown or once every handle is gone: deliveries answer Exited,
     /// and the task ends when the live set drains.
     accepting: bool,
     /// True once the consumer is dropped: the task ends at once.
     consumer_gone: bool,
-    /// Given to every [`Received`], so that it can acknowledge or requeue itself.
-    control_tx: mpsc::UnboundedSender<Control>,
+    /// The consumer queue, shared with the consumer side (see `crate::inbox` for why it
+    /// is not owned here); the task appends what it accepts and takes releases from it.
+    inbox: Arc<Inbox>,
+    /// Accepted in the current batch, not yet in the inbox: the batch is published
+    /// under one lock, before any of its answers is sent.
+    accepted: VecDeque<Pending>,
+    /// Answers decided in the current batch, sent once it is published, so that an
+    /// `Accepted` caller always finds the notification already queued.
+    replies: Vec<Reply>,
+    /// Releases taken from the inbox, to apply (kept empty between uses, so that the
+    /// buffer swapped with the inbox's is reused rather than reallocated).
+    acked: Vec<CommandId>,
 }
 
 /// Starts a loop task on the current runtime.
 pub(crate) fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_BUFFER);
-    let (control_tx, control_rx) = mpsc::unbounded_channel();
     let LoopConfig {
         session_id,
         loop_id,
@@ -100,116 +117,142 @@ pub(crate) fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
         consumed_memory,
         seed,
     } = config;
+    let inbox = Arc::new(Inbox::new());
     let mut actor = LoopActor {
         session_id,
         loop_id,
         capacity,
         consumed_memory,
-        live: HashSet::new(),
-        queue: VecDeque::new(),
-        consumed: HashSet::new(),
+        known: HashMap::new(),
+        live: 0,
         consumed_order: VecDeque::new(),
         next_seq: 0,
-        waiter: None,
         accepting: true,
         consumer_gone: false,
-        control_tx: control_tx.clone(),
+        inbox: Arc::clone(&inbox),
+        accepted: VecDeque::new(),
+        replies: Vec::new(),
+        acked: Vec::new(),
     };
     for command in seed {
         actor.seed(command);
     }
-    tokio::spawn(actor.run(commands_rx, control_rx));
+    // Seeded notifications are queued before `spawn` returns.
+    inbox.publish(&mut actor.accepted, false);
+    tokio::spawn(actor.run(commands_rx));
     (
         LoopHandle::new(session_id, loop_id, commands_tx),
-        LoopConsumer::new(session_id, loop_id, control_tx),
+        LoopConsumer::new(session_id, loop_id, inbox),
     )
 }
 
+impl Drop for LoopActor {
+    fn drop(&mut self) {
+        // Also when the task is dropped without finishing (its runtime shut down): a
+        // waiting `recv` ends with `None` instead of waiting forever. Idempotent.
+        self.inbox.close();
+    }
+}
+
 impl LoopActor {
-    async fn run(
-        mut self,
-        mut commands: mpsc::Receiver<Command>,
-        mut control: mpsc::UnboundedReceiver<Control>,
-    ) {
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        let mut batch = Vec::with_capacity(COMMAND_BUFFER);
         let mut commands_open = true;
         while !self.finished() {
-            tokio::select! {
-                // Consumer messages first: releases free capacity before deliveries.
-                biased;
-                ctl = control.recv() => match ctl {
-                    Some(ctl) => self.on_control(ctl),
-                    // Unreachable while `self.control_tx` lives; treat as consumer gone.
-                    None => self.consumer_gone = true,
-                },
-                cmd = commands.recv(), if commands_open => match cmd {
-                    Some(cmd) => {
-                        // An ack is fire-and-forget. Apply every control message sent
-                        // before this command, so a delivery that follows an ack in
-                        // program order always sees it.
-                        while let Ok(ctl) = control.try_recv() {
-                            self.on_control(ctl);
-                        }
-                        self.on_command(cmd, &mut commands);
-                    }
+            let woken =
+                poll_fn(|cx| self.poll_work(cx, &mut commands, &mut batch, commands_open)).await;
+            if let Work::Commands(n) = woken {
+                if n == 0 {
                     // Every handle is gone: nothing more can be delivered.
-                    None => {
-                        commands_open = false;
-                        self.accepting = false;
-                    }
-                },
+                    commands_open = false;
+                    self.accepting = false;
+                }
+                for cmd in batch.drain(..) {
+                    self.on_command(cmd, &mut commands);
+                }
             }
+            self.publish();
         }
         // Refuse new messages first, so `is_closed` and later sends see the exit.
         commands.close();
-        control.close();
+        batch.clear();
         while let Ok(cmd) = commands.try_recv() {
             self.on_command(cmd, &mut commands);
         }
-        // Dropping `self.waiter` ends a pending `recv` with `None`.
+        self.inbox.close();
+        self.send_replies();
+    }
+
+    /// Waits for a batch of commands, or for the consumer side to need the task (its
+    /// consumer dropped, or a release while draining). Either way, first applies every
+    /// release recorded so far.
+    fn poll_work(
+        &mut self,
+        cx: &mut Context<'_>,
+        commands: &mut mpsc::Receiver<Command>,
+        batch: &mut Vec<Command>,
+        commands_open: bool,
+    ) -> Poll<Work> {
+        let polled = if commands_open {
+            commands.poll_recv_many(cx, batch, COMMAND_BUFFER)
+        } else {
+            Poll::Pending
+        };
+        // Taken after the batch, so every release recorded before one of its commands
+        // was sent is applied before that command is decided: a delivery that follows
+        // an ack in program order always sees it.
+        let mut acked = std::mem::take(&mut self.acked);
+        self.consumer_gone |= self.inbox.take_releases(&mut acked, cx.waker());
+        let released = !acked.is_empty();
+        for command_id in acked.drain(..) {
+            self.release(command_id);
+        }
+        self.acked = acked;
+        match polled {
+            Poll::Ready(n) => Poll::Ready(Work::Commands(n)),
+            Poll::Pending if self.finished() => Poll::Ready(Work::ConsumerSide),
+            Poll::Pending if released && !self.accepting => Poll::Ready(Work::ConsumerSide),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     /// The task ends when the consumer is gone, or when the loop stopped accepting and
     /// every live notification has been acknowledged.
     fn finished(&self) -> bool {
-        self.consumer_gone || (!self.accepting && self.live.is_empty())
+        self.consumer_gone || (!self.accepting && self.live == 0)
+    }
+
+    /// Queues what this batch accepted for the consumer, then sends the batch's answers.
+    fn publish(&mut self) {
+        self.inbox.publish(&mut self.accepted, !self.accepting);
+        self.send_replies();
+    }
+
+    fn send_replies(&mut self) {
+        for reply in self.replies.drain(..) {
+            // A caller that gave up waiting is a normal event; the outcome stands.
+            match reply {
+                Reply::Delivery(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
+                Reply::Shutdown(reply) => {
+                    let _ = reply.send(());
+                }
+            }
+        }
     }
 
     fn on_command(&mut self, cmd: Command, commands: &mut mpsc::Receiver<Command>) {
         match cmd {
             Command::Deliver { command, reply } => {
                 let answer = self.deliver(command);
-                // A caller that gave up waiting is a normal event; the outcome stands.
-                let _ = reply.send(answer);
-                self.serve_waiter();
+                self.replies.push(Reply::Delivery(reply, answer));
             }
             Command::Shutdown { reply } => {
                 self.accepting = false;
                 commands.close();
-                // A caller that gave up waiting is a normal event; the shutdown stands.
-                let _ = reply.send(());
+                self.replies.push(Reply::Shutdown(reply));
             }
-        }
-    }
-
-    fn on_control(&mut self, ctl: Control) {
-        match ctl {
-            Control::Recv { reply } => {
-                // One consumer, `&mut` receive: a newer request replaces a cancelled one.
-                self.waiter = Some(reply);
-                self.serve_waiter();
-            }
-            Control::Ack { command_id } => {
-                if self.live.remove(&command_id) {
-                    self.remember_consumed(command_id);
-                }
-            }
-            Control::Requeue(pending) => {
-                if self.live.contains(&pending.command.command_id()) {
-                    self.requeue(pending);
-                    self.serve_waiter();
-                }
-            }
-            Control::ConsumerDropped => self.consumer_gone = true,
         }
     }
 
@@ -222,22 +265,24 @@ impl LoopActor {
             self.warn_refused(&command, &refusal, "refused delivery");
             return Delivery::Stopped(StopCause::Refused);
         }
-        let id = command.command_id();
-        if self.live.contains(&id) || self.consumed.contains(&id) {
-            return Delivery::Duplicate;
+        let full = self.live >= self.capacity;
+        match self.known.entry(command.command_id()) {
+            Entry::Occupied(_) => Delivery::Duplicate,
+            Entry::Vacant(_) if full => Delivery::Stopped(StopCause::Full),
+            Entry::Vacant(slot) => {
+                slot.insert(Known::Live);
+                self.accept(command);
+                Delivery::Accepted
+            }
         }
-        if self.live.len() >= self.capacity {
-            return Delivery::Stopped(StopCause::Full);
-        }
-        self.accept(command);
-        Delivery::Accepted
     }
 
     /// Seeding: the delivery guards without the capacity bound.
     fn seed(&mut self, command: ProcessNotification) {
         if let Err(refusal) = self.check(&command) {
             self.warn_refused(&command, &refusal, "skipped seeded notification");
-        } else if !self.live.contains(&command.command_id()) {
+        } else if let Entry::Vacant(slot) = self.known.entry(command.command_id()) {
+            slot.insert(Known::Live);
             self.accept(command);
         }
     }
@@ -271,51 +316,36 @@ impl LoopActor {
         }
     }
 
+    /// Counts a notification already marked live in `known`; it is queued for the
+    /// consumer at the end of the batch.
     fn accept(&mut self, command: ProcessNotification) {
-        self.live.insert(command.command_id());
+        self.live += 1;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.queue.push_back(Pending {
-            seq,
-            command: Arc::new(command),
-        });
+        self.accepted.push_back(Pending { seq, command });
     }
 
-    /// Puts a returned notification back at its acceptance position: ahead of every
-    /// notification never handed out, behind any returned one accepted earlier.
-    fn requeue(&mut self, pending: Pending) {
-        let at = self.queue.partition_point(|p| p.seq < pending.seq);
-        self.queue.insert(at, pending);
-    }
-
-    fn remember_consumed(&mut self, id: CommandId) {
-        if self.consumed_memory == 0 || !self.consumed.insert(id) {
-            return;
-        }
-        self.consumed_order.push_back(id);
-        while self.consumed_order.len() > self.consumed_memory {
-            if let Some(oldest) = self.consumed_order.pop_front() {
-                self.consumed.remove(&oldest);
-            }
-        }
-    }
-
-    /// Hands the front of the queue to a waiting `recv`, if both exist.
-    fn serve_waiter(&mut self) {
-        if self.queue.is_empty() {
-            return;
-        }
-        let Some(waiter) = self.waiter.take() else {
+    /// An acknowledgement: the ID leaves the live set and is remembered as consumed,
+    /// forgetting the oldest remembered one if memory is full.
+    fn release(&mut self, id: CommandId) {
+        let Entry::Occupied(mut slot) = self.known.entry(id) else {
             return;
         };
-        if waiter.is_closed() {
+        if *slot.get() != Known::Live {
             return;
         }
-        if let Some(next) = self.queue.pop_front() {
-            let received = Received::new(next, self.control_tx.clone());
-            if let Err(received) = waiter.send(received) {
-                // The `recv` was cancelled meanwhile: keep the notification at the front.
-                self.queue.push_front(received.into_pending());
+        self.live -= 1;
+        if self.consumed_memory == 0 {
+            slot.remove();
+            return;
+        }
+        slot.insert(Known::Consumed);
+        self.consumed_order.push_back(id);
+        while self.consumed_order.len() > self.consumed_memory {
+            // Every ID in `consumed_order` is `Consumed` in `known`: an ID leaves that
+            // state only by being forgotten here.
+            if let Some(oldest) = self.consumed_order.pop_front() {
+                self.known.remove(&oldest);
             }
         }
     }

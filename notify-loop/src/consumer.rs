@@ -4,17 +4,16 @@ use std::fmt;
 use std::sync::Arc;
 
 use notify_types::{CommandId, LoopId, ProcessNotification, SessionId};
-use tokio::sync::{mpsc, oneshot};
 
-use crate::actor::{Control, Pending};
+use crate::inbox::{Inbox, Pending};
 
 /// Why [`Received::ack`] failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AckError {
-    /// The loop task has exited (its consumer was dropped); there is nothing left to
-    /// release. In-process state is gone, so the notification cannot be delivered
-    /// again by this loop either.
+    /// The loop task has exited, or is exiting because its consumer was dropped; there
+    /// is nothing left to release. In-process state is gone, so the notification cannot
+    /// be delivered again by this loop either.
     #[error("loop {loop_id} has exited; command {command_id} was not released")]
     LoopExited {
         /// The loop that exited.
@@ -31,19 +30,15 @@ pub enum AckError {
 pub struct LoopConsumer {
     session_id: SessionId,
     loop_id: LoopId,
-    control: mpsc::UnboundedSender<Control>,
+    inbox: Arc<Inbox>,
 }
 
 impl LoopConsumer {
-    pub(crate) fn new(
-        session_id: SessionId,
-        loop_id: LoopId,
-        control: mpsc::UnboundedSender<Control>,
-    ) -> Self {
+    pub(crate) fn new(session_id: SessionId, loop_id: LoopId, inbox: Arc<Inbox>) -> Self {
         Self {
             session_id,
             loop_id,
-            control,
+            inbox,
         }
     }
 
@@ -72,20 +67,19 @@ impl LoopConsumer {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: if the future is dropped, no notification is lost. One the loop had
-    /// already handed to this call goes back to the front of the queue and the next
-    /// `recv` returns it.
+    /// Cancel safe: if the future is dropped, no notification is lost. A notification
+    /// leaves the queue only in the same poll that returns it, so a `recv` dropped
+    /// while waiting has taken nothing, and the next `recv` returns what it would have.
     pub async fn recv(&mut self) -> Option<Received> {
-        let (reply, received) = oneshot::channel();
-        self.control.send(Control::Recv { reply }).ok()?;
-        received.await.ok()
+        let pending = std::future::poll_fn(|cx| self.inbox.poll_next(cx)).await?;
+        Some(Received::new(pending, &self.inbox))
     }
 }
 
 impl Drop for LoopConsumer {
     fn drop(&mut self) {
-        // The loop may already be gone; then there is nobody to tell.
-        let _ = self.control.send(Control::ConsumerDropped);
+        // If the loop has already exited this only marks it; nobody is waiting.
+        self.inbox.consumer_dropped();
     }
 }
 
@@ -107,30 +101,22 @@ impl fmt::Debug for LoopConsumer {
 pub struct Received {
     /// Acceptance order, so a requeue lands at the right place.
     seq: u64,
-    /// The notification, shared with the loop's queue when requeued.
-    command: Arc<ProcessNotification>,
-    /// Reaches the loop from `ack` and from `Drop`.
-    control: mpsc::UnboundedSender<Control>,
-    /// False once released or handed back; then `Drop` does nothing.
+    /// The notification (owned: handing it out and acknowledging it copy nothing; only
+    /// the rare drop without `ack` clones it back into the queue).
+    command: ProcessNotification,
+    /// The loop's consumer queue, for `ack` and for the requeue in `Drop`.
+    inbox: Arc<Inbox>,
+    /// False once released; then `Drop` does nothing.
     armed: bool,
 }
 
 impl Received {
-    pub(crate) fn new(pending: Pending, control: mpsc::UnboundedSender<Control>) -> Self {
+    pub(crate) fn new(pending: Pending, inbox: &Arc<Inbox>) -> Self {
         Self {
             seq: pending.seq,
             command: pending.command,
-            control,
+            inbox: Arc::clone(inbox),
             armed: true,
-        }
-    }
-
-    /// Disarms this value and returns what it holds, without telling the loop.
-    pub(crate) fn into_pending(mut self) -> Pending {
-        self.armed = false;
-        Pending {
-            seq: self.seq,
-            command: Arc::clone(&self.command),
         }
     }
 
@@ -151,9 +137,9 @@ impl Received {
     /// is remembered.
     ///
     /// This is the second step of the two-step acknowledgement: the session records
-    /// the consumption durably first, then calls `ack`. The release is queued to the
-    /// loop without waiting for a reply; every delivery that starts after `ack`
-    /// returned observes it.
+    /// the consumption durably first, then calls `ack`. The release is recorded for the
+    /// loop without waiting for it; the loop applies it before it decides any delivery
+    /// sent after `ack` returned, so every such delivery observes it.
     ///
     /// # Errors
     ///
@@ -167,12 +153,14 @@ impl Received {
     pub async fn ack(mut self) -> Result<(), AckError> {
         self.armed = false;
         let command_id = self.command_id();
-        self.control
-            .send(Control::Ack { command_id })
-            .map_err(|_| AckError::LoopExited {
+        if self.inbox.ack(command_id) {
+            Ok(())
+        } else {
+            Err(AckError::LoopExited {
                 loop_id: self.command.loop_id(),
                 command_id,
             })
+        }
     }
 }
 
@@ -180,12 +168,12 @@ impl Drop for Received {
     fn drop(&mut self) {
         if self.armed {
             self.armed = false;
-            let pending = Pending {
+            // The rare path: a copy goes back, so that `command` needs no shared owner.
+            // A loop that has exited has no queue to return it to; then it is discarded.
+            self.inbox.requeue(Pending {
                 seq: self.seq,
-                command: Arc::clone(&self.command),
-            };
-            // A loop that has exited has no queue to return it to.
-            let _ = self.control.send(Control::Requeue(pending));
+                command: self.command.clone(),
+            });
         }
     }
 }

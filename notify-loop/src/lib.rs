@@ -13,6 +13,16 @@
 //!   [`Received`], which must be [`ack`](Received::ack)ed to release it; dropping it
 //!   unacknowledged puts it back at the front of the queue.
 //!
+//! **State ownership.** The loop task owns every piece of loop state (live set,
+//! consumed memory, capacity, whether it accepts) and is the single decider of every
+//! delivery, exactly once, in the order the commands reach it. The one exception is
+//! the consumer queue of accepted, not yet received notifications: it sits in a small
+//! structure shared with the consumer side under a `std` mutex that is never held
+//! across `.await`, so that `recv` and `ack` are not round trips to the task. Only the
+//! task appends to it, and only what it has accepted; acknowledgements are recorded
+//! there and applied by the task before it decides any delivery sent after them. The
+//! reasons and invariants are documented in the private `inbox` module.
+//!
 //! The loop keeps a bounded **live set** (accepted, not yet acknowledged; default 64)
 //! and a bounded first-in-first-out **memory of consumed IDs** (default 4096) for
 //! duplicate detection. An ID that has been forgotten is accepted again if delivered
@@ -58,6 +68,7 @@ mod actor;
 mod config;
 mod consumer;
 mod handle;
+mod inbox;
 
 pub use config::{DEFAULT_CAPACITY, DEFAULT_CONSUMED_MEMORY, LoopConfig};
 pub use consumer::{AckError, LoopConsumer, Received};
