@@ -101,8 +101,11 @@ impl SessionReceived {
     ///
     /// # Cancel safety
     ///
-    /// If cancelled before the journal answers, the notification is handed to the
-    /// consumer again; acknowledging it again is safe.
+    /// If cancelled before the loop releases it, the notification is handed to the
+    /// consumer again; acknowledging it again is safe and journals one consumption.
+    /// If the cancelled call had already journaled the consumption, the second call
+    /// finds it journaled and does not broadcast `NotificationConsumed` again (as for
+    /// any duplicate event).
     pub async fn ack(self) -> Result<(), AckError> {
         let consumed = NotificationConsumed::new(self.session.id, self.loop_id, self.command_id());
         let session = Session {
