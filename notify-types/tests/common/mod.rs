@@ -40,20 +40,9 @@ pub(crate) fn notification() -> ProcessCompletionNotification {
     }
 }
 
-/// The eleven completion pairs, written out independently of the crate's table.
-pub(crate) const COMPLETION_PAIRS: [(S, R); 11] = [
-    (S::Exited, R::Exited),
-    (S::Failed, R::Failed),
-    (S::TimedOut, R::TimedOut),
-    (S::Interrupted, R::Interrupted),
-    (S::Terminated, R::Terminated),
-    (S::Terminated, R::RunnerShutdown),
-    (S::Terminated, R::OutputLimit),
-    (S::Killed, R::Killed),
-    (S::Killed, R::RunnerShutdown),
-    (S::Killed, R::OutputLimit),
-    (S::LostOnRestore, R::LostOnRestore),
-];
+/// The eleven completion pairs, written out in the testkit independently of the
+/// crate's own table.
+pub(crate) use notify_testkit::strategy::COMPLETION_PAIRS;
 
 /// Whether the spec allows `(state, reason)` for an event of `kind`.
 pub(crate) fn state_reason_allowed(kind: K, state: S, reason: Option<R>) -> bool {
