@@ -161,7 +161,7 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
     )?;
     let stop_me = sup_b.spawn(ProcessSpec::new("stop-me", "sleep").arg("30"))?;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    stop_me.stop(StopSignal::Terminate).await;
+    stop_me.stop(StopSignal::Terminate);
 
     let mut completed = Vec::new();
     for p in [ok, exit3, late, stop_me] {

@@ -54,12 +54,13 @@ pub enum PublishError {
     Journal(#[source] AppendError),
 }
 
-/// Why an acknowledgement failed. The notification stays live and is handed to the
-/// consumer again: acknowledge it again later.
+/// Why an acknowledgement failed. See each variant for what became of the
+/// notification.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum AckError {
-    /// Journaling the consumption failed; the notification was not released.
+    /// Journaling the consumption failed; the notification was not released and is
+    /// handed to the consumer again: acknowledge it again later.
     #[error("journaling the consumption failed")]
     Journal(#[source] AppendError),
     /// The consumption was journaled but the loop had already exited; restore will not

@@ -14,13 +14,35 @@ use tracing::Instrument as _;
 use crate::error::{DeclareLostError, RestoreError};
 use crate::session::{Published, Session};
 
+/// One process incarnation: what its lifecycle events have in common. A handle may be
+/// reused later, or by another loop, for another process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Incarnation {
+    loop_id: LoopId,
+    handle: String,
+    origin: notify_types::ExecutionId,
+    created: notify_types::Timestamp,
+}
+
+impl Incarnation {
+    fn of(m: &ProcessLifecycleMetadata) -> Self {
+        Self {
+            loop_id: m.loop_id,
+            handle: m.process_handle.clone(),
+            origin: m.origin_execution_id,
+            created: m.process_created_at,
+        }
+    }
+}
+
 /// What a session's journal says is unfinished.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RestoreReport {
     /// Notifications appended and never consumed, per loop, in journal order.
     pub pending: BTreeMap<LoopId, Vec<ProcessNotification>>,
-    /// Processes whose last lifecycle event is not terminal, in journal order of that
-    /// last event.
+    /// Processes whose last lifecycle event is not terminal and whose completion was
+    /// never journaled, in journal order of that last event. A process is one
+    /// incarnation: loop, handle, origin execution and creation time.
     pub orphans: Vec<ProcessLifecycleMetadata>,
     /// The session's last journal sequence.
     pub last_seq: u64,
@@ -59,18 +81,29 @@ pub async fn restore(
             .map_err(RestoreError::Replay)?;
         let mut commands: Vec<ProcessNotification> = Vec::new();
         let mut consumed: HashSet<CommandId> = HashSet::new();
-        // handle -> (seq of its last event, that event)
-        let mut last_event: HashMap<String, (u64, ProcessLifecycleMetadata)> = HashMap::new();
+        // The last lifecycle event of each process incarnation, with its seq.
+        let mut last_event: HashMap<Incarnation, (u64, ProcessLifecycleMetadata)> = HashMap::new();
+        // The seq of the latest completion command for each (loop, handle).
+        let mut last_command: HashMap<(LoopId, String), u64> = HashMap::new();
         let mut last_seq = 0;
         for (seq, record) in frames {
             last_seq = seq;
             match record {
-                JournalRecord::Command(c) => commands.push(c),
+                JournalRecord::Command(c) => {
+                    let n = c.notification();
+                    // Restore's own lost-on-restore completion does not end the
+                    // process: until `ProcessLost` is journaled too, it stays an
+                    // orphan and declaring it lost again completes the pair.
+                    if n.state != ProcessLifecycleState::LostOnRestore {
+                        last_command.insert((n.loop_id, n.process_handle.clone()), seq);
+                    }
+                    commands.push(c);
+                }
                 JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
                     consumed.insert(c.cause());
                 }
                 JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
-                    last_event.insert(m.process_handle.clone(), (seq, m));
+                    last_event.insert(Incarnation::of(&m), (seq, m));
                 }
             }
         }
@@ -81,9 +114,18 @@ pub async fn restore(
         {
             pending.entry(c.loop_id()).or_default().push(c);
         }
+        // An orphan's last event is not terminal and no completion for its loop and
+        // handle was journaled after it. (A supervisor journals the completion before
+        // `ProcessCompleted`; a crash between the two leaves the completion pending,
+        // not the process orphaned.)
         let mut orphans: Vec<(u64, ProcessLifecycleMetadata)> = last_event
             .into_values()
-            .filter(|(_, m)| !m.is_terminal())
+            .filter(|(seq, m)| {
+                !m.is_terminal()
+                    && last_command
+                        .get(&(m.loop_id, m.process_handle.clone()))
+                        .is_none_or(|completed| completed < seq)
+            })
             .collect();
         orphans.sort_by_key(|(seq, _)| *seq);
         let report = RestoreReport {
@@ -131,7 +173,8 @@ impl Session {
     /// and dispatches a `LostOnRestore` completion to its loop, then publishes
     /// `ProcessLost`.
     ///
-    /// Both records have IDs derived from the session and handle, and their contents
+    /// Both records have IDs derived from the session, the handle and the rest of the
+    /// process's identity ([`lost_command_id`]), and their contents
     /// are derived from `orphan` alone (the finish time is the last time the journal
     /// knew the process alive), so doing it twice — say, after another crash during
     /// restore — deduplicates. The completion goes first: if a crash falls between
@@ -148,9 +191,8 @@ impl Session {
         orphan: &ProcessLifecycleMetadata,
     ) -> Result<LostOutcome, DeclareLostError> {
         let session = self.id();
-        let handle = orphan.process_handle.as_str();
         let notification = ProcessCompletionNotification {
-            command_id: lost_command_id(session, handle),
+            command_id: lost_command_id(orphan),
             session_id: session,
             loop_id: orphan.loop_id,
             process_handle: orphan.process_handle.clone(),
@@ -168,7 +210,7 @@ impl Session {
             .process_started_at
             .unwrap_or(orphan.process_created_at);
         let lost = ProcessLifecycleMetadata {
-            event_id: lost_event_id(session, handle),
+            event_id: lost_event_id(orphan),
             kind: ProcessLifecycleKind::Lost,
             state: ProcessLifecycleState::LostOnRestore,
             process_finished_at: Some(last_alive),

@@ -39,7 +39,7 @@ impl RetryPolicy {
     }
 }
 
-/// "Full jitter": a uniformly random wait in `[ceiling / 2, ceiling]`, so that many
+/// "Equal jitter": a uniformly random wait in `[ceiling / 2, ceiling]`, so that many
 /// supervisors stopped by the same full loop do not retry in lockstep.
 fn jittered(ceiling: Duration) -> Duration {
     let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);

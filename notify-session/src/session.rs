@@ -144,6 +144,10 @@ impl Session {
     /// # Errors
     ///
     /// [`RegisterError`] if the ID is taken or `config` names another session.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, like [`tokio::spawn`] (see [`notify_loop::spawn`]).
     pub fn register_loop(&self, config: LoopConfig) -> Result<SessionConsumer, RegisterError> {
         let (loop_id, session_id) = (config.loop_id(), config.session_id());
         if session_id != self.inner.id {
@@ -251,8 +255,9 @@ impl Session {
     /// # Cancel safety
     ///
     /// If cancelled, the notification may or may not have been journaled and
-    /// dispatched; retrying with the same ID and identical notification is safe and
-    /// answers `Accepted` or `Duplicate`.
+    /// dispatched; retrying with the same ID and identical notification is safe: it
+    /// never journals a second frame, and answers as a first attempt would now
+    /// (`Accepted` or `Duplicate`, or `DeliveryStopped` if the loop is full or gone).
     pub async fn notify_process_completion(
         &self,
         n: ProcessCompletionNotification,

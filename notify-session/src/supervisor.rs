@@ -14,14 +14,14 @@ use notify_types::{
     ProcessCompletionNotification, ProcessLifecycleKind, ProcessLifecycleMetadata,
     ProcessLifecycleState as State, ProcessTerminalReason as Reason, Timestamp, is_valid_handle,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, watch};
 
 use crate::error::PublishError;
 use crate::retry::{RetryPolicy, notify_with_retry};
 use crate::session::Session;
 
-/// How to ask a running process to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// How to ask a running process to stop, from mildest to strongest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StopSignal {
     /// SIGINT: the process ends `Interrupted`.
     Interrupt,
@@ -114,6 +114,11 @@ pub struct ProcessOutcome {
     pub reason: Reason,
     /// The exit code, if the process exited on its own.
     pub exit_code: Option<i32>,
+    /// The completion notification, exactly as delivered (same command ID). If
+    /// `delivery` ran out of retries, deliver it again with
+    /// [`notify_with_retry`](crate::notify_with_retry); it is journaled already (unless
+    /// the append itself failed), so a restart's restore redelivers it in any case.
+    pub notification: ProcessCompletionNotification,
     /// The completion notification's delivery, after retries.
     pub delivery: Result<Disposition, NotifyError>,
     /// Lifecycle events that could not be published (normally empty).
@@ -125,7 +130,8 @@ pub struct ProcessOutcome {
 pub struct SupervisedProcess {
     handle: String,
     command_id: CommandId,
-    stop: mpsc::Sender<StopSignal>,
+    /// The strongest stop requested so far; the supervising task acts on changes.
+    stop: watch::Sender<Option<StopSignal>>,
     done: oneshot::Receiver<ProcessOutcome>,
 }
 
@@ -142,14 +148,20 @@ impl SupervisedProcess {
         self.command_id
     }
 
-    /// Asks the process to stop: publishes `ProcessStopRequested`, then signals it.
-    /// Returns `false` if the process had already ended.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the request is either queued or not.
-    pub async fn stop(&self, signal: StopSignal) -> bool {
-        self.stop.send(signal).await.is_ok()
+    /// Asks the process to stop: the supervisor publishes `ProcessStopRequested`,
+    /// then signals it. A stronger request later escalates (interrupt, then
+    /// terminate, then kill); a request no stronger than an earlier one changes
+    /// nothing. Never blocks. Returns `false` if the process had already ended.
+    pub fn stop(&self, signal: StopSignal) -> bool {
+        self.stop.send_if_modified(|current| {
+            if current.is_none_or(|c| signal > c) {
+                *current = Some(signal);
+                true
+            } else {
+                false
+            }
+        });
+        !self.stop.is_closed()
     }
 
     /// Waits for the process to end and its completion to be delivered.
@@ -205,7 +217,7 @@ impl Supervisor {
         }
         // Allocated before anything is published, and reused on every retry.
         let command_id = CommandId::new();
-        let (stop_tx, stop_rx) = mpsc::channel(4);
+        let (stop_tx, stop_rx) = watch::channel(None);
         let (done_tx, done_rx) = oneshot::channel();
         let handle = spec.handle.clone();
         let run = Run {
@@ -276,7 +288,7 @@ impl Run {
         }
     }
 
-    async fn run(mut self, stop_rx: mpsc::Receiver<StopSignal>) -> ProcessOutcome {
+    async fn run(mut self, stop_rx: watch::Receiver<Option<StopSignal>>) -> ProcessOutcome {
         let created = Timestamp::now();
         let mut command = tokio::process::Command::new(&self.spec.program);
         command
@@ -295,21 +307,14 @@ impl Run {
                 diagnostic: Some(format!("spawn failed: {:?}", e.kind())),
             },
             Ok(child) => {
-                let started = Timestamp::now();
+                // Wall clocks can step back; a start before the creation would not validate.
+                let started = Timestamp::now().max(created);
                 let mut m = self.metadata(ProcessLifecycleKind::Started, State::Running, created);
                 m.process_started_at = Some(started);
                 self.publish(m).await;
                 self.supervise(child, created, started, stop_rx).await
             }
         };
-        let mut m = self.metadata(ProcessLifecycleKind::Completed, ending.state, created);
-        m.process_started_at = ending.started;
-        m.process_finished_at = Some(Timestamp::now().max(ending.started.unwrap_or(created)));
-        m.exit_code = ending.exit_code;
-        m.reason = Some(ending.reason);
-        m.diagnostic = ending.diagnostic;
-        self.publish(m).await;
-
         let notification = ProcessCompletionNotification {
             command_id: self.command_id,
             session_id: self.supervisor.session.id(),
@@ -318,14 +323,26 @@ impl Run {
             state: ending.state,
             reason: ending.reason,
         };
+        // The completion is journaled before `ProcessCompleted`: a crash between the
+        // two leaves it pending for restore to redeliver (restore does not count the
+        // process as orphaned then), whereas the other order could lose it.
         let delivery = notify_with_retry(
             &self.supervisor.session,
             &notification,
             self.supervisor.retry,
         )
         .await;
+        let mut m = self.metadata(ProcessLifecycleKind::Completed, ending.state, created);
+        m.process_started_at = ending.started;
+        m.process_finished_at = Some(Timestamp::now().max(ending.started.unwrap_or(created)));
+        m.exit_code = ending.exit_code;
+        m.reason = Some(ending.reason);
+        m.diagnostic = ending.diagnostic;
+        self.publish(m).await;
+
         ProcessOutcome {
             command_id: self.command_id,
+            notification,
             state: ending.state,
             reason: ending.reason,
             exit_code: ending.exit_code,
@@ -339,11 +356,14 @@ impl Run {
         mut child: tokio::process::Child,
         created: Timestamp,
         started: Timestamp,
-        mut stop_rx: mpsc::Receiver<StopSignal>,
+        mut stop_rx: watch::Receiver<Option<StopSignal>>,
     ) -> Ending {
         let deadline = self.spec.deadline.map(|d| tokio::time::Instant::now() + d);
+        // The strongest stop acted on so far.
         let mut requested: Option<StopSignal> = None;
         let mut timed_out = false;
+        // Whether the owner can still ask for a stop (its handle is alive).
+        let mut listening = true;
         let status = loop {
             tokio::select! {
                 status = child.wait() => break status,
@@ -352,7 +372,15 @@ impl Run {
                     // Killing a process that just exited fails harmlessly: wait() reports it.
                     let _ = child.start_kill();
                 }
-                Some(signal) = stop_rx.recv(), if requested.is_none() && !timed_out => {
+                changed = stop_rx.changed(), if listening && !timed_out => {
+                    if changed.is_err() {
+                        listening = false;
+                        continue;
+                    }
+                    let Some(signal) = *stop_rx.borrow_and_update() else { continue };
+                    if requested.is_some_and(|r| r >= signal) {
+                        continue;
+                    }
                     requested = Some(signal);
                     let (_, reason) = signal.state_reason();
                     let mut m = self.metadata(ProcessLifecycleKind::StopRequested, State::Running, created);
@@ -384,12 +412,12 @@ impl Run {
             };
         } else if timed_out {
             (State::TimedOut, Reason::TimedOut)
-        } else if let Some(signal) = requested {
-            signal.state_reason()
         } else {
-            match signal_of(&status) {
-                Some(signal) => signal.state_reason(),
-                None => return failed("terminated by an unexpected signal".to_owned()),
+            // The signal that ended it decides (an interrupt ignored, then a kill, ends
+            // Killed); another signal during a requested stop counts as that stop.
+            match (signal_of(&status), requested) {
+                (Some(signal), _) | (None, Some(signal)) => signal.state_reason(),
+                (None, None) => return failed("terminated by an unexpected signal".to_owned()),
             }
         };
         Ending {

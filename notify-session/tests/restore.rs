@@ -145,6 +145,7 @@ async fn orphans_are_declared_lost_once_even_when_declared_twice() {
     done.process_handle = "done".into();
     let mut done_completed = lifecycle(session_id, loop_id, ProcessLifecycleKind::Completed);
     done_completed.process_handle = "done".into();
+    done_completed.origin_execution_id = done.origin_execution_id;
     let mut running = lifecycle(session_id, loop_id, ProcessLifecycleKind::Started);
     running.process_handle = "running".into();
     let mut stopping = lifecycle(session_id, loop_id, ProcessLifecycleKind::StopRequested);
@@ -190,10 +191,7 @@ async fn orphans_are_declared_lost_once_even_when_declared_twice() {
     for orphan in [&running, &stopping] {
         let got = consumer.recv().await.unwrap();
         let n = got.command().notification();
-        assert_eq!(
-            n.command_id,
-            lost_command_id(session_id, &orphan.process_handle)
-        );
+        assert_eq!(n.command_id, lost_command_id(orphan));
         assert_eq!(
             (n.state, n.reason),
             (
@@ -204,10 +202,7 @@ async fn orphans_are_declared_lost_once_even_when_declared_twice() {
         got.ack().await.unwrap();
         match events.recv().await.unwrap() {
             SessionEvent::Lifecycle(m) => {
-                assert_eq!(
-                    m.event_id,
-                    lost_event_id(session_id, &orphan.process_handle)
-                );
+                assert_eq!(m.event_id, lost_event_id(orphan));
                 assert_eq!(m.kind, ProcessLifecycleKind::Lost);
             }
             other => panic!("expected ProcessLost, got {other:?}"),
@@ -237,4 +232,155 @@ async fn crash_between_append_and_dispatch_on_the_postgres_journal() {
         Arc::new(PgJournal::connect(&url, options).await.unwrap()) as Arc<dyn JournalBackend>
     })
     .await;
+}
+
+/// A started process in `loop_id` under `handle`, created at `created_s`.
+fn started(
+    session_id: SessionId,
+    loop_id: LoopId,
+    handle: &str,
+    created_s: i64,
+) -> notify_types::ProcessLifecycleMetadata {
+    let mut m = lifecycle(session_id, loop_id, ProcessLifecycleKind::Started);
+    m.process_handle = handle.into();
+    m.process_created_at = notify_types::Timestamp::constant(created_s, 0);
+    m.process_started_at = Some(notify_types::Timestamp::constant(created_s + 1, 0));
+    m
+}
+
+#[tokio::test]
+async fn a_reused_handle_is_another_process_and_each_is_declared_lost() {
+    // postmortem (review): restore keyed processes by handle alone and derived the
+    // lost IDs from (session, handle), so a handle reused after a first incarnation
+    // was declared lost collided forever, and the same handle in two loops hid one.
+    let journal = MemoryJournal::new();
+    let session_id = SessionId::new();
+    let (loop_a, loop_b) = (LoopId::new(), LoopId::new());
+    let session = Session::new(session_id, Arc::new(journal.clone()));
+    let mut consumer_a = session
+        .register_loop(LoopConfig::new(session_id, loop_a))
+        .unwrap();
+    let _consumer_b = session
+        .register_loop(LoopConfig::new(session_id, loop_b))
+        .unwrap();
+
+    // Incarnation 1 of `build` is orphaned and declared lost.
+    session
+        .publish_lifecycle(started(session_id, loop_a, "build", 1_000))
+        .await
+        .unwrap();
+    let first = restore(session_id, &journal).await.unwrap();
+    assert_eq!(first.orphans.len(), 1);
+    let outcome = session.declare_lost(&first.orphans[0]).await.unwrap();
+    assert_eq!(outcome.completion, Ok(Disposition::Accepted));
+    consumer_a.recv().await.unwrap().ack().await.unwrap();
+
+    // Incarnation 2 of `build` in the same loop, and a `build` in another loop.
+    session
+        .publish_lifecycle(started(session_id, loop_a, "build", 2_000))
+        .await
+        .unwrap();
+    session
+        .publish_lifecycle(started(session_id, loop_b, "build", 2_000))
+        .await
+        .unwrap();
+    let second = restore(session_id, &journal).await.unwrap();
+    assert_eq!(second.orphans.len(), 2, "{:?}", second.orphans);
+    for orphan in &second.orphans {
+        let outcome = session.declare_lost(orphan).await.unwrap();
+        assert_eq!(outcome.completion, Ok(Disposition::Accepted), "{orphan:?}");
+        assert!(matches!(
+            outcome.event,
+            notify_session::Published::New { .. }
+        ));
+    }
+    let got = consumer_a.recv().await.unwrap();
+    assert_eq!(got.command_id(), lost_command_id(&second.orphans[0]));
+    assert!(
+        restore(session_id, &journal)
+            .await
+            .unwrap()
+            .orphans
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_completion_journaled_before_its_completed_event_is_pending_not_orphaned() {
+    // The supervisor journals the completion, then `ProcessCompleted`; a crash between
+    // the two must leave the completion to redeliver, not an orphan to declare lost.
+    let journal = MemoryJournal::new();
+    let session_id = SessionId::new();
+    let loop_id = LoopId::new();
+    let session = Session::new(session_id, Arc::new(journal.clone()));
+    let _consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+    session
+        .publish_lifecycle(started(session_id, loop_id, "build", 1_000))
+        .await
+        .unwrap();
+    let mut n = notification(session_id, loop_id);
+    n.process_handle = "build".into();
+    session.notify_process_completion(n.clone()).await.unwrap();
+    drop(session);
+
+    let report = restore(session_id, &journal).await.unwrap();
+    assert!(report.orphans.is_empty(), "{:?}", report.orphans);
+    assert_eq!(report.pending[&loop_id].len(), 1);
+    assert_eq!(report.pending[&loop_id][0].command_id(), n.command_id);
+}
+
+#[tokio::test]
+async fn a_crash_between_the_lost_completion_and_the_lost_event_is_finished_on_the_next_restore() {
+    let journal = MemoryJournal::new();
+    let session_id = SessionId::new();
+    let loop_id = LoopId::new();
+    let session = Session::new(session_id, Arc::new(journal.clone()));
+    let _consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+    let orphan = started(session_id, loop_id, "build", 1_000);
+    session.publish_lifecycle(orphan.clone()).await.unwrap();
+    // The first half of declare_lost, then the crash.
+    let lost = notify_types::ProcessCompletionNotification {
+        command_id: lost_command_id(&orphan),
+        session_id,
+        loop_id,
+        process_handle: "build".into(),
+        state: ProcessLifecycleState::LostOnRestore,
+        reason: ProcessTerminalReason::LostOnRestore,
+    };
+    session.notify_process_completion(lost).await.unwrap();
+    drop((session, _consumer));
+
+    let mut report = restore(session_id, &journal).await.unwrap();
+    assert_eq!(
+        report.orphans,
+        vec![orphan.clone()],
+        "still an orphan: no ProcessLost yet"
+    );
+    let session = Session::new(session_id, Arc::new(journal.clone()));
+    let _consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id).seed(report.take_pending(loop_id)))
+        .unwrap();
+    let frames = journal.last_seq(session_id).await.unwrap();
+    let outcome = session.declare_lost(&orphan).await.unwrap();
+    assert_eq!(outcome.completion, Ok(Disposition::Duplicate));
+    assert!(matches!(
+        outcome.event,
+        notify_session::Published::New { .. }
+    ));
+    assert_eq!(
+        journal.last_seq(session_id).await.unwrap(),
+        frames + 1,
+        "only ProcessLost was added"
+    );
+    assert!(
+        restore(session_id, &journal)
+            .await
+            .unwrap()
+            .orphans
+            .is_empty()
+    );
 }

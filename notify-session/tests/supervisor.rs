@@ -54,7 +54,7 @@ async fn real_processes_end_with_the_expected_pairs() {
             break;
         }
     }
-    assert!(stopped.stop(StopSignal::Terminate).await);
+    assert!(stopped.stop(StopSignal::Terminate));
 
     let mut outcomes = BTreeMap::new();
     for p in [exit3, slow, stopped, missing] {
@@ -129,7 +129,7 @@ async fn interrupt_and_kill_requests_map_to_their_pairs() {
                 break;
             }
         }
-        assert!(p.stop(signal).await);
+        assert!(p.stop(signal));
         let outcome = p.wait().await.unwrap();
         assert_eq!((outcome.state, outcome.reason), pair);
         // StopRequested then Completed were published.
@@ -161,4 +161,59 @@ async fn an_invalid_handle_runs_nothing() {
         supervisor.spawn(ProcessSpec::new("", "true")),
         Err(SuperviseError::InvalidHandle)
     ));
+}
+
+#[tokio::test]
+async fn an_ignored_interrupt_escalates_to_a_kill() {
+    // postmortem (review): a second stop request was accepted and never acted on, and
+    // a few more blocked the caller; an interrupt the process ignores must be
+    // escalatable to a kill.
+    let session = Session::new(SessionId::new(), Arc::new(MemoryJournal::new()));
+    let loop_id = LoopId::new();
+    let _consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    let mut events = session.subscribe();
+    let supervisor = Supervisor::new(session.clone(), loop_id);
+    // The process says when its trap is installed by creating a file.
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!("trap '' INT; : > '{}'; exec sleep 30", ready.display());
+    let p = supervisor
+        .spawn(ProcessSpec::new("stubborn", "sh").arg("-c").arg(script))
+        .unwrap();
+    while !ready.exists() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(p.stop(StopSignal::Interrupt));
+    // Wait until the interrupt was acted on, then escalate; repeats never block.
+    loop {
+        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap()
+            && m.kind == ProcessLifecycleKind::StopRequested
+        {
+            assert_eq!(m.reason, Some(R::Interrupted));
+            break;
+        }
+    }
+    for _ in 0..10 {
+        assert!(p.stop(StopSignal::Interrupt));
+    }
+    assert!(p.stop(StopSignal::Kill));
+    let outcome = p.wait().await.unwrap();
+    assert_eq!((outcome.state, outcome.reason), (S::Killed, R::Killed));
+    let mut reasons = Vec::new();
+    loop {
+        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap() {
+            match m.kind {
+                ProcessLifecycleKind::StopRequested => reasons.push(m.reason),
+                ProcessLifecycleKind::Completed => break,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        reasons,
+        [Some(R::Killed)],
+        "one more StopRequested, for the kill"
+    );
 }

@@ -802,7 +802,7 @@ async fn declare_lost(
     let session = model.session_id;
     let handle = &orphan.process_handle;
     let n = ProcessCompletionNotification {
-        command_id: lost_command_id(session, handle),
+        command_id: lost_command_id(orphan),
         session_id: session,
         loop_id: orphan.loop_id,
         process_handle: handle.clone(),
@@ -811,7 +811,7 @@ async fn declare_lost(
     };
     let completion = model.notify(&n);
     let mut lost = orphan.clone();
-    lost.event_id = lost_event_id(session, handle);
+    lost.event_id = lost_event_id(orphan);
     lost.kind = ProcessLifecycleKind::Lost;
     // A refused completion ends the declaration before the event.
     let want_event = match completion {

@@ -29,23 +29,38 @@ pub fn consumed_event_id(cause: CommandId) -> EventId {
     EventId::from_uuid(derive("consumed", &[cause.as_uuid().as_bytes()]))
 }
 
-/// The command ID of the `LostOnRestore` completion restore publishes for an orphaned
-/// process, derived from the session and handle so a repeated restore deduplicates.
-#[must_use]
-pub fn lost_command_id(session: SessionId, process_handle: &str) -> CommandId {
-    CommandId::from_uuid(derive(
-        "lost-command",
-        &[session.as_uuid().as_bytes(), process_handle.as_bytes()],
-    ))
+/// Derives a lost-on-restore ID from the orphaned process's incarnation, as its last
+/// lifecycle event identifies it: session, loop, handle, origin execution and creation
+/// time. A handle reused later, or by another loop, names another incarnation and gets
+/// other IDs; declaring the same orphan twice gets the same ones.
+fn derive_lost(tag: &str, orphan: &ProcessLifecycleMetadata) -> Uuid {
+    let created = orphan.process_created_at.as_nanosecond().to_be_bytes();
+    derive(
+        tag,
+        &[
+            orphan.session_id.as_uuid().as_bytes(),
+            orphan.loop_id.as_uuid().as_bytes(),
+            orphan.process_handle.as_bytes(),
+            orphan.origin_execution_id.as_uuid().as_bytes(),
+            &created,
+        ],
+    )
 }
 
-/// The event ID of the `ProcessLost` event restore publishes for an orphaned process.
+/// The command ID of the `LostOnRestore` completion restore publishes for an orphaned
+/// process, given the process's last lifecycle event. Derived (UUIDv5) from the
+/// session, the handle and the rest of the process's identity, so a repeated restore
+/// deduplicates.
 #[must_use]
-pub fn lost_event_id(session: SessionId, process_handle: &str) -> EventId {
-    EventId::from_uuid(derive(
-        "lost-event",
-        &[session.as_uuid().as_bytes(), process_handle.as_bytes()],
-    ))
+pub fn lost_command_id(orphan: &ProcessLifecycleMetadata) -> CommandId {
+    CommandId::from_uuid(derive_lost("lost-command", orphan))
+}
+
+/// The event ID of the `ProcessLost` event restore publishes for an orphaned process,
+/// given the process's last lifecycle event (see [`lost_command_id`]).
+#[must_use]
+pub fn lost_event_id(orphan: &ProcessLifecycleMetadata) -> EventId {
+    EventId::from_uuid(derive_lost("lost-event", orphan))
 }
 
 /// A loop's consumer acknowledged the notification `cause`: it will not be redelivered.

@@ -43,7 +43,7 @@ fn print_usage() {
         "usage: cargo xtask <task>\n\n\
          tasks:\n  \
          demo [--journal PATH]   run the end-to-end demo (the main job)\n  \
-         bench [--no-run]        run the benchmarks and print the summary table\n  \
+         bench [--no-run] [--postgres]\n                          run the benchmarks and print the summary table\n  \
          soak [--cases N]        run the model-based test with N cases (default 10000)\n  \
          ci                      run .ci/run"
     );
