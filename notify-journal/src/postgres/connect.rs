@@ -11,6 +11,8 @@ use crate::error::StorageError;
 pub(crate) struct Connector {
     config: Config,
     timeout: Duration,
+    /// Bounds lock waits on the server (`lock_timeout`).
+    op_timeout: Duration,
 }
 
 /// Why a connection could not be opened.
@@ -47,32 +49,74 @@ impl std::fmt::Debug for Connector {
 }
 
 impl Connector {
-    pub(crate) fn new(conninfo: &str, timeout: Duration) -> Result<Self, PgOpenError> {
+    pub(crate) fn new(
+        conninfo: &str,
+        timeout: Duration,
+        op_timeout: Duration,
+    ) -> Result<Self, PgOpenError> {
         let mut config: Config = conninfo.parse().map_err(|_| PgOpenError::InvalidConfig)?;
         // The per-address TCP timeout; the whole handshake is bounded in `connect`.
         if config.get_connect_timeout().is_none_or(|t| *t > timeout) {
             config.connect_timeout(timeout);
         }
+        // A peer that vanished silently (partition, paused host) is noticed by the
+        // kernel within seconds instead of the system default of hours. Values the
+        // connection string set are kept (the driver's idle default is 2 h, so an
+        // idle of exactly 2 h is taken as unset).
+        if config.get_keepalives() {
+            if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+                config.keepalives_idle(Duration::from_secs(5));
+            }
+            if config.get_keepalives_interval().is_none() {
+                config.keepalives_interval(Duration::from_secs(2));
+            }
+            if config.get_keepalives_retries().is_none() {
+                config.keepalives_retries(3);
+            }
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(op_timeout.max(Duration::from_secs(1)));
+        }
         if config.get_application_name().is_none() {
             config.application_name("notify-journal");
         }
-        Ok(Self { config, timeout })
+        Ok(Self {
+            config,
+            timeout,
+            op_timeout,
+        })
     }
 
     /// Connects (TLS is not supported: `NoTls`), spawning the connection's driver
-    /// task on the current runtime. Never waits longer than the connect timeout.
+    /// task on the current runtime, and configures the session: `READ COMMITTED` as
+    /// the default isolation (whatever the server's or the connection string's
+    /// default; the journal's statements are written for it) and `lock_timeout` set
+    /// to the operation timeout. Never waits longer than the connect timeout.
     pub(crate) async fn connect(&self) -> Result<Client, ConnectFailure> {
-        match tokio::time::timeout(self.timeout, self.config.connect(NoTls)).await {
+        let lock_ms = self.op_timeout.as_millis().clamp(1, i32::MAX as u128);
+        let setup = format!(
+            "SET default_transaction_isolation = 'read committed'; SET lock_timeout = {lock_ms}"
+        );
+        let attempt = async {
+            let (client, connection) = self
+                .config
+                .connect(NoTls)
+                .await
+                .map_err(|e| ConnectFailure::Failed(sanitize("connect", &e)))?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %sanitize("connection", &e), "postgres connection ended");
+                }
+            });
+            client
+                .batch_execute(&setup)
+                .await
+                .map_err(|e| ConnectFailure::Failed(sanitize("configure session", &e)))?;
+            Ok(client)
+        };
+        match tokio::time::timeout(self.timeout, attempt).await {
             Err(_) => Err(ConnectFailure::Timeout(self.timeout)),
-            Ok(Err(e)) => Err(ConnectFailure::Failed(sanitize("connect", &e))),
-            Ok(Ok((client, connection))) => {
-                tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        tracing::debug!(error = %sanitize("connection", &e), "postgres connection ended");
-                    }
-                });
-                Ok(client)
-            }
+            Ok(result) => result,
         }
     }
 }

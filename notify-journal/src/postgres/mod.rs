@@ -17,14 +17,18 @@
 //!   [`release_lease`](PgJournal::release_lease)). Leases live in the `sessions`
 //!   row, expire by the database's clock and survive connection turnover (no
 //!   advisory locks); epochs only grow. An append made while this journal holds a
-//!   lease checks holder, epoch and expiry under the same row lock, in the same
-//!   transaction that would write the frame: a writer whose lease expired or was
+//!   lease checks holder, epoch and expiry after the session row lock is granted,
+//!   in the same transaction that would write the frame: a writer whose lease expired or was
 //!   taken over gets [`AppendError::Fenced`] and writes nothing, and stays fenced
 //!   until it acquires a new lease (or releases the lost one). Without a lease of
 //!   its own, [`LeasePolicy`] decides.
 //! * **No secrets in errors.** The connection string is parsed once and never
 //!   echoed; driver errors become a [`StorageError`] holding the operation and the
 //!   SQLSTATE only. Values are always bind parameters.
+//! * **Bounded waits.** Every database operation (batch, read, lease statement,
+//!   connect-time migration) is bounded by [`PgOptions::operation_timeout`]; a
+//!   connection that timed out is dropped and replaced, so a partition yields
+//!   typed errors, never a hang.
 //! * TLS is not supported yet (`NoTls`): use it on a trusted network or a local
 //!   socket / tunnel.
 
@@ -35,14 +39,15 @@ mod schema;
 mod writer;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use notify_types::{JournalRecord, SessionId, Uuid};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, Statement};
+use tokio_postgres::{Client, Row, Statement};
 
 pub use error::{LeaseError, PgOpenError};
 pub use options::{LeasePolicy, MigrationMode, PgOptions};
@@ -110,6 +115,20 @@ impl PgLeaseInfo {
     }
 }
 
+/// How many times `acquire_lease` retries when the lease it found held was freed
+/// before it could be reported.
+const ACQUIRE_ATTEMPTS: usize = 3;
+
+/// A reconnect of the read connection, shared by every caller that needs it.
+type PendingReader = Arc<OnceCell<Result<Arc<ReaderConn>, StorageError>>>;
+
+/// The read connection, and the reconnect in progress if it broke.
+#[derive(Default)]
+struct ReaderSlot {
+    current: Option<Arc<ReaderConn>>,
+    pending: Option<PendingReader>,
+}
+
 /// The read connection's prepared statements.
 struct ReaderConn {
     client: Client,
@@ -124,6 +143,16 @@ struct ReaderConn {
 }
 
 impl ReaderConn {
+    async fn prepare_within(
+        op_timeout: Duration,
+        client: Client,
+        sql: &Sql,
+    ) -> Result<Self, StorageError> {
+        tokio::time::timeout(op_timeout, Self::prepare(client, sql))
+            .await
+            .map_err(|_| timed_out("preparing the read connection", op_timeout))?
+    }
+
     async fn prepare(client: Client, sql: &Sql) -> Result<Self, StorageError> {
         let p = |q: &str| {
             let q = q.to_owned();
@@ -169,10 +198,14 @@ impl ReaderConn {
 /// returns, so it is as durable as the server's `synchronous_commit` makes it
 /// (durable with the default `on`). A failed `COMMIT` is
 /// [`AppendError::CommitFailed`] (outcome unknown; retry with the same record); a
-/// failure before it is [`AppendError::Storage`] (nothing written). Either way the
-/// next batch uses a fresh connection if the old one broke: a PostgreSQL
-/// transaction that did not commit leaves nothing behind, so the journal is never
-/// poisoned.
+/// failure before it is [`AppendError::Storage`] (nothing written). A batch that
+/// takes longer than [`PgOptions::operation_timeout`] fails the same way (by
+/// whether `COMMIT` had been sent). Batches run at `READ COMMITTED` whatever the
+/// server's default; one that hits a serialization failure or deadlock (nothing
+/// written) is retried a few times by the writer. After any other failure the next
+/// batch uses a fresh connection: a PostgreSQL transaction that did not commit
+/// leaves nothing behind, so a failed batch never poisons the journal. Only a
+/// crashed writer task does: later appends get [`AppendError::Poisoned`].
 ///
 /// # Leases
 ///
@@ -182,8 +215,11 @@ impl ReaderConn {
 /// * [`renew_lease`](Self::renew_lease): extends our live lease, same epoch; an
 ///   expired or taken-over lease cannot be renewed ([`LeaseError::Lost`]).
 /// * [`release_lease`](Self::release_lease): frees it; the epoch stays, so the next
-///   holder's is higher.
-/// * Expiry is judged by the database's clock (`clock_timestamp()`), never ours.
+///   holder's is higher. Releasing a lease that was already lost is
+///   [`LeaseError::Lost`].
+/// * Expiry is judged by the database's clock (`clock_timestamp()`), never ours,
+///   and only once the session row lock is held: a writer whose lease expired while
+///   it waited for the row is fenced (or, renewing, has lost it).
 /// * Appends to a session on which this journal acquired a lease check holder, epoch
 ///   and expiry under the session row lock, in the transaction that writes the
 ///   frame; if the lease is gone they are [`AppendError::Fenced`] and write nothing,
@@ -203,7 +239,11 @@ impl ReaderConn {
 /// # Connections
 ///
 /// Uses two connections: the group-commit writer's and a shared one for reads and
-/// lease statements (pipelined). Either is reopened transparently after it breaks.
+/// lease statements (pipelined), both at `READ COMMITTED` and with `lock_timeout`
+/// set to the operation timeout. A broken connection is not retried within the call
+/// that meets it: that call fails with a retryable storage error, and the next call
+/// opens a fresh connection (concurrent callers share one reconnect). An operation
+/// that exceeds [`PgOptions::operation_timeout`] drops its connection the same way.
 /// Must be created and used inside a tokio runtime.
 ///
 /// ```no_run
@@ -225,10 +265,12 @@ pub struct PgJournal {
     max_record_bytes: usize,
     /// Lease duration in milliseconds, as bound to the lease statements.
     lease_ms: f64,
+    /// Bounds every read, lease statement and reconnect preparation.
+    op_timeout: Duration,
     sql: Arc<Sql>,
     connector: Arc<Connector>,
-    /// The read connection; a tokio mutex because reconnecting awaits under it.
-    reader: tokio::sync::Mutex<Option<Arc<ReaderConn>>>,
+    /// The read connection (never locked across an await).
+    reader: Mutex<ReaderSlot>,
     /// The writer's queue; `None` once closed.
     queue: Mutex<Option<mpsc::Sender<AppendReq>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -253,6 +295,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+fn timed_out(op: &str, after: Duration) -> StorageError {
+    StorageError::msg(format!("postgres: {op} timed out after {after:?}"))
+}
+
 fn seq_u64(v: i64) -> Result<u64, StorageError> {
     u64::try_from(v).map_err(|_| StorageError::msg("postgres: negative sequence or epoch"))
 }
@@ -267,7 +313,10 @@ impl PgJournal {
     /// [`PgOpenError`]: a bad connection string or option, an unreachable server
     /// (after at most the connect timeout), a schema newer than
     /// [`PG_SCHEMA_VERSION`], an outdated schema in validate-only mode, or a
-    /// storage failure while migrating.
+    /// storage failure while migrating (including a schema check or migration,
+    /// or the wait for another opener's migration lock, exceeding the operation
+    /// timeout). Never waits longer than two connect timeouts plus three
+    /// operation timeouts.
     ///
     /// # Cancel safety
     ///
@@ -275,19 +324,31 @@ impl PgJournal {
     /// back.
     pub async fn connect(conninfo: &str, options: PgOptions) -> Result<Self, PgOpenError> {
         options.check()?;
-        let connector = Arc::new(Connector::new(conninfo, options.connect_timeout)?);
+        let op_timeout = options.operation_timeout;
+        let connector = Arc::new(Connector::new(
+            conninfo,
+            options.connect_timeout,
+            op_timeout,
+        )?);
         let sql = Arc::new(Sql::new(&options.schema));
 
         let mut write_client = connector
             .connect()
             .await
             .map_err(connect::ConnectFailure::into_open_error)?;
-        schema::migrate(&mut write_client, &options.schema, options.migration).await?;
+        // `lock_timeout` (set on the connection) bounds the migration lock wait; this
+        // bounds everything else.
+        tokio::time::timeout(
+            op_timeout,
+            schema::migrate(&mut write_client, &options.schema, options.migration),
+        )
+        .await
+        .map_err(|_| PgOpenError::Storage(timed_out("schema check or migration", op_timeout)))??;
         let read_client = connector
             .connect()
             .await
             .map_err(connect::ConnectFailure::into_open_error)?;
-        let reader = ReaderConn::prepare(read_client, &sql)
+        let reader = ReaderConn::prepare_within(op_timeout, read_client, &sql)
             .await
             .map_err(PgOpenError::Storage)?;
 
@@ -306,6 +367,7 @@ impl PgJournal {
                     .as_millis(),
             )
             .unwrap_or(u64::MAX),
+            op_timeout,
             write_client,
         )
         .await
@@ -318,9 +380,13 @@ impl PgJournal {
             policy: options.lease_policy,
             max_record_bytes: options.max_record_bytes,
             lease_ms: options.lease_duration.as_secs_f64() * 1000.0,
+            op_timeout,
             sql,
             connector,
-            reader: tokio::sync::Mutex::new(Some(Arc::new(reader))),
+            reader: Mutex::new(ReaderSlot {
+                current: Some(Arc::new(reader)),
+                pending: None,
+            }),
             queue: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(task)),
             leases: Mutex::new(HashMap::new()),
@@ -342,7 +408,9 @@ impl PgJournal {
     }
 
     /// Stops accepting appends, waits until every append already queued has been
-    /// answered, and closes both connections. Later calls get `Closed` errors.
+    /// answered, and closes both connections. Later calls get `Closed` errors. Each
+    /// batch still queued is bounded by the operation timeout, so this returns even
+    /// when the database stopped answering.
     ///
     /// # Cancel safety
     ///
@@ -352,34 +420,82 @@ impl PgJournal {
         self.closed.store(true, Ordering::SeqCst);
         drop(lock(&self.queue).take());
         let task = lock(&self.writer).take();
-        if let Some(task) = task {
+        if let Some(task) = task
+            && let Err(e) = task.await
+        {
             // A writer that failed to join has nothing left to answer.
-            let _ = task.await;
+            tracing::error!(error = %e, "journal writer task failed");
         }
-        *self.reader.lock().await = None;
+        let mut slot = lock(&self.reader);
+        slot.current = None;
+        slot.pending = None;
     }
 
-    /// The read connection, reopened if it broke.
+    /// The read connection, reopened if it broke. Concurrent callers that find it
+    /// broken share one reconnect (bounded by the connect and operation timeouts)
+    /// and its outcome.
     async fn reader(&self) -> Result<Arc<ReaderConn>, ReadFailure> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ReadFailure::Closed);
         }
-        let mut guard = self.reader.lock().await;
-        if let Some(conn) = guard.as_ref().filter(|c| !c.client.is_closed()) {
-            return Ok(Arc::clone(conn));
-        }
-        let client = self
-            .connector
-            .connect()
+        let pending = {
+            let mut slot = lock(&self.reader);
+            if let Some(conn) = slot.current.as_ref().filter(|c| !c.client.is_closed()) {
+                return Ok(Arc::clone(conn));
+            }
+            slot.current = None;
+            Arc::clone(slot.pending.get_or_insert_with(Default::default))
+        };
+        let result = pending
+            .get_or_init(|| async {
+                let client = self
+                    .connector
+                    .connect()
+                    .await
+                    .map_err(connect::ConnectFailure::into_storage)?;
+                ReaderConn::prepare_within(self.op_timeout, client, &self.sql)
+                    .await
+                    .map(Arc::new)
+            })
             .await
-            .map_err(|e| ReadFailure::Storage(e.into_storage()))?;
-        let conn = Arc::new(
-            ReaderConn::prepare(client, &self.sql)
-                .await
-                .map_err(ReadFailure::Storage)?,
-        );
-        *guard = Some(Arc::clone(&conn));
-        Ok(conn)
+            .clone();
+        let mut slot = lock(&self.reader);
+        if slot
+            .pending
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, &pending))
+        {
+            // The first to get here publishes the outcome; a failure is not kept,
+            // so the next call tries again.
+            slot.pending = None;
+            if let Ok(conn) = &result
+                && !self.closed.load(Ordering::SeqCst)
+            {
+                slot.current = Some(Arc::clone(conn));
+            }
+        }
+        result.map_err(ReadFailure::Storage)
+    }
+
+    /// Runs one statement on the read connection within the operation timeout. On
+    /// expiry the connection is dropped (the next call reconnects).
+    async fn read<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, ReadFailure>
+    where
+        F: FnOnce(Arc<ReaderConn>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let conn = self.reader().await?;
+        match tokio::time::timeout(self.op_timeout, f(Arc::clone(&conn))).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(ReadFailure::Storage(sanitize(op, &e))),
+            Err(_) => {
+                let mut slot = lock(&self.reader);
+                if slot.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                    slot.current = None;
+                }
+                Err(ReadFailure::Storage(timed_out(op, self.op_timeout)))
+            }
+        }
     }
 
     /// Acquires this journal's lease on `session` for the configured lease duration.
@@ -390,40 +506,46 @@ impl PgJournal {
     ///
     /// # Errors
     ///
-    /// [`LeaseError::Held`] if another writer holds a live lease;
-    /// [`LeaseError::Storage`] (retrying is safe) or [`LeaseError::Closed`].
+    /// [`LeaseError::Held`] if another writer holds a live lease. Its epoch is read
+    /// by a second statement right after the refused one; should the lease be freed
+    /// in between, acquiring is retried (a few times), so `Held` reports a lease
+    /// that was live when read. [`LeaseError::Storage`] (also after the operation
+    /// timeout; retrying is safe) or [`LeaseError::Closed`].
     ///
     /// # Cancel safety
     ///
     /// If dropped, the lease may have been taken in the database without this
     /// journal knowing; acquiring again returns it.
     pub async fn acquire_lease(&self, session: SessionId) -> Result<PgLease, LeaseError> {
-        let conn = self.reader().await?;
-        let row = conn
-            .client
-            .query_opt(
-                &conn.acquire,
-                &[session.as_uuid(), &self.holder, &self.lease_ms],
-            )
-            .await
-            .map_err(|e| LeaseError::Storage(sanitize("acquire lease", &e)))?;
-        match row {
-            Some(row) => {
+        let s = *session.as_uuid();
+        let (holder, lease_ms) = (self.holder, self.lease_ms);
+        let mut held = 0;
+        for _ in 0..ACQUIRE_ATTEMPTS {
+            let row = self
+                .read("acquire lease", |c| async move {
+                    c.client
+                        .query_opt(&c.acquire, &[&s, &holder, &lease_ms])
+                        .await
+                })
+                .await?;
+            if let Some(row) = row {
                 let epoch = row
                     .try_get::<_, i64>(0)
                     .map_err(|e| LeaseError::Storage(sanitize("acquire lease", &e)))
                     .and_then(|v| seq_u64(v).map_err(LeaseError::Storage))?;
                 lock(&self.leases).insert(session, epoch);
-                Ok(PgLease { session, epoch })
+                return Ok(PgLease { session, epoch });
             }
-            None => {
-                let info = self.lease_info(session).await?;
-                Err(LeaseError::Held {
-                    session,
-                    epoch: info.epoch,
-                })
+            let info = self.lease_info(session).await?;
+            held = info.epoch;
+            if info.live {
+                break;
             }
         }
+        Err(LeaseError::Held {
+            session,
+            epoch: held,
+        })
     }
 
     /// Extends this journal's live lease on `session` by the lease duration, under
@@ -432,8 +554,9 @@ impl PgJournal {
     /// # Errors
     ///
     /// [`LeaseError::Lost`] if this journal holds no lease on the session, or it
-    /// expired or was taken over (appends stay fenced: acquire a new lease);
-    /// [`LeaseError::Storage`] (retrying is safe) or [`LeaseError::Closed`].
+    /// expired (judged once the session row lock is held) or was taken over
+    /// (appends stay fenced: acquire a new lease); [`LeaseError::Storage`] (also
+    /// after the operation timeout; retrying is safe) or [`LeaseError::Closed`].
     ///
     /// # Cancel safety
     ///
@@ -442,31 +565,42 @@ impl PgJournal {
         let Some(epoch) = lock(&self.leases).get(&session).copied() else {
             return Err(LeaseError::Lost { session });
         };
-        let conn = self.reader().await?;
         let epoch_i = i64::try_from(epoch).map_err(|_| LeaseError::Lost { session })?;
-        let row = conn
-            .client
-            .query_opt(
-                &conn.renew,
-                &[session.as_uuid(), &self.holder, &epoch_i, &self.lease_ms],
-            )
-            .await
-            .map_err(|e| LeaseError::Storage(sanitize("renew lease", &e)))?;
-        match row {
-            Some(_) => Ok(PgLease { session, epoch }),
-            None => Err(LeaseError::Lost { session }),
+        let s = *session.as_uuid();
+        let (holder, lease_ms) = (self.holder, self.lease_ms);
+        let row = self
+            .read("renew lease", |c| async move {
+                c.client
+                    .query_opt(&c.renew, &[&s, &holder, &epoch_i, &lease_ms])
+                    .await
+            })
+            .await?;
+        let renewed_by = match row {
+            Some(row) => row
+                .try_get::<_, Option<Uuid>>(0)
+                .map_err(|e| LeaseError::Storage(sanitize("renew lease", &e)))?,
+            None => None,
+        };
+        if renewed_by == Some(self.holder) {
+            Ok(PgLease { session, epoch })
+        } else {
+            Err(LeaseError::Lost { session })
         }
     }
 
-    /// Gives up this journal's lease on `session` (if it still holds it) and stops
-    /// checking it: later appends behave as if it had never been acquired. The
-    /// epoch is kept, so the next lease on the session has a higher one. Releasing a
-    /// lease that is not held is not an error.
+    /// Gives up this journal's lease on `session` and stops checking it: later
+    /// appends behave as if it had never been acquired. The epoch is kept, so the
+    /// next lease on the session has a higher one. Releasing when this journal holds
+    /// no lease on the session is not an error.
     ///
     /// # Errors
     ///
-    /// [`LeaseError::Storage`] (the lease is still considered held; retry) or
-    /// [`LeaseError::Closed`].
+    /// [`LeaseError::Lost`] if the lease had already been taken over (or released
+    /// elsewhere): every append made since it was lost was fenced. The lease is
+    /// forgotten all the same (appends no longer check it), as the caller asked.
+    /// An expired lease nobody took over is released normally.
+    /// [`LeaseError::Storage`] (also after the operation timeout; the lease is still
+    /// considered held; retry) or [`LeaseError::Closed`].
     ///
     /// # Cancel safety
     ///
@@ -475,15 +609,26 @@ impl PgJournal {
         let Some(epoch) = lock(&self.leases).get(&session).copied() else {
             return Ok(());
         };
-        let conn = self.reader().await?;
-        let epoch_i = i64::try_from(epoch).map_err(|_| LeaseError::Lost { session })?;
-        conn.client
-            .execute(&conn.release, &[session.as_uuid(), &self.holder, &epoch_i])
-            .await
-            .map_err(|e| LeaseError::Storage(sanitize("release lease", &e)))?;
-        let mut leases = lock(&self.leases);
-        if leases.get(&session) == Some(&epoch) {
-            leases.remove(&session);
+        let forget = || {
+            let mut leases = lock(&self.leases);
+            if leases.get(&session) == Some(&epoch) {
+                leases.remove(&session);
+            }
+        };
+        let Ok(epoch_i) = i64::try_from(epoch) else {
+            forget();
+            return Err(LeaseError::Lost { session });
+        };
+        let s = *session.as_uuid();
+        let holder = self.holder;
+        let released = self
+            .read("release lease", |c| async move {
+                c.client.execute(&c.release, &[&s, &holder, &epoch_i]).await
+            })
+            .await?;
+        forget();
+        if released == 0 {
+            return Err(LeaseError::Lost { session });
         }
         Ok(())
     }
@@ -492,18 +637,19 @@ impl PgJournal {
     ///
     /// # Errors
     ///
-    /// [`LeaseError::Storage`] or [`LeaseError::Closed`].
+    /// [`LeaseError::Storage`] (also after the operation timeout) or
+    /// [`LeaseError::Closed`].
     ///
     /// # Cancel safety
     ///
     /// Cancel safe (read only).
     pub async fn lease_info(&self, session: SessionId) -> Result<PgLeaseInfo, LeaseError> {
-        let conn = self.reader().await?;
-        let row = conn
-            .client
-            .query_opt(&conn.lease_info, &[session.as_uuid()])
-            .await
-            .map_err(|e| LeaseError::Storage(sanitize("read lease", &e)))?;
+        let s = *session.as_uuid();
+        let row = self
+            .read("read lease", |c| async move {
+                c.client.query_opt(&c.lease_info, &[&s]).await
+            })
+            .await?;
         let Some(row) = row else {
             return Ok(PgLeaseInfo {
                 epoch: 0,
@@ -545,7 +691,7 @@ impl PgJournal {
             epoch,
             reply,
         };
-        queue.send(req).await.map_err(|_| AppendError::Closed)?;
+        queue.send(req).await.map_err(|_| self.writer_gone())?;
         drop(queue);
         // The writer answers every request it took; if it vanished mid-batch the
         // outcome is unknown.
@@ -554,17 +700,29 @@ impl PgJournal {
         })?
     }
 
+    /// The error for an append the writer task can no longer take: `Closed` after
+    /// [`close`](Self::close), else the task crashed and the journal is
+    /// [`AppendError::Poisoned`] (reopen it).
+    fn writer_gone(&self) -> AppendError {
+        if self.closed.load(Ordering::SeqCst) {
+            AppendError::Closed
+        } else {
+            tracing::error!("journal writer task ended unexpectedly");
+            AppendError::Poisoned
+        }
+    }
+
     async fn lookup_inner(
         &self,
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
-        let conn = self.reader().await?;
-        let row = conn
-            .client
-            .query_opt(&conn.lookup, &[session.as_uuid(), &key])
-            .await
-            .map_err(|e| JournalError::Storage(sanitize("lookup", &e)))?;
+        let s = *session.as_uuid();
+        let row = self
+            .read("lookup", |c| async move {
+                c.client.query_opt(&c.lookup, &[&s, &key]).await
+            })
+            .await?;
         match row {
             None => Ok(None),
             Some(row) => {
@@ -590,12 +748,12 @@ impl PgJournal {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let conn = self.reader().await?;
-        let rows = conn
-            .client
-            .query(&conn.replay, &[session.as_uuid(), &from, &limit])
-            .await
-            .map_err(|e| JournalError::Storage(sanitize("replay", &e)))?;
+        let s = *session.as_uuid();
+        let rows: Vec<Row> = self
+            .read("replay", |c| async move {
+                c.client.query(&c.replay, &[&s, &from, &limit]).await
+            })
+            .await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let seq: i64 = row
@@ -616,12 +774,12 @@ impl PgJournal {
     }
 
     async fn last_seq_inner(&self, session: SessionId) -> Result<u64, JournalError> {
-        let conn = self.reader().await?;
-        let row = conn
-            .client
-            .query_opt(&conn.last_seq, &[session.as_uuid()])
-            .await
-            .map_err(|e| JournalError::Storage(sanitize("last seq", &e)))?;
+        let s = *session.as_uuid();
+        let row = self
+            .read("last seq", |c| async move {
+                c.client.query_opt(&c.last_seq, &[&s]).await
+            })
+            .await?;
         match row {
             None => Ok(0),
             Some(row) => {
@@ -634,12 +792,11 @@ impl PgJournal {
     }
 
     async fn sessions_inner(&self) -> Result<Vec<SessionId>, JournalError> {
-        let conn = self.reader().await?;
-        let rows = conn
-            .client
-            .query(&conn.sessions, &[])
-            .await
-            .map_err(|e| JournalError::Storage(sanitize("list sessions", &e)))?;
+        let rows: Vec<Row> = self
+            .read("list sessions", |c| async move {
+                c.client.query(&c.sessions, &[]).await
+            })
+            .await?;
         rows.iter()
             .map(|row| {
                 row.try_get::<_, Uuid>(0)

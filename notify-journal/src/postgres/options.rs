@@ -5,6 +5,17 @@ use std::time::Duration;
 use super::error::PgOpenError;
 use super::schema::valid_schema_name;
 
+/// The largest accepted [`PgOptions::max_batch`].
+pub(crate) const PG_MAX_BATCH_LIMIT: usize = 65_536;
+
+/// The longest accepted [`PgOptions::lease_duration`]: the largest value PostgreSQL's
+/// `idle_in_transaction_session_timeout` accepts (`i32::MAX` ms, about 24.8 days),
+/// which the write connection sets from the lease duration.
+pub(crate) const PG_MAX_LEASE_DURATION: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// The default [`PgOptions::operation_timeout`].
+pub(crate) const PG_DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What [`PgJournal::connect`](super::PgJournal::connect) does with the schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -43,6 +54,7 @@ pub struct PgOptions {
     pub(crate) schema: String,
     pub(crate) migration: MigrationMode,
     pub(crate) connect_timeout: Duration,
+    pub(crate) operation_timeout: Duration,
     pub(crate) lease_duration: Duration,
     pub(crate) lease_policy: LeasePolicy,
     pub(crate) max_batch: usize,
@@ -55,6 +67,7 @@ impl Default for PgOptions {
             schema: "notify_journal".to_owned(),
             migration: MigrationMode::Apply,
             connect_timeout: Duration::from_secs(5),
+            operation_timeout: PG_DEFAULT_OPERATION_TIMEOUT,
             lease_duration: Duration::from_secs(30),
             lease_policy: LeasePolicy::Optional,
             max_batch: 1024,
@@ -65,7 +78,9 @@ impl Default for PgOptions {
 
 impl PgOptions {
     /// The PostgreSQL schema holding the journal's tables (default
-    /// `notify_journal`). Must match `[a-z_][a-z0-9_]{0,62}`; checked at connect.
+    /// `notify_journal`). Must match `[a-z_][a-z0-9_]{0,62}` and must not start with
+    /// `pg_` (reserved by PostgreSQL); checked at connect. Reserved words such as
+    /// `select` are fine: the name is always quoted.
     #[must_use]
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
@@ -88,8 +103,29 @@ impl PgOptions {
         self
     }
 
+    /// How long one database operation may take before it fails (default 10 s): a batch transaction, a read, a lease
+    /// statement, the schema check or migration at connect (including the wait for
+    /// the migration lock: `lock_timeout` is set to it), and preparing statements
+    /// after a reconnect. On expiry the connection is dropped (the next call opens a
+    /// fresh one) and the call fails with a storage error: for an append,
+    /// [`AppendError::Storage`](crate::AppendError::Storage) if its batch had not
+    /// sent `COMMIT` yet (nothing written), else
+    /// [`AppendError::CommitFailed`](crate::AppendError::CommitFailed) (outcome
+    /// unknown; retry with the same record). It also bounds lock waits on the server
+    /// (`lock_timeout`) and sets TCP keepalives and `tcp_user_timeout` unless the
+    /// connection string set them, so a silent network partition is noticed. A batch
+    /// that waits for another writer's session row lock counts against it.
+    #[must_use]
+    pub fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.operation_timeout = timeout;
+        self
+    }
+
     /// How long an acquired or renewed lease lives, by the database's clock
-    /// (default 30 s; at least 1 ms).
+    /// (default 30 s; at least 1 ms, at most 2³¹−1 ms, about 24.8 days). It also sets
+    /// the write connection's `idle_in_transaction_session_timeout` (to the lease
+    /// duration, but never below 5 s), so a writer stalled inside a batch frees the
+    /// session rows about when its lease would have expired.
     #[must_use]
     pub fn lease_duration(mut self, duration: Duration) -> Self {
         self.lease_duration = duration;
@@ -103,7 +139,8 @@ impl PgOptions {
         self
     }
 
-    /// The most appends committed in one transaction (default 1024, at least 1).
+    /// The most appends committed in one transaction (default 1024, at least 1, at
+    /// most 65536).
     #[must_use]
     pub fn max_batch(mut self, max: usize) -> Self {
         self.max_batch = max;
@@ -129,6 +166,25 @@ impl PgOptions {
                 reason: "must match [a-z_][a-z0-9_]{0,62}",
             });
         }
+        if self.schema.starts_with("pg_") {
+            return Err(PgOpenError::InvalidOption {
+                option: "schema",
+                reason: "must not start with `pg_` (reserved by PostgreSQL)",
+            });
+        }
+        if self.operation_timeout.is_zero() {
+            return Err(PgOpenError::InvalidOption {
+                option: "operation_timeout",
+                reason: "must be positive",
+            });
+        }
+        if self.lease_duration > PG_MAX_LEASE_DURATION {
+            return Err(PgOpenError::InvalidOption {
+                option: "lease_duration",
+                reason: "must be at most 2147483647 ms (about 24.8 days), the largest \
+                         idle_in_transaction_session_timeout PostgreSQL accepts",
+            });
+        }
         if self.connect_timeout.is_zero() {
             return Err(PgOpenError::InvalidOption {
                 option: "connect_timeout",
@@ -147,10 +203,10 @@ impl PgOptions {
                 reason: "must be between 1 and the codec's decode limit",
             });
         }
-        if self.max_batch == 0 {
+        if self.max_batch == 0 || self.max_batch > PG_MAX_BATCH_LIMIT {
             return Err(PgOpenError::InvalidOption {
                 option: "max_batch",
-                reason: "must be at least 1",
+                reason: "must be between 1 and 65536",
             });
         }
         Ok(())

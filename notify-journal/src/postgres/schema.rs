@@ -13,9 +13,11 @@
 //!   index entry and the session's `last_seq` commit in one transaction.
 //!
 //! The schema identifier is the only text spliced into SQL; it is checked against
-//! `[a-z_][a-z0-9_]{0,62}` before use. Every value is a bind parameter.
+//! `[a-z_][a-z0-9_]{0,62}` (and refused if it starts with `pg_`) before use, and is
+//! always double-quoted, so reserved words such as `select` or `user` work. Every
+//! value is a bind parameter.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, IsolationLevel};
 
 use super::error::{PgOpenError, sanitize};
 use super::options::MigrationMode;
@@ -46,11 +48,18 @@ const MIGRATIONS: &[&str] = &[
      );",
 ];
 
-/// Whether `name` is a schema identifier we splice into SQL unquoted.
+/// Whether `name` is a schema identifier we may splice into SQL (quoted: see
+/// [`quoted`]); the pattern leaves nothing to escape.
 pub(crate) fn valid_schema_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     let first_ok = matches!(bytes.next(), Some(b'a'..=b'z' | b'_'));
     first_ok && name.len() <= 63 && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+/// The schema name as a quoted identifier. Safe for names that pass
+/// [`valid_schema_name`] (no quote can occur in them).
+pub(crate) fn quoted(schema: &str) -> String {
+    format!("\"{schema}\"")
 }
 
 /// A stable advisory-lock key per schema, so concurrent openers migrate one at a time
@@ -65,14 +74,22 @@ fn migration_lock_key(schema: &str) -> i64 {
     i64::from_ne_bytes(h.to_ne_bytes())
 }
 
-/// Checks the schema version and, unless validating only, applies what is missing.
+/// Checks the schema version and, unless validating only, applies what is missing,
+/// in one `READ COMMITTED` transaction whose lock waits (the migration lock
+/// included) give up after the connection's `lock_timeout` (the operation timeout).
 pub(crate) async fn migrate(
     client: &mut Client,
     schema: &str,
     mode: MigrationMode,
 ) -> Result<(), PgOpenError> {
     let storage = |op| move |e: tokio_postgres::Error| PgOpenError::Storage(sanitize(op, &e));
-    let tx = client.transaction().await.map_err(storage("migrate"))?;
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()
+        .await
+        .map_err(storage("migrate"))?;
+    let q = quoted(schema);
     if mode == MigrationMode::Apply {
         tx.execute(
             "SELECT pg_advisory_xact_lock($1)",
@@ -81,7 +98,7 @@ pub(crate) async fn migrate(
         .await
         .map_err(storage("migration lock"))?;
     }
-    let table = format!("{schema}.schema_version");
+    let table = format!("{q}.schema_version");
     let exists: bool = tx
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
         .await
@@ -121,7 +138,7 @@ pub(crate) async fn migrate(
     }
     if !exists {
         tx.batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS {schema};
+            "CREATE SCHEMA IF NOT EXISTS {q};
              CREATE TABLE {table} (
                  version    integer PRIMARY KEY,
                  applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
@@ -132,7 +149,7 @@ pub(crate) async fn migrate(
     }
     let pending = MIGRATIONS.iter().zip(1_i32..).skip(found as usize);
     for (ddl, version) in pending {
-        tx.batch_execute(&ddl.replace("{s}", schema))
+        tx.batch_execute(&ddl.replace("{s}", &q))
             .await
             .map_err(storage("apply migration"))?;
         tx.execute(
@@ -150,6 +167,7 @@ pub(crate) async fn migrate(
 pub(crate) struct Sql {
     pub(crate) ensure_sessions: String,
     pub(crate) lock_sessions: String,
+    pub(crate) read_sessions: String,
     pub(crate) find_keys: String,
     pub(crate) insert_frames: String,
     pub(crate) set_last_seq: String,
@@ -164,7 +182,8 @@ pub(crate) struct Sql {
 }
 
 impl Sql {
-    pub(crate) fn new(s: &str) -> Self {
+    pub(crate) fn new(schema: &str) -> Self {
+        let s = quoted(schema);
         Self {
             // Sorted input: concurrent batches insert and lock rows in one order.
             ensure_sessions: format!(
@@ -173,10 +192,16 @@ impl Sql {
                  ON CONFLICT (session) DO NOTHING"
             ),
             lock_sessions: format!(
+                "SELECT 1 FROM {s}.sessions WHERE session = ANY($1::uuid[])
+                 ORDER BY session FOR UPDATE"
+            ),
+            // Run after `lock_sessions` in the same transaction: its fresh snapshot
+            // sees the rows as locked, and the lease expiry is judged by the clock
+            // after the lock was granted, never before a wait for it.
+            read_sessions: format!(
                 "SELECT session, last_seq, lease_epoch, lease_holder,
                         coalesce(lease_expires_at > clock_timestamp(), false)
-                 FROM {s}.sessions WHERE session = ANY($1::uuid[])
-                 ORDER BY session FOR UPDATE"
+                 FROM {s}.sessions WHERE session = ANY($1::uuid[])"
             ),
             find_keys: format!(
                 "SELECT f.session, f.key, f.seq, f.kind, f.bytes
@@ -204,6 +229,9 @@ impl Sql {
             ),
             // A free or expired lease starts a new epoch; our own live lease is
             // extended under its current epoch. Another writer's live lease: no row.
+            // ON CONFLICT DO UPDATE locks the existing row first and only then
+            // evaluates its WHERE and SET, so expiry is judged (and the new expiry
+            // computed) after any wait for the row lock.
             acquire: format!(
                 "INSERT INTO {s}.sessions AS x (session, lease_epoch, lease_holder, lease_expires_at)
                  VALUES ($1, 1, $2, clock_timestamp() + $3::float8 * interval '1 millisecond')
@@ -213,18 +241,25 @@ impl Sql {
                               AND x.lease_expires_at > clock_timestamp()
                          THEN x.lease_epoch ELSE x.lease_epoch + 1 END,
                      lease_holder = excluded.lease_holder,
-                     lease_expires_at = excluded.lease_expires_at
+                     lease_expires_at =
+                         clock_timestamp() + $3::float8 * interval '1 millisecond'
                  WHERE x.lease_holder IS NULL
                     OR x.lease_expires_at <= clock_timestamp()
                     OR x.lease_holder = excluded.lease_holder
                  RETURNING lease_epoch"
             ),
+            // An upsert rather than an UPDATE for the same reason as `acquire`: the
+            // WHERE (with the expiry check) runs after the row lock is held. The
+            // row exists for any session ever leased; were it missing, a blank row
+            // (no lease) is inserted and its NULL holder reads as "lost".
             renew: format!(
-                "UPDATE {s}.sessions
-                 SET lease_expires_at = clock_timestamp() + $4::float8 * interval '1 millisecond'
-                 WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3
-                   AND lease_expires_at > clock_timestamp()
-                 RETURNING lease_epoch"
+                "INSERT INTO {s}.sessions AS x (session) VALUES ($1)
+                 ON CONFLICT (session) DO UPDATE SET
+                     lease_expires_at =
+                         clock_timestamp() + $4::float8 * interval '1 millisecond'
+                 WHERE x.lease_holder = $2 AND x.lease_epoch = $3
+                   AND x.lease_expires_at > clock_timestamp()
+                 RETURNING lease_holder"
             ),
             release: format!(
                 "UPDATE {s}.sessions SET lease_holder = NULL, lease_expires_at = NULL
