@@ -14,13 +14,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, LeaseError, LeasePolicy, MigrationMode,
-    PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalError, LeaseError, LeasePolicy,
+    MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, replay_all,
 };
 use notify_types::{CommandId, SessionId, Uuid, consumed_event_id};
 use postgres_support::{
-    command, consumed, database_url, drop_schema, fresh_schema, journal, raw_client,
+    StallingProxy, command, conninfo_with, consumed, database_url, drop_schema, fresh_schema,
+    journal, raw_client,
 };
+
+/// Guards against hangs in tests of bounded waits: far above any configured timeout,
+/// so hitting it means the code hung (never a timing assertion).
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// Polls `probe` (bounded) until it returns true; panics with `what` otherwise.
+async fn poll_until<F, Fut>(what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..1500 {
+        if probe().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("gave up waiting: {what}");
+}
 
 /// The tests' shared schema (each test uses fresh sessions in it).
 const SHARED: &str = "nj_test_shared";
@@ -230,17 +250,22 @@ async fn lease_takeover_raises_the_epoch_and_fences_the_old_holder() {
     let s = SessionId::new();
 
     let first = a.acquire_lease(s).await.unwrap();
-    // B cannot take a live lease; it can once A's has expired.
-    let taken = loop {
+    // B cannot take a live lease; it can once A's has expired (bounded polling).
+    let mut taken = None;
+    for _ in 0..1500 {
         match b.acquire_lease(s).await {
-            Ok(lease) => break lease,
+            Ok(lease) => {
+                taken = Some(lease);
+                break;
+            }
             Err(LeaseError::Held { session, epoch }) => {
                 assert_eq!((session, epoch), (s, first.epoch()));
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(e) => panic!("{e}"),
         }
-    };
+    }
+    let taken = taken.expect("A's 300 ms lease never expired by the database's clock");
     assert!(taken.epoch() > first.epoch(), "a takeover raises the epoch");
     let info = b.lease_info(s).await.unwrap();
     assert_eq!(
@@ -262,6 +287,17 @@ async fn lease_takeover_raises_the_epoch_and_fences_the_old_holder() {
         a.renew_lease(s).await,
         Err(LeaseError::Lost { .. })
     ));
+    // Releasing the lost lease says it was lost (never a silent success); A then
+    // behaves as a writer without a lease, fenced by B's.
+    assert!(matches!(
+        a.release_lease(s).await,
+        Err(LeaseError::Lost { session }) if session == s
+    ));
+    assert!(matches!(
+        a.append(s, command(s, k, 0)).await,
+        Err(AppendError::Fenced { .. })
+    ));
+    assert_eq!(b.lease_info(s).await.unwrap().holder(), Some(b.holder_id()));
     assert!(matches!(
         a.acquire_lease(s).await,
         Err(LeaseError::Held { epoch, .. }) if epoch == taken.epoch()
@@ -536,6 +572,25 @@ async fn unreachable_database_is_a_typed_error_not_a_hang() {
         .unwrap_err();
     assert!(matches!(err, PgOpenError::InvalidConfig), "{err:?}");
     assert!(!format!("{err} {err:?}").contains("hunter2"));
+    // Out-of-range options are refused before any I/O.
+    for (opts, option) in [
+        (opts().max_batch(usize::MAX), "max_batch"),
+        (opts().max_batch(0), "max_batch"),
+        (
+            opts().lease_duration(Duration::from_secs(30 * 24 * 60 * 60)),
+            "lease_duration",
+        ),
+        (
+            opts().operation_timeout(Duration::ZERO),
+            "operation_timeout",
+        ),
+        (opts().schema("pg_journal"), "schema"),
+    ] {
+        match PgJournal::connect(secret, opts).await {
+            Err(PgOpenError::InvalidOption { option: got, .. }) => assert_eq!(got, option),
+            other => panic!("expected InvalidOption {option}, got {other:?}"),
+        }
+    }
     for bad in ["", "Upper", "1abc", "a-b", "a;drop"] {
         let err = PgJournal::connect(secret, opts().schema(bad))
             .await
@@ -574,4 +629,261 @@ async fn sessions_lists_only_sessions_with_frames() {
         written.into_iter().collect::<Vec<_>>()
     );
     drop_schema(&url, &schema).await;
+}
+
+/// A silent partition (a proxy that stops forwarding) turns every call into a
+/// typed error after the operation timeout: appends, reads, leases, and `close`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_yields_typed_errors_not_hangs() {
+    let Some(url) = database_url("a_partition_yields_typed_errors_not_hangs") else {
+        return;
+    };
+    let Some(proxy) = StallingProxy::start(&url).await else {
+        eprintln!("SKIPPED a_partition_yields_typed_errors_not_hangs: database not over TCP");
+        return;
+    };
+    let via_proxy = conninfo_with(&url, Some(proxy.port), "").unwrap();
+    let opts = PgOptions::default()
+        .schema(SHARED)
+        .operation_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(500));
+    let j = PgJournal::connect(&via_proxy, opts).await.unwrap();
+    let s = SessionId::new();
+    let k = Uuid::now_v7();
+    assert_eq!(j.append(s, command(s, k, 0)).await.unwrap(), appended(1));
+    assert_eq!(j.lookup(s, k).await.unwrap(), Some(1));
+
+    proxy.stall();
+    let err = tokio::time::timeout(HANG_GUARD, j.append(s, command(s, Uuid::now_v7(), 0)))
+        .await
+        .unwrap_or_else(|_| panic!("append hung past the guard"));
+    assert!(
+        matches!(
+            err,
+            Err(AppendError::Storage(_) | AppendError::CommitFailed(_))
+        ),
+        "{err:?}"
+    );
+    let err = tokio::time::timeout(HANG_GUARD, j.lookup(s, k))
+        .await
+        .unwrap_or_else(|_| panic!("lookup hung past the guard"));
+    assert!(matches!(err, Err(JournalError::Storage(_))), "{err:?}");
+    let err = tokio::time::timeout(HANG_GUARD, j.acquire_lease(s))
+        .await
+        .unwrap_or_else(|_| panic!("acquire_lease hung past the guard"));
+    assert!(matches!(err, Err(LeaseError::Storage(_))), "{err:?}");
+    // The dropped connections are replaced by new ones, which cannot get through
+    // either: still typed errors (the connect timeout), never a hang.
+    let err = tokio::time::timeout(HANG_GUARD, j.append(s, command(s, Uuid::now_v7(), 0)))
+        .await
+        .unwrap_or_else(|_| panic!("append after reconnect hung past the guard"));
+    assert!(matches!(err, Err(AppendError::Storage(_))), "{err:?}");
+    let err = tokio::time::timeout(HANG_GUARD, j.last_seq(s))
+        .await
+        .unwrap_or_else(|_| panic!("last_seq after reconnect hung past the guard"));
+    assert!(matches!(err, Err(JournalError::Storage(_))), "{err:?}");
+    tokio::time::timeout(HANG_GUARD, j.close())
+        .await
+        .unwrap_or_else(|_| panic!("close hung past the guard"));
+
+    // Connecting through the partition fails with a typed error too.
+    let err = tokio::time::timeout(
+        HANG_GUARD,
+        PgJournal::connect(
+            &via_proxy,
+            PgOptions::default().connect_timeout(Duration::from_millis(300)),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("connect hung past the guard"));
+    assert!(
+        matches!(err, Err(PgOpenError::ConnectTimeout { .. })),
+        "{err:?}"
+    );
+    // Nothing the partition swallowed was written.
+    let direct = shared(&url).await;
+    assert_eq!(direct.last_seq(s).await.unwrap(), 1);
+}
+
+/// Connecting while another session holds a lock the migration needs fails after
+/// the operation timeout (the server's `lock_timeout`), never waits unbounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_gives_up_on_a_held_migration_lock() {
+    let Some(url) = database_url("connect_gives_up_on_a_held_migration_lock") else {
+        return;
+    };
+    let schema = fresh_schema("locked");
+    journal(&url, &schema, PgOptions::default())
+        .await
+        .close()
+        .await;
+    let admin = raw_client(&url).await;
+    admin
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {schema}.schema_version IN ACCESS EXCLUSIVE MODE"
+        ))
+        .await
+        .unwrap();
+    let opts = PgOptions::default()
+        .schema(&schema)
+        .operation_timeout(Duration::from_millis(300));
+    let err = tokio::time::timeout(HANG_GUARD, PgJournal::connect(&url, opts))
+        .await
+        .expect("connect hung on the lock");
+    assert!(matches!(err, Err(PgOpenError::Storage(_))), "{err:?}");
+    admin.batch_execute("ROLLBACK").await.unwrap();
+    journal(&url, &schema, PgOptions::default())
+        .await
+        .close()
+        .await;
+    drop_schema(&url, &schema).await;
+}
+
+/// A server (or connection string) whose default isolation is SERIALIZABLE does
+/// not make concurrent appends fail: the journal runs at READ COMMITTED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serializable_server_default_does_not_fail_appends() {
+    let Some(url) = database_url("serializable_server_default_does_not_fail_appends") else {
+        return;
+    };
+    let Some(serializable) = conninfo_with(
+        &url,
+        None,
+        "options='-c default_transaction_isolation=serializable'",
+    ) else {
+        eprintln!("SKIPPED serializable_server_default_does_not_fail_appends: not over TCP");
+        return;
+    };
+    let a = Arc::new(journal(&serializable, SHARED, PgOptions::default()).await);
+    let b = Arc::new(journal(&serializable, SHARED, PgOptions::default()).await);
+    let s = SessionId::new();
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let j = Arc::clone(if i % 2 == 0 { &a } else { &b });
+        tasks.push(tokio::spawn(async move {
+            j.append(s, command(s, Uuid::now_v7(), 0)).await
+        }));
+    }
+    let mut seqs = Vec::new();
+    for t in tasks {
+        let out = t.await.unwrap().expect("every append succeeds at once");
+        assert!(out.appended);
+        seqs.push(out.seq);
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=200).collect::<Vec<u64>>());
+    let frames = replay_all(&*a, s).await.unwrap();
+    assert_eq!(
+        frames.iter().map(|(q, _)| *q).collect::<Vec<_>>(),
+        (1..=200).collect::<Vec<u64>>()
+    );
+}
+
+/// A writer whose lease expires while it waits for the session row lock is fenced
+/// (append) or has lost the lease (renew): expiry is judged after the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_expiring_during_the_row_lock_wait_fences() {
+    let Some(url) = database_url("lease_expiring_during_the_row_lock_wait_fences") else {
+        return;
+    };
+    let app = format!("nj_lockwait_{}", Uuid::now_v7().simple());
+    let Some(tagged) = conninfo_with(&url, None, &format!("application_name={app}")) else {
+        eprintln!("SKIPPED lease_expiring_during_the_row_lock_wait_fences: not over TCP");
+        return;
+    };
+    let j = Arc::new(
+        journal(
+            &tagged,
+            SHARED,
+            PgOptions::default().lease_duration(Duration::from_millis(1500)),
+        )
+        .await,
+    );
+    let admin = raw_client(&url).await;
+    let probe = raw_client(&url).await;
+    let s = SessionId::new();
+
+    for step in ["append", "renew"] {
+        j.acquire_lease(s).await.unwrap();
+        // Another connection holds the session row (without changing it).
+        admin.batch_execute("BEGIN").await.unwrap();
+        admin
+            .execute(
+                &format!("SELECT 1 FROM {SHARED}.sessions WHERE session = $1 FOR UPDATE"),
+                &[s.as_uuid()],
+            )
+            .await
+            .unwrap();
+        let jj = Arc::clone(&j);
+        let call = tokio::spawn(async move {
+            match step {
+                "append" => match jj.append(s, command(s, Uuid::now_v7(), 0)).await {
+                    Err(AppendError::Fenced { .. }) => Ok(()),
+                    other => Err(format!("append: expected Fenced, got {other:?}")),
+                },
+                _ => match jj.renew_lease(s).await {
+                    Err(LeaseError::Lost { .. }) => Ok(()),
+                    other => Err(format!("renew: expected Lost, got {other:?}")),
+                },
+            }
+        });
+        // The call waits for the row lock ...
+        poll_until("the call to wait for the row lock", || async {
+            let n: i64 = probe
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                    &[&app],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            n > 0
+        })
+        .await;
+        // ... while its lease expires by the database's clock ...
+        poll_until("the lease to expire", || async {
+            probe
+                .query_one(
+                    &format!(
+                        "SELECT lease_expires_at <= clock_timestamp()
+                         FROM {SHARED}.sessions WHERE session = $1"
+                    ),
+                    &[s.as_uuid()],
+                )
+                .await
+                .unwrap()
+                .get::<_, bool>(0)
+        })
+        .await;
+        // ... and is judged only once it gets the lock.
+        admin.batch_execute("ROLLBACK").await.unwrap();
+        tokio::time::timeout(HANG_GUARD, call)
+            .await
+            .expect("the call hung")
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(j.last_seq(s).await.unwrap(), 0, "nothing written");
+}
+
+/// Schema names that are SQL reserved words work: the name is always quoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_word_schema_names_work() {
+    let Some(url) = database_url("reserved_word_schema_names_work") else {
+        return;
+    };
+    for schema in ["select", "user"] {
+        let j = journal(&url, schema, PgOptions::default()).await;
+        let s = SessionId::new();
+        let k = Uuid::now_v7();
+        let first = j.append(s, command(s, k, 0)).await.unwrap();
+        assert!(first.appended);
+        assert_eq!(j.lookup(s, k).await.unwrap(), Some(first.seq));
+        j.acquire_lease(s).await.unwrap();
+        j.renew_lease(s).await.unwrap();
+        j.release_lease(s).await.unwrap();
+        assert_eq!(replay_all(&j, s).await.unwrap().len(), 1);
+        j.close().await;
+    }
 }

@@ -50,7 +50,7 @@ pub async fn drop_schema(url: &str, schema: &str) {
     if let Ok((client, conn)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await {
         tokio::spawn(conn);
         let _ = client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
             .await;
     }
 }
@@ -92,4 +92,137 @@ pub fn consumed(session: SessionId, cause: CommandId) -> JournalRecord {
     JournalRecord::from(SessionEvent::NotificationConsumed(
         NotificationConsumed::new(session, loop_id(), cause),
     ))
+}
+
+/// Rebuilds `url` as a key/value connection string (`host`, `port`, `user`,
+/// `dbname`, `password` from it), optionally pointed at another TCP port, with
+/// `extra` appended. `None` when the server is not reached over TCP.
+pub fn conninfo_with(url: &str, port: Option<u16>, extra: &str) -> Option<String> {
+    let config: tokio_postgres::Config = url.parse().expect("the test database URL parses");
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => return None,
+    };
+    let q = |v: &str| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"));
+    let mut out = format!(
+        "host={} port={}",
+        q(&host),
+        port.unwrap_or_else(|| config.get_ports().first().copied().unwrap_or(5432))
+    );
+    if let Some(user) = config.get_user() {
+        out.push_str(&format!(" user={}", q(user)));
+    }
+    if let Some(db) = config.get_dbname() {
+        out.push_str(&format!(" dbname={}", q(db)));
+    }
+    if let Some(pw) = config.get_password() {
+        out.push_str(&format!(" password={}", q(&String::from_utf8_lossy(pw))));
+    }
+    out.push(' ');
+    out.push_str(extra);
+    Some(out)
+}
+
+/// A TCP proxy on 127.0.0.1 in front of the test database that can be told to stop
+/// forwarding (a silent network partition: sockets stay open, nothing passes). It
+/// stops by itself after [`StallingProxy::LIFETIME`], and when dropped.
+pub struct StallingProxy {
+    /// The port it listens on.
+    pub port: u16,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StallingProxy {
+    /// The longest the proxy (and every connection through it) lives.
+    pub const LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// Starts a proxy to `url`'s host and port (`None`: not a TCP server).
+    pub async fn start(url: &str) -> Option<Self> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let config: tokio_postgres::Config = url.parse().expect("the test database URL parses");
+        let host = match config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => return None,
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let local = listener.local_addr().expect("proxy address").port();
+        let stalled = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stalled);
+        let task = tokio::spawn(async move {
+            // Dropping the set (on abort or at the deadline) aborts every pipe.
+            let mut pipes = tokio::task::JoinSet::new();
+            let serve = async {
+                loop {
+                    let Ok((client, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let flag = std::sync::Arc::clone(&flag);
+                    let target = (host.clone(), port);
+                    pipes.spawn(async move {
+                        if flag.load(Ordering::SeqCst) {
+                            // Partitioned: hold the socket, answer nothing.
+                            let _hold = client;
+                            std::future::pending::<()>().await;
+                            return;
+                        }
+                        let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                            return;
+                        };
+                        let (cr, cw) = client.into_split();
+                        let (sr, sw) = server.into_split();
+                        tokio::join!(
+                            pipe(cr, sw, std::sync::Arc::clone(&flag)),
+                            pipe(sr, cw, flag)
+                        );
+                    });
+                }
+            };
+            let _ = tokio::time::timeout(Self::LIFETIME, serve).await;
+        });
+        Some(Self {
+            port: local,
+            stalled,
+            task,
+        })
+    }
+
+    /// Stops forwarding, in both directions, on every connection, now and later.
+    pub fn stall(&self) {
+        self.stalled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for StallingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if stalled.load(std::sync::atomic::Ordering::SeqCst) {
+            // Swallow this and everything after; keep both sockets open.
+            let _hold = (from, to);
+            std::future::pending::<()>().await;
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
 }
