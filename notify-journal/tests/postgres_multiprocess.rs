@@ -28,6 +28,10 @@ const SCHEMA: &str = "nj_test_shared";
 const PROCESSES: usize = 3;
 const KEYS: u128 = 90;
 const TASKS_PER_PROCESS: usize = 6;
+/// How many times a child retries one append after retryable failures.
+const ATTEMPTS: usize = 100;
+/// How long the parent waits for its children before killing them and failing.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn key(session: SessionId, i: u128) -> Uuid {
     Uuid::from_u128(session.as_uuid().as_u128() ^ (i + 1))
@@ -61,16 +65,52 @@ async fn three_processes_append_one_session_gap_free() {
         })
         .collect();
 
+    // Collect the children's output on threads, so the wait below can give up.
+    let mut running = Vec::new();
+    for mut child in children {
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let read = |r: &mut dyn std::io::Read| {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        };
+        let out = std::thread::spawn(move || read(&mut out));
+        let err = std::thread::spawn(move || read(&mut err));
+        running.push((child, out, err));
+    }
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let mut statuses = vec![None; running.len()];
+    while statuses.iter().any(Option::is_none) {
+        for (i, (child, _, _)) in running.iter_mut().enumerate() {
+            if statuses[i].is_none() {
+                statuses[i] = child.try_wait().unwrap();
+            }
+        }
+        if statuses.iter().any(Option::is_none) {
+            if std::time::Instant::now() >= deadline {
+                for (child, _, _) in &mut running {
+                    let _ = child.kill();
+                }
+                panic!("the child processes did not finish within {DEADLINE:?}; killed them");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let mut outputs = Vec::new();
+    for ((_, out, err), status) in running.into_iter().zip(statuses) {
+        outputs.push((status.unwrap(), out.join().unwrap(), err.join().unwrap()));
+    }
+
     // Each child prints `KEY <key> <seq> <appended>` per key.
     let mut seqs: HashMap<Uuid, u64> = HashMap::new();
     let mut appended_total = 0;
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
+    for (status, stdout, stderr) in outputs {
+        let stdout = String::from_utf8_lossy(&stdout);
         assert!(
-            out.status.success(),
+            status.success(),
             "child failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&stderr)
         );
         let mut lines = 0;
         // The harness may print its own text on the same line before ours.
@@ -149,13 +189,21 @@ async fn child(role: &str) {
             for i in chunk {
                 let k = key(session, i);
                 let record = command(session, k, 0);
-                let first = loop {
+                let mut first = None;
+                for _ in 0..ATTEMPTS {
                     match j.append(session, record.clone()).await {
-                        Ok(o) => break o,
-                        Err(e) if e.is_retryable() => continue,
+                        Ok(o) => {
+                            first = Some(o);
+                            break;
+                        }
+                        Err(e) if e.is_retryable() => {
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        }
                         Err(e) => panic!("append failed: {e}"),
                     }
-                };
+                }
+                let first = first
+                    .unwrap_or_else(|| panic!("append still failing after {ATTEMPTS} attempts"));
                 let again = j.append(session, record).await.unwrap();
                 assert_eq!((again.seq, again.appended), (first.seq, false));
                 out.push((k, first));
