@@ -1,9 +1,12 @@
 //! Journal benchmarks (`cargo bench -p notify-journal`).
 //!
 //! * `append/*`: durable appends per second. `journal/N` has N concurrent appenders
-//!   each awaiting its acknowledgement; `raw_redb_txn/K` writes the same frame and
-//!   index rows from one thread, K records per transaction (the ceiling of this
-//!   design); `sqlite_wal_full/K` is SQLite in WAL mode, `synchronous=FULL`, a unique
+//!   each awaiting its acknowledgement, appender `a` writing to session `a % 8`, with
+//!   record keys drawn from one shared counter (time-ordered, like the UUIDv7 of
+//!   `CommandId::new()`); `raw_redb_txn/K` writes the same frame and index rows from
+//!   one thread, K records per transaction (record `a` of a transaction in session
+//!   `a % 8`, keys in order, sequences per session; no dedup read, no heads row): the
+//!   ceiling of this design; `sqlite_wal_full/K` is SQLite in WAL mode, `synchronous=FULL`, a unique
 //!   key on the record ID, K appends per transaction over one connection;
 //!   `persistent_queue_group/64` is persistent-queue 0.2 on redb with group durability
 //!   and 64 producer threads (no ID dedup). Every sample starts from an empty file, so
@@ -15,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -27,6 +31,9 @@ use redb::TableDefinition;
 
 const FRAMES: TableDefinition<'_, (u128, u64), &[u8]> = TableDefinition::new("frames");
 const INDEX: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("index");
+
+/// The sessions the append benchmarks spread their records over.
+const SESSIONS: u64 = 8;
 
 fn session(n: u64) -> SessionId {
     SessionId::from_uuid(Uuid::from_u128((0x5e55 << 112) | u128::from(n)))
@@ -65,15 +72,18 @@ fn append_journal(rt: &tokio::runtime::Runtime, appenders: u64, iters: u64) -> D
     let dir = tempfile::tempdir().unwrap();
     let j = RedbJournal::open(dir.path().join("j.redb"), JournalOptions::default()).unwrap();
     let (per, total) = split(iters, appenders);
+    let next_key = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     rt.block_on(async {
         let tasks: Vec<_> = (0..appenders)
             .map(|a| {
                 let j = j.clone();
+                let next_key = Arc::clone(&next_key);
                 tokio::spawn(async move {
-                    let s = session(a % 8);
-                    for i in 0..per {
-                        j.append(s, record(s, a * per + i)).await.unwrap();
+                    let s = session(a % SESSIONS);
+                    for _ in 0..per {
+                        let key = next_key.fetch_add(1, Ordering::Relaxed);
+                        j.append(s, record(s, key)).await.unwrap();
                     }
                 })
             })
@@ -90,21 +100,24 @@ fn append_journal(rt: &tokio::runtime::Runtime, appenders: u64, iters: u64) -> D
 fn append_raw_redb(per_txn: u64, iters: u64) -> Duration {
     let dir = tempfile::tempdir().unwrap();
     let db = redb::Database::create(dir.path().join("raw.redb")).unwrap();
-    let s = session(0);
-    let sid = s.as_uuid().as_u128();
     let (txns, total) = split(iters, per_txn);
+    let mut heads = [0u64; SESSIONS as usize];
     let started = Instant::now();
-    let mut n = 0;
+    let mut key = 0;
     for _ in 0..txns {
         let txn = db.begin_write().unwrap();
         {
             let mut frames = txn.open_table(FRAMES).unwrap();
             let mut index = txn.open_table(INDEX).unwrap();
-            for _ in 0..per_txn {
-                n += 1;
-                let r = record(s, n);
-                frames.insert((sid, n), r.encode().as_slice()).unwrap();
-                index.insert((sid, r.key().as_u128()), n).unwrap();
+            for a in 0..per_txn {
+                let s = session(a % SESSIONS);
+                let sid = s.as_uuid().as_u128();
+                let head = &mut heads[(a % SESSIONS) as usize];
+                *head += 1;
+                let r = record(s, key);
+                key += 1;
+                frames.insert((sid, *head), r.encode().as_slice()).unwrap();
+                index.insert((sid, r.key().as_u128()), *head).unwrap();
             }
         }
         txn.commit().unwrap();

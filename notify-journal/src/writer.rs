@@ -6,10 +6,14 @@
 //! the population would settle into two halves taking turns. So, like PostgreSQL's
 //! `commit_delay`/`commit_siblings`, the writer lingers briefly for the recently active
 //! appenders to rejoin, but only when at least `commit_siblings` are active; a lone
-//! append commits at once.
+//! append commits at once. While it lingers it is already building the transaction:
+//! each append is resolved as soon as it is taken from the queue.
+//!
+//! The writer keeps each written session's head (last seq) in memory, so a new frame
+//! costs no read of the heads table (see `docs/design.md`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -37,8 +41,8 @@ struct QueueState {
     /// Set by `close`: no new requests; the writer drains what is queued and exits.
     closed: bool,
     /// An appender wakes the writer only when the queue reaches this length: 1 while
-    /// the writer is idle, the linger target while it lingers, `usize::MAX` while it
-    /// commits (it looks at the queue again afterwards anyway).
+    /// the writer is idle, what is missing of the linger target while it lingers,
+    /// `usize::MAX` while it works (it looks at the queue again afterwards anyway).
     wake_at: usize,
 }
 
@@ -46,6 +50,10 @@ struct QueueState {
 pub(crate) struct Queue {
     state: Mutex<QueueState>,
     ready: Condvar,
+    /// `state.items.len()`, readable without the lock (the writer spins on it).
+    pending: AtomicUsize,
+    /// Set with `state.closed`, readable without the lock.
+    closing: AtomicBool,
     /// Set after a failed commit; every later append is refused with `Poisoned`.
     poisoned: AtomicBool,
     /// Successful commits, for [`CommitStats`].
@@ -79,6 +87,8 @@ impl Queue {
                 wake_at: 1,
             }),
             ready: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             commits: AtomicU64::new(0),
             committed_appends: AtomicU64::new(0),
@@ -93,7 +103,7 @@ impl Queue {
     }
 
     fn len(&self) -> usize {
-        lock(&self.state).items.len()
+        self.pending.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {
@@ -110,6 +120,7 @@ impl Queue {
             return Err(AppendError::Poisoned);
         }
         st.items.push_back(request);
+        self.pending.store(st.items.len(), Ordering::Release);
         if st.items.len() >= st.wake_at {
             self.ready.notify_one();
         }
@@ -120,13 +131,26 @@ impl Queue {
     pub(crate) fn close(&self) {
         let mut st = lock(&self.state);
         st.closed = true;
+        self.closing.store(true, Ordering::Release);
         self.ready.notify_all();
     }
 
-    /// Waits for a batch; `None` once closed and drained.
-    fn next_batch(&self, tuning: &mut Tuning, out: &mut Vec<Request>) -> bool {
-        let mut st = lock(&self.state);
+    /// Waits until at least one request is queued; `false` once closed and drained.
+    ///
+    /// Right after a commit the appenders it answered are about to come back, so the
+    /// writer first spins briefly (yielding the core) before it sleeps: waking a sleeping
+    /// thread costs more than the spin, on every single append of a lone appender.
+    fn wait_for_work(&self, tuning: &mut Tuning) -> bool {
         let idle_since = Instant::now();
+        if tuning.last_batch > 0 {
+            while self.pending.load(Ordering::Acquire) == 0
+                && !self.closing.load(Ordering::Acquire)
+                && idle_since.elapsed() < SPIN_BEFORE_SLEEP
+            {
+                std::thread::yield_now();
+            }
+        }
+        let mut st = lock(&self.state);
         while st.items.is_empty() {
             if st.closed {
                 return false;
@@ -134,47 +158,70 @@ impl Queue {
             st.wake_at = 1;
             st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
-        let delay = tuning.linger_budget();
-        let gap = (delay / 8).max(Duration::from_micros(20));
-        if idle_since.elapsed() > gap {
+        st.wake_at = usize::MAX;
+        if idle_since.elapsed() > tuning.linger_budget().max(tuning.gap()) {
             // Idle for longer than appenders take to rejoin: the last batch's appenders
             // are gone, so this append is a lone one and commits at once.
             tuning.last_batch = 0;
             tuning.arrived_during_commit = 0;
         }
-        // Recently active appenders: those the last commit answered (they tend to come
-        // straight back) plus those that queued while it ran (not in it).
-        let target = (tuning.last_batch + tuning.arrived_during_commit).min(tuning.max_batch);
-        if target >= tuning.commit_siblings && st.items.len() < target && !delay.is_zero() {
-            // Stop at the target, at the deadline, or as soon as arrivals pause for a
-            // `gap`: the rest are not coming soon, and a slow or starved appender must
-            // not hold the batch for the whole budget.
-            let deadline = Instant::now() + delay;
-            st.wake_at = target;
-            while st.items.len() < target && !st.closed {
-                let Some(left) = deadline
-                    .checked_duration_since(Instant::now())
-                    .filter(|d| !d.is_zero())
-                else {
-                    break;
-                };
-                let before = st.items.len();
+        true
+    }
+
+    /// Moves up to `max - out.len()` queued requests into `out`.
+    fn take(&self, out: &mut Vec<Request>, max: usize) {
+        let mut st = lock(&self.state);
+        self.take_locked(&mut st, out, max);
+    }
+
+    fn take_locked(&self, st: &mut QueueState, out: &mut Vec<Request>, max: usize) {
+        st.wake_at = usize::MAX;
+        let n = st.items.len().min(max.saturating_sub(out.len()));
+        out.extend(st.items.drain(..n));
+        self.pending.store(st.items.len(), Ordering::Release);
+    }
+
+    /// Lingers for more of the batch: takes whatever is queued at once, else waits up
+    /// to `gap` (and never past `deadline`) for arrivals. `false`: stop lingering
+    /// (closed, past the deadline, or arrivals paused for a `gap`).
+    fn linger(
+        &self,
+        out: &mut Vec<Request>,
+        target: usize,
+        max: usize,
+        deadline: Instant,
+        gap: Duration,
+    ) -> bool {
+        let mut st = lock(&self.state);
+        if st.items.is_empty() && !st.closed {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or(Duration::ZERO);
+            if !left.is_zero() {
+                // Woken only once the rest of the target is queued; else at the timeout.
+                st.wake_at = target.saturating_sub(out.len()).max(1);
                 st = self
                     .ready
                     .wait_timeout(st, left.min(gap))
                     .unwrap_or_else(PoisonError::into_inner)
                     .0;
-                if st.items.len() == before {
-                    break;
-                }
             }
         }
-        st.wake_at = usize::MAX;
-        let n = st.items.len().min(tuning.max_batch);
-        out.extend(st.items.drain(..n));
-        true
+        if st.items.is_empty() {
+            st.wake_at = usize::MAX;
+            return false;
+        }
+        self.take_locked(&mut st, out, max);
+        !st.closed && Instant::now() < deadline
     }
 }
+
+/// How long the writer spins for returning appenders before it sleeps.
+const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+
+/// The most session heads the writer keeps in memory (it forgets them all, to reload
+/// lazily from the heads table, when a new session would exceed this).
+const HEADS_CACHE_MAX: usize = 1 << 16;
 
 /// The writer's batching state.
 struct Tuning {
@@ -193,6 +240,23 @@ impl Tuning {
         self.max_commit_delay.min(self.commit_ewma / 2)
     }
 
+    /// The pause in arrivals after which lingering stops.
+    fn gap(&self) -> Duration {
+        (self.linger_budget() / 8).max(Duration::from_micros(20))
+    }
+
+    /// How many appenders the next batch should wait for: the recently active ones,
+    /// those the last commit answered (they tend to come straight back) plus those
+    /// that queued while it ran (not in it). Zero: do not linger.
+    fn linger_target(&self) -> usize {
+        let target = (self.last_batch + self.arrived_during_commit).min(self.max_batch);
+        if target >= self.commit_siblings && !self.linger_budget().is_zero() {
+            target
+        } else {
+            0
+        }
+    }
+
     fn observe_commit(&mut self, took: Duration) {
         self.commit_ewma = if self.commit_ewma.is_zero() {
             took
@@ -202,10 +266,27 @@ impl Tuning {
     }
 }
 
+/// The writer thread's state.
+struct Writer {
+    db: Arc<Database>,
+    queue: Arc<Queue>,
+    options: JournalOptions,
+    tuning: Tuning,
+    /// The batch being written, in queue order.
+    batch: Vec<Request>,
+    /// `replies[i]` answers `batch[i]`.
+    replies: Vec<Reply>,
+    /// Committed last seq of recently written sessions: the single writer is the only
+    /// one that moves a head, so after the first read of a session its head is known.
+    heads: HashMap<u128, u64>,
+    /// Heads moved by the batch being written; merged into `heads` once it commits.
+    staged: HashMap<u128, u64>,
+}
+
 /// Runs the writer until the queue is closed and drained.
 pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions) {
     let _exit = ExitGuard(Arc::clone(&queue));
-    let mut tuning = Tuning {
+    let tuning = Tuning {
         max_batch: options.max_batch,
         commit_siblings: options.commit_siblings,
         max_commit_delay: options.max_commit_delay,
@@ -213,47 +294,58 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         arrived_during_commit: 0,
         commit_ewma: Duration::ZERO,
     };
-    let mut batch = Vec::with_capacity(options.max_batch);
+    let mut w = Writer {
+        db,
+        queue,
+        batch: Vec::with_capacity(options.max_batch),
+        replies: Vec::with_capacity(options.max_batch),
+        options,
+        tuning,
+        heads: HashMap::new(),
+        staged: HashMap::new(),
+    };
     let mut dirty_non_durable = false;
-    while queue.next_batch(&mut tuning, &mut batch) {
-        tuning.last_batch = batch.len();
-        if queue.is_poisoned() {
-            for req in batch.drain(..) {
+    while w.queue.wait_for_work(&mut w.tuning) {
+        if w.queue.is_poisoned() {
+            w.queue.take(&mut w.batch, w.tuning.max_batch);
+            for req in w.batch.drain(..) {
                 // A vanished appender (dropped future) is a normal event.
                 let _ = req.reply.send(Err(AppendError::Poisoned));
             }
             continue;
         }
-        let span = tracing::debug_span!("journal.commit", batch = batch.len());
+        let span = tracing::debug_span!("journal.commit", batch = tracing::field::Empty);
         let _entered = span.enter();
-        let started = Instant::now();
-        let result = write_batch(&db, &batch, &options);
-        tuning.arrived_during_commit = queue.len();
+        let result = w.write_batch();
+        span.record("batch", w.batch.len());
+        w.tuning.last_batch = w.batch.len();
+        w.tuning.arrived_during_commit = w.queue.len();
+        w.staged.clear();
         match result {
-            Ok(replies) => {
-                tuning.observe_commit(started.elapsed());
-                dirty_non_durable |= options.durability == Durability::NonDurableForTestsOnly;
-                queue.commits.fetch_add(1, Ordering::Relaxed);
-                queue
+            Ok(()) => {
+                dirty_non_durable |= w.options.durability == Durability::NonDurableForTestsOnly;
+                w.queue.commits.fetch_add(1, Ordering::Relaxed);
+                w.queue
                     .committed_appends
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                for (req, reply) in batch.drain(..).zip(replies) {
+                    .fetch_add(w.batch.len() as u64, Ordering::Relaxed);
+                for (req, reply) in w.batch.drain(..).zip(w.replies.drain(..)) {
                     let _ = req.reply.send(reply);
                 }
             }
             Err(failure) => {
                 // The handle may be broken (fsyncgate): never write through it again.
-                queue.poisoned.store(true, Ordering::Release);
+                w.queue.poisoned.store(true, Ordering::Release);
                 tracing::error!(error = %failure.error(), "journal commit failed; journal poisoned");
-                for req in batch.drain(..) {
+                w.replies.clear();
+                for req in w.batch.drain(..) {
                     let _ = req.reply.send(Err(failure.clone().into_append_error()));
                 }
             }
         }
     }
-    if dirty_non_durable && !queue.is_poisoned() {
+    if dirty_non_durable && !w.queue.is_poisoned() {
         // A clean close makes the non-durable commits durable.
-        if let Err(e) = flush_durable(&db) {
+        if let Err(e) = flush_durable(&w.db) {
             tracing::error!(error = %e, "final durable commit on close failed");
         }
     }
@@ -311,91 +403,158 @@ fn flush_durable(db: &Database) -> Result<(), StorageError> {
         .map_err(|e| StorageError::new("final durable commit", e))
 }
 
-/// Writes one batch in one transaction. Requests are resolved in queue order against
-/// the transaction's own view, so two appends of the same new key in one batch resolve
-/// exactly as if sequential.
-fn write_batch(
-    db: &Database,
-    batch: &[Request],
-    options: &JournalOptions,
-) -> Result<Vec<Reply>, BatchFailure> {
-    let mut txn = db
-        .begin_write()
-        .map_err(|e| BatchFailure::BeforeCommit(StorageError::new("begin write transaction", e)))?;
-    let durability = match options.durability {
-        Durability::Immediate => redb::Durability::Immediate,
-        Durability::NonDurableForTestsOnly => redb::Durability::None,
-    };
-    txn.set_durability(durability)
-        .map_err(|e| BatchFailure::BeforeCommit(StorageError::new("set durability", e)))?;
-    txn.set_quick_repair(options.quick_repair);
-    let mut replies = Vec::with_capacity(batch.len());
-    {
-        let table_err = |e: redb::TableError| {
-            BatchFailure::BeforeCommit(StorageError::new("open journal table", e))
+impl Writer {
+    /// Writes one batch in one write transaction and commits it. Takes what is queued,
+    /// then, while lingering, whatever arrives: each request is resolved as soon as it
+    /// is taken, so the transaction is built while the rest of the batch gathers.
+    /// Requests are resolved in queue order against the transaction's own view, so two
+    /// appends of the same new key in one batch resolve exactly as if sequential.
+    ///
+    /// On success `replies` answers `batch` and the staged heads are committed; on
+    /// failure every request in `batch` gets the error.
+    fn write_batch(&mut self) -> Result<(), BatchFailure> {
+        let max = self.tuning.max_batch;
+        self.queue.take(&mut self.batch, max);
+        let target = self.tuning.linger_target();
+        let deadline = Instant::now() + self.tuning.linger_budget();
+        let gap = self.tuning.gap();
+
+        let mut txn = self.db.begin_write().map_err(|e| {
+            BatchFailure::BeforeCommit(StorageError::new("begin write transaction", e))
+        })?;
+        let durability = match self.options.durability {
+            Durability::Immediate => redb::Durability::Immediate,
+            Durability::NonDurableForTestsOnly => redb::Durability::None,
         };
-        let mut frames = txn.open_table(FRAMES).map_err(table_err)?;
-        let mut index = txn.open_table(INDEX).map_err(table_err)?;
-        let mut heads = txn.open_table(HEADS).map_err(table_err)?;
-        let mut new_heads: HashMap<u128, u64> = HashMap::new();
-        for req in batch {
-            let existing = index
-                .get((req.session, req.key))
-                .map_err(before("read index"))?
-                .map(|g| g.value());
-            let reply = if let Some(seq) = existing {
-                let same = frames
-                    .get((req.session, seq))
-                    .map_err(before("read frame"))?
-                    .map(|g| g.value() == req.bytes.as_slice());
-                match same {
-                    Some(true) => Ok(AppendOutcome {
-                        seq,
-                        appended: false,
-                    }),
-                    Some(false) => Err(AppendError::Collision {
-                        key: uuid_of(req.key),
-                        seq,
-                    }),
-                    None => Err(AppendError::Storage(StorageError::msg(format!(
-                        "index names seq {seq} of session {} but the frame is missing",
-                        uuid_of(req.session)
-                    )))),
-                }
-            } else {
-                let head = match new_heads.get(&req.session) {
-                    Some(h) => *h,
-                    None => heads
-                        .get(req.session)
-                        .map_err(before("read head"))?
-                        .map_or(0, |g| g.value()),
-                };
-                let Some(seq) = head.checked_add(1) else {
-                    return Err(BatchFailure::BeforeCommit(StorageError::msg(
-                        "sequence space exhausted",
-                    )));
-                };
-                frames
-                    .insert((req.session, seq), req.bytes.as_slice())
-                    .map_err(before("write frame"))?;
-                index
-                    .insert((req.session, req.key), seq)
-                    .map_err(before("write index"))?;
-                new_heads.insert(req.session, seq);
-                Ok(AppendOutcome {
-                    seq,
-                    appended: true,
-                })
+        txn.set_durability(durability)
+            .map_err(|e| BatchFailure::BeforeCommit(StorageError::new("set durability", e)))?;
+        txn.set_quick_repair(self.options.quick_repair);
+        {
+            let table_err = |e: redb::TableError| {
+                BatchFailure::BeforeCommit(StorageError::new("open journal table", e))
             };
-            replies.push(reply);
+            let mut tables = Tables {
+                frames: txn.open_table(FRAMES).map_err(table_err)?,
+                index: txn.open_table(INDEX).map_err(table_err)?,
+                heads: txn.open_table(HEADS).map_err(table_err)?,
+            };
+            let mut resolved = 0;
+            loop {
+                for req in &self.batch[resolved..] {
+                    let reply = tables.resolve(req, &mut self.staged, &mut self.heads)?;
+                    self.replies.push(reply);
+                }
+                resolved = self.batch.len();
+                if resolved >= target
+                    || resolved >= max
+                    || !self
+                        .queue
+                        .linger(&mut self.batch, target, max, deadline, gap)
+                {
+                    break;
+                }
+            }
+            // Whatever `linger` took last is resolved too.
+            for req in &self.batch[resolved..] {
+                let reply = tables.resolve(req, &mut self.staged, &mut self.heads)?;
+                self.replies.push(reply);
+            }
+            for (session, seq) in &self.staged {
+                tables
+                    .heads
+                    .insert(*session, *seq)
+                    .map_err(before("write head"))?;
+            }
         }
-        for (session, seq) in new_heads {
-            heads.insert(session, seq).map_err(before("write head"))?;
+        let started = Instant::now();
+        txn.commit()
+            .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
+        self.tuning.observe_commit(started.elapsed());
+        if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
+            self.heads.clear();
         }
+        self.heads.extend(self.staged.iter().map(|(s, q)| (*s, *q)));
+        Ok(())
     }
-    txn.commit()
-        .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
-    Ok(replies)
+}
+
+/// The journal's tables inside one write transaction.
+struct Tables<'txn> {
+    frames: redb::Table<'txn, (u128, u64), &'static [u8]>,
+    index: redb::Table<'txn, (u128, u128), u64>,
+    heads: redb::Table<'txn, u128, u64>,
+}
+
+impl Tables<'_> {
+    /// Resolves one request against the transaction's current view: a duplicate, a
+    /// collision, or a new frame (written with its index entry; its head staged).
+    fn resolve(
+        &mut self,
+        req: &Request,
+        staged: &mut HashMap<u128, u64>,
+        committed: &mut HashMap<u128, u64>,
+    ) -> Result<Reply, BatchFailure> {
+        let existing = self
+            .index
+            .get((req.session, req.key))
+            .map_err(before("read index"))?
+            .map(|g| g.value());
+        if let Some(seq) = existing {
+            let same = self
+                .frames
+                .get((req.session, seq))
+                .map_err(before("read frame"))?
+                .map(|g| g.value() == req.bytes.as_slice());
+            return Ok(match same {
+                Some(true) => Ok(AppendOutcome {
+                    seq,
+                    appended: false,
+                }),
+                Some(false) => Err(AppendError::Collision {
+                    key: uuid_of(req.key),
+                    seq,
+                }),
+                None => Err(AppendError::Storage(StorageError::msg(format!(
+                    "index names seq {seq} of session {} but the frame is missing",
+                    uuid_of(req.session)
+                )))),
+            });
+        }
+        let head = match staged
+            .get(&req.session)
+            .or_else(|| committed.get(&req.session))
+        {
+            Some(h) => *h,
+            None => {
+                let h = self
+                    .heads
+                    .get(req.session)
+                    .map_err(before("read head"))?
+                    .map_or(0, |g| g.value());
+                // A committed value: safe to remember whatever this batch's fate.
+                if committed.len() < HEADS_CACHE_MAX {
+                    committed.insert(req.session, h);
+                }
+                h
+            }
+        };
+        let Some(seq) = head.checked_add(1) else {
+            return Err(BatchFailure::BeforeCommit(StorageError::msg(
+                "sequence space exhausted",
+            )));
+        };
+        self.frames
+            .insert((req.session, seq), req.bytes.as_slice())
+            .map_err(before("write frame"))?;
+        self.index
+            .insert((req.session, req.key), seq)
+            .map_err(before("write index"))?;
+        staged.insert(req.session, seq);
+        Ok(Ok(AppendOutcome {
+            seq,
+            appended: true,
+        }))
+    }
 }
 
 fn uuid_of(v: u128) -> notify_types::Uuid {
