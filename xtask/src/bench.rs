@@ -316,6 +316,11 @@ fn render(results: &BTreeMap<String, Measured>) -> String {
                     ratio <= t,
                 )
             }
+            Goal::Info if m.rate().is_none() || b.rate().is_none() => {
+                let ratio = m.mean_ns / b.mean_ns;
+                let (mv, bv) = (human_time(m.mean_ns), human_time(b.mean_ns));
+                (mv, bv, ratio, "— (time)".to_owned(), true)
+            }
             Goal::RateAtLeast(_) | Goal::Info => {
                 let (Some(mr), Some(br)) = (m.rate(), b.rate()) else {
                     continue;
