@@ -1,8 +1,6 @@
 //! Helpers shared by the PostgreSQL journal tests: where the database is, whether to
 //! skip, fresh schemas and record builders.
-#![allow(dead_code, unreachable_pub, clippy::expect_used)]
-
-use std::io::Write;
+#![allow(dead_code, unused_imports, unreachable_pub, clippy::expect_used)]
 
 use notify_journal::{PgJournal, PgOptions};
 use notify_types::{
@@ -11,34 +9,9 @@ use notify_types::{
     Uuid,
 };
 
-/// The one environment variable naming the test database (a libpq-style string or a
-/// `postgresql://` URL).
-pub const DATABASE_URL_VAR: &str = "NOTIFY_TEST_DATABASE_URL";
-
-/// What CI uses when the variable is unset (CI sets `CI=true`).
-pub const CI_DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
-
-/// The database to test against, or `None` (after saying so plainly) when neither
-/// `NOTIFY_TEST_DATABASE_URL` nor `CI` is set. In CI, or with the variable set, the
-/// database must be reachable: tests then fail hard if it is not.
-pub fn database_url(test: &str) -> Option<String> {
-    if let Some(url) = std::env::var(DATABASE_URL_VAR)
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        return Some(url);
-    }
-    if std::env::var_os("CI").is_some() {
-        return Some(CI_DEFAULT_URL.to_owned());
-    }
-    // Written past the test harness's capture, so the skip is visible.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED {test}: {DATABASE_URL_VAR} is unset and CI is unset, so there is no \
-         PostgreSQL to test against; set {DATABASE_URL_VAR}='{CI_DEFAULT_URL}' to run it"
-    );
-    None
-}
+/// Where the test database is (one environment variable), and the plain "skipped"
+/// message outside CI: the testkit's, shared by every PostgreSQL test.
+pub use notify_testkit::postgres::{DATABASE_URL_VAR, database_url};
 
 /// A fresh schema name, so tests sharing the database never see each other's tables.
 pub fn fresh_schema(tag: &str) -> String {
