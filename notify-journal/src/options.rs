@@ -58,6 +58,9 @@ impl Default for JournalOptions {
     }
 }
 
+/// The largest [`JournalOptions::max_batch`].
+const MAX_BATCH_LIMIT: usize = 1 << 16;
+
 impl JournalOptions {
     /// redb's page cache size in bytes (default 64 MiB).
     #[must_use]
@@ -66,10 +69,11 @@ impl JournalOptions {
         self
     }
 
-    /// The most appends one write transaction may carry (default 1024; at least 1).
+    /// The most appends one write transaction may carry (default 1024; clamped to
+    /// 1..=65,536, since the writer keeps a batch's requests in memory).
     #[must_use]
     pub fn max_batch(mut self, n: usize) -> Self {
-        self.max_batch = n.max(1);
+        self.max_batch = n.clamp(1, MAX_BATCH_LIMIT);
         self
     }
 

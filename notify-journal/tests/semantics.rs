@@ -444,3 +444,22 @@ async fn undecodable_frame_is_a_typed_error() {
     assert_eq!(j.lookup(s, key_of(s, 2)).await.unwrap(), Some(2));
     let _: Uuid = key_of(s, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extreme_max_batch_is_clamped_not_a_dead_writer() {
+    // postmortem (review): max_batch(usize::MAX) made the writer thread preallocate
+    // usize::MAX requests and die, so every append answered Closed.
+    let dir = tempfile::tempdir().unwrap();
+    let options = JournalOptions::default().max_batch(usize::MAX);
+    let j = RedbJournal::open(dir.path().join("j.redb"), options).unwrap();
+    let s = session(1);
+    check(
+        &j,
+        s,
+        &[
+            (command(s, 1), Expect::Appended(1)),
+            (command(s, 2), Expect::Appended(2)),
+        ],
+    )
+    .await;
+}
