@@ -83,8 +83,13 @@ pub async fn restore(
         let mut consumed: HashSet<CommandId> = HashSet::new();
         // The last lifecycle event of each process incarnation, with its seq.
         let mut last_event: HashMap<Incarnation, (u64, ProcessLifecycleMetadata)> = HashMap::new();
-        // The seq of the latest completion command for each (loop, handle).
-        let mut last_command: HashMap<(LoopId, String), u64> = HashMap::new();
+        // The process most recently seen under each (loop, handle), in journal order:
+        // a completion command is charged to it.
+        let mut current: HashMap<(LoopId, String), Incarnation> = HashMap::new();
+        // Processes whose completion was journaled after their last lifecycle event
+        // seen so far (a supervisor journals the completion before `ProcessCompleted`;
+        // a crash between the two leaves the completion pending, not an orphan).
+        let mut completed: HashSet<Incarnation> = HashSet::new();
         let mut last_seq = 0;
         for (seq, record) in frames {
             last_seq = seq;
@@ -94,8 +99,10 @@ pub async fn restore(
                     // Restore's own lost-on-restore completion does not end the
                     // process: until `ProcessLost` is journaled too, it stays an
                     // orphan and declaring it lost again completes the pair.
-                    if n.state != ProcessLifecycleState::LostOnRestore {
-                        last_command.insert((n.loop_id, n.process_handle.clone()), seq);
+                    if n.state != ProcessLifecycleState::LostOnRestore
+                        && let Some(process) = current.get(&(n.loop_id, n.process_handle.clone()))
+                    {
+                        completed.insert(process.clone());
                     }
                     commands.push(c);
                 }
@@ -103,7 +110,11 @@ pub async fn restore(
                     consumed.insert(c.cause());
                 }
                 JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
-                    last_event.insert(Incarnation::of(&m), (seq, m));
+                    let process = Incarnation::of(&m);
+                    // An event after the completion is the process's last word again.
+                    completed.remove(&process);
+                    current.insert((m.loop_id, m.process_handle.clone()), process.clone());
+                    last_event.insert(process, (seq, m));
                 }
             }
         }
@@ -114,18 +125,12 @@ pub async fn restore(
         {
             pending.entry(c.loop_id()).or_default().push(c);
         }
-        // An orphan's last event is not terminal and no completion for its loop and
-        // handle was journaled after it. (A supervisor journals the completion before
-        // `ProcessCompleted`; a crash between the two leaves the completion pending,
-        // not the process orphaned.)
+        // An orphan's last event is not terminal and its completion was not journaled
+        // after that event.
         let mut orphans: Vec<(u64, ProcessLifecycleMetadata)> = last_event
-            .into_values()
-            .filter(|(seq, m)| {
-                !m.is_terminal()
-                    && last_command
-                        .get(&(m.loop_id, m.process_handle.clone()))
-                        .is_none_or(|completed| completed < seq)
-            })
+            .into_iter()
+            .filter(|(process, (_, m))| !m.is_terminal() && !completed.contains(process))
+            .map(|(_, last)| last)
             .collect();
         orphans.sort_by_key(|(seq, _)| *seq);
         let report = RestoreReport {

@@ -203,10 +203,12 @@ impl Supervisor {
         self
     }
 
-    /// Spawns `spec` and supervises it on a tokio task: publishes `ProcessStarted`
-    /// (or, if spawning fails, a `Failed` completion), waits for it to end, publishes
-    /// `ProcessCompleted` and delivers the completion through
-    /// [`notify_with_retry`]. Stdin, stdout and stderr are null.
+    /// Spawns `spec` and supervises it on a tokio task: publishes `ProcessStarted`,
+    /// waits for it to end, delivers the completion through [`notify_with_retry`]
+    /// (journaled first), then publishes `ProcessCompleted`. If spawning fails, the
+    /// completion is `Failed` and no `ProcessStarted` is published. If the completion
+    /// cannot be journaled, `ProcessCompleted` is not published either, so the process
+    /// stays an orphan that restore declares lost. Stdin, stdout and stderr are null.
     ///
     /// # Errors
     ///
@@ -298,14 +300,18 @@ impl Run {
             .stderr(Stdio::null())
             .kill_on_drop(true);
         let ending = match command.spawn() {
-            Err(e) => Ending {
-                state: State::Failed,
-                reason: Reason::Failed,
-                exit_code: None,
-                started: None,
-                // The error kind only: the OS message may name the program's path.
-                diagnostic: Some(format!("spawn failed: {:?}", e.kind())),
-            },
+            Err(e) => {
+                // Nothing runs: later stop requests answer `false`.
+                drop(stop_rx);
+                Ending {
+                    state: State::Failed,
+                    reason: Reason::Failed,
+                    exit_code: None,
+                    started: None,
+                    // The error kind only: the OS message may name the program's path.
+                    diagnostic: Some(format!("spawn failed: {:?}", e.kind())),
+                }
+            }
             Ok(child) => {
                 // Wall clocks can step back; a start before the creation would not validate.
                 let started = Timestamp::now().max(created);
@@ -326,19 +332,25 @@ impl Run {
         // The completion is journaled before `ProcessCompleted`: a crash between the
         // two leaves it pending for restore to redeliver (restore does not count the
         // process as orphaned then), whereas the other order could lose it.
+        let finished = Timestamp::now().max(ending.started.unwrap_or(created));
         let delivery = notify_with_retry(
             &self.supervisor.session,
             &notification,
             self.supervisor.retry,
         )
         .await;
-        let mut m = self.metadata(ProcessLifecycleKind::Completed, ending.state, created);
-        m.process_started_at = ending.started;
-        m.process_finished_at = Some(Timestamp::now().max(ending.started.unwrap_or(created)));
-        m.exit_code = ending.exit_code;
-        m.reason = Some(ending.reason);
-        m.diagnostic = ending.diagnostic;
-        self.publish(m).await;
+        // `ProcessCompleted` only follows a journaled completion (accepted, duplicate, or
+        // stopped with its frame kept). Otherwise the process must stay an orphan, so
+        // that restore declares it lost rather than forgetting its completion.
+        if matches!(&delivery, Ok(_) | Err(NotifyError::DeliveryStopped { .. })) {
+            let mut m = self.metadata(ProcessLifecycleKind::Completed, ending.state, created);
+            m.process_started_at = ending.started;
+            m.process_finished_at = Some(finished);
+            m.exit_code = ending.exit_code;
+            m.reason = Some(ending.reason);
+            m.diagnostic = ending.diagnostic;
+            self.publish(m).await;
+        }
 
         ProcessOutcome {
             command_id: self.command_id,

@@ -384,3 +384,34 @@ async fn a_crash_between_the_lost_completion_and_the_lost_event_is_finished_on_t
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_handle_reused_before_its_orphan_was_declared_lost_hides_nothing() {
+    // postmortem (review): completions were matched to processes by (loop, handle), so a
+    // later process under the same handle finishing made restore forget an earlier
+    // orphan under that handle.
+    let journal = MemoryJournal::new();
+    let session_id = SessionId::new();
+    let loop_id = LoopId::new();
+    let session = Session::new(session_id, Arc::new(journal.clone()));
+    let _consumer = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+    let orphan = started(session_id, loop_id, "build", 1_000);
+    session.publish_lifecycle(orphan.clone()).await.unwrap();
+    // After a restart, `build` is reused and completes normally.
+    let second = started(session_id, loop_id, "build", 2_000);
+    session.publish_lifecycle(second.clone()).await.unwrap();
+    let mut n = notification(session_id, loop_id);
+    n.process_handle = "build".into();
+    session.notify_process_completion(n).await.unwrap();
+    let mut done = lifecycle(session_id, loop_id, ProcessLifecycleKind::Completed);
+    done.process_handle = "build".into();
+    done.origin_execution_id = second.origin_execution_id;
+    done.process_created_at = second.process_created_at;
+    done.process_started_at = second.process_started_at;
+    session.publish_lifecycle(done).await.unwrap();
+
+    let report = restore(session_id, &journal).await.unwrap();
+    assert_eq!(report.orphans, vec![orphan]);
+}

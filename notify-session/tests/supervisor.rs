@@ -217,3 +217,41 @@ async fn an_ignored_interrupt_escalates_to_a_kill() {
         "one more StopRequested, for the kill"
     );
 }
+
+#[tokio::test]
+async fn a_completion_that_cannot_be_journaled_leaves_an_orphan_not_a_completed_process() {
+    // postmortem (review): ProcessCompleted was published even when the completion's
+    // append failed, so restore saw a finished process and nothing pending: the
+    // completion was lost for good.
+    use notify_testkit::{AppendFault, FaultyJournal};
+    let memory = MemoryJournal::new();
+    let journal = FaultyJournal::new(memory.clone());
+    let control = journal.control();
+    let session = Session::new(SessionId::new(), Arc::new(journal));
+    let loop_id = LoopId::new();
+    let _consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    let supervisor = Supervisor::new(session.clone(), loop_id);
+    let p = supervisor
+        .spawn(ProcessSpec::new("unlucky", "sh").arg("-c").arg("exit 0"))
+        .unwrap();
+    // The supervising task has not run yet (current-thread runtime): arm the fault first.
+    control.fail_key(
+        *p.command_id().as_uuid(),
+        AppendFault::Error(notify_journal::AppendError::Poisoned),
+    );
+    let outcome = p.wait().await.unwrap();
+    assert!(
+        matches!(outcome.delivery, Err(notify_types::NotifyError::Journal(_))),
+        "{:?}",
+        outcome.delivery
+    );
+    let report = restore(session.id(), &memory).await.unwrap();
+    assert_eq!(report.orphans.len(), 1, "the process must stay an orphan");
+    assert_eq!(report.orphans[0].kind, ProcessLifecycleKind::Started);
+    assert!(report.pending.is_empty());
+    // Declaring it lost tells the loop after all.
+    let lost = session.declare_lost(&report.orphans[0]).await.unwrap();
+    assert_eq!(lost.completion, Ok(Disposition::Accepted));
+}
