@@ -887,3 +887,48 @@ async fn reserved_word_schema_names_work() {
         j.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_retried_after_it_committed_unseen_is_not_lost() {
+    // postmortem (review): a release whose answer was lost (timeout, broken connection)
+    // but which had committed matched no row when retried and was reported Lost,
+    // which reads as "your appends since were fenced".
+    let Some(url) = database_url("a_release_retried_after_it_committed_unseen_is_not_lost") else {
+        return;
+    };
+    let j = journal(&url, SHARED, PgOptions::default()).await;
+    let s = SessionId::new();
+    let lease = j.acquire_lease(s).await.unwrap();
+    // The first release commits, but its answer never reaches the journal.
+    let raw = raw_client(&url).await;
+    let released = raw
+        .execute(
+            &format!(
+                "UPDATE {SHARED}.sessions SET lease_holder = NULL, lease_expires_at = NULL \
+                 WHERE session = $1"
+            ),
+            &[s.as_uuid()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(released, 1);
+    j.release_lease(s).await.unwrap();
+    assert_eq!(j.lease_info(s).await.unwrap().epoch(), lease.epoch());
+
+    // A lease taken over is still reported lost.
+    let t = SessionId::new();
+    j.acquire_lease(t).await.unwrap();
+    raw.execute(
+        &format!(
+            "UPDATE {SHARED}.sessions SET lease_epoch = lease_epoch + 1, \
+             lease_holder = gen_random_uuid() WHERE session = $1"
+        ),
+        &[t.as_uuid()],
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        j.release_lease(t).await,
+        Err(LeaseError::Lost { .. })
+    ));
+}

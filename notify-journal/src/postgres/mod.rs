@@ -595,8 +595,9 @@ impl PgJournal {
     ///
     /// # Errors
     ///
-    /// [`LeaseError::Lost`] if the lease had already been taken over (or released
-    /// elsewhere): every append made since it was lost was fenced. The lease is
+    /// [`LeaseError::Lost`] if the lease had already been taken over (a higher epoch,
+    /// or another holder): every append made since it was lost was fenced. A release
+    /// retried after an earlier attempt committed unseen is not an error. The lease is
     /// forgotten all the same (appends no longer check it), as the caller asked.
     /// An expired lease nobody took over is released normally.
     /// [`LeaseError::Storage`] (also after the operation timeout; the lease is still
@@ -628,6 +629,14 @@ impl PgJournal {
             .await?;
         forget();
         if released == 0 {
+            // A retried release whose first attempt did commit (its answer was lost to
+            // a timeout or a broken connection) matches nothing either: the lease is
+            // still at our epoch with no holder. Only a higher epoch, or another
+            // holder, means it was lost.
+            let info = self.lease_info(session).await?;
+            if info.epoch == epoch && info.holder.is_none() {
+                return Ok(());
+            }
             return Err(LeaseError::Lost { session });
         }
         Ok(())
