@@ -118,16 +118,31 @@ pub fn invalid_process_handle() -> impl Strategy<Value = String> {
     ]
 }
 
-/// A timestamp between 2017 and 2036, with nanoseconds.
+/// A valid creation time, with nanoseconds: mostly between 2017 and 2036, and one
+/// time in four anywhere from just after the zero time (`0001-01-01T00:00:00Z`) to
+/// late in year 9999, leaving room for the generated start and finish gaps.
 pub fn timestamp() -> impl Strategy<Value = Timestamp> {
-    (1_500_000_000i64..2_100_000_000, 0i32..1_000_000_000)
-        .prop_filter_map("in jiff's range", |(s, ns)| Timestamp::new(s, ns).ok())
+    let upper = Timestamp::MAX.as_second() - 3 * (MAX_GAP_NS / 1_000_000_000);
+    prop_oneof![
+        3 => (1_500_000_000i64..2_100_000_000, 0i32..1_000_000_000),
+        1 => (ZERO_TIME.as_second()..upper, 0i32..1_000_000_000),
+    ]
+    .prop_filter_map("after the zero time, in jiff's range", |(s, ns)| {
+        Timestamp::new(s, ns).ok().filter(|t| *t > ZERO_TIME)
+    })
 }
 
-/// A valid diagnostic: at most 128 printable characters (so at most 512 bytes),
-/// including quotes, backslashes and non-ASCII.
+/// A valid diagnostic (at most 512 bytes): printable text with quotes, backslashes
+/// and non-ASCII; any characters at all, control characters included (at most 128,
+/// so at most 512 bytes); or exactly 512 printable ASCII bytes.
 pub fn diagnostic() -> impl Strategy<Value = String> {
-    "\\PC{0,128}"
+    prop_oneof![
+        2 => "\\PC{0,128}".boxed(),
+        2 => proptest::collection::vec(any::<char>(), 0..=128)
+            .prop_map(|cs| cs.into_iter().collect::<String>())
+            .boxed(),
+        1 => "[ -~]{512}".boxed(),
+    ]
 }
 
 /// One of the eleven completion pairs.
