@@ -508,8 +508,8 @@ impl PgJournal {
     ///
     /// [`LeaseError::Held`] if another writer holds a live lease. Its epoch is read
     /// by a second statement right after the refused one; should the lease be freed
-    /// in between, acquiring is retried (a few times), so `Held` reports a lease
-    /// that was live when read. [`LeaseError::Storage`] (also after the operation
+    /// in between, acquiring is retried (three times); if the lease keeps changing
+    /// hands that fast, `Held` may report one that is no longer live: retry. [`LeaseError::Storage`] (also after the operation
     /// timeout; retrying is safe) or [`LeaseError::Closed`].
     ///
     /// # Cancel safety
