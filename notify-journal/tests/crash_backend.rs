@@ -116,7 +116,12 @@ fn every_acknowledged_append_survives_a_crash_at_every_sync() {
 
     let mut images = 0;
     let mut crashes = 0;
-    for n in 1..=total + 1 {
+    let mut runs = 0;
+    // Crash at sync 1, 2, 3, ... until a run ends before its n-th sync: then every
+    // sync point of the workload has been a crash point. Batching is timing dependent,
+    // so a run may make a sync more or fewer than the dry run did.
+    for n in 1..=2 * total + 2 {
+        runs += 1;
         let ctl = Control::new();
         ctl.crash_at_sync(n);
         let (created, acked) =
@@ -130,9 +135,8 @@ fn every_acknowledged_append_survives_a_crash_at_every_sync() {
                 // API creates beside and links, see `crash_during_creation_...`).
                 Err(_) => (false, Vec::new()),
             };
-        // Batching is timing dependent, so a run may make a sync more or fewer than
-        // the dry run did; count the runs that really crashed.
-        crashes += u64::from(ctl.crashed());
+        let crashed = ctl.crashed();
+        crashes += u64::from(crashed);
         for (kind, image) in [
             ("durable", ctl.durable_image()),
             ("volatile", ctl.volatile_image()),
@@ -153,10 +157,21 @@ fn every_acknowledged_append_survives_a_crash_at_every_sync() {
             verify_image(&rt, &path, &acked);
             images += 1;
         }
+        if !crashed {
+            break;
+        }
     }
-    assert_eq!(images, 3 * (total + 1));
+    assert_eq!(images, 3 * runs);
+    // postmortem: this once demanded as many crashing runs as the dry run had syncs,
+    // which failed whenever a run happened to batch into fewer commits. What matters
+    // is that the sweep went past the workload's last sync (the last run did not
+    // crash) after crashing at every sync point before it, at least one per round.
     assert!(
-        crashes + 2 >= total,
-        "only {crashes} of {total} runs crashed"
+        runs > crashes,
+        "the sweep never got past the workload's last sync"
+    );
+    assert!(
+        crashes >= ROUNDS,
+        "only {crashes} crash points for {ROUNDS} rounds"
     );
 }
