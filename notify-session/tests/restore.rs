@@ -17,6 +17,22 @@ use notify_types::{
     lost_event_id,
 };
 
+/// A session over a fresh memory journal with one native loop.
+fn one_loop() -> (
+    MemoryJournal,
+    Session,
+    LoopId,
+    notify_session::SessionConsumer,
+) {
+    let journal = MemoryJournal::new();
+    let session = Session::new(SessionId::new(), Arc::new(journal.clone()));
+    let loop_id = LoopId::new();
+    let consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    (journal, session, loop_id, consumer)
+}
+
 /// The whole crash story, on any backend: `reopen` simulates a restart and returns
 /// the journal as the restarted process sees it.
 async fn crash_between_append_and_dispatch<F, Fut>(first: Arc<dyn JournalBackend>, reopen: F)
@@ -132,13 +148,8 @@ async fn crash_between_append_and_dispatch_on_the_redb_journal() {
 
 #[tokio::test]
 async fn orphans_are_declared_lost_once_even_when_declared_twice() {
-    let journal = MemoryJournal::new();
-    let session_id = SessionId::new();
-    let loop_id = LoopId::new();
-    let session = Session::new(session_id, Arc::new(journal.clone()));
-    let _consumer = session
-        .register_loop(LoopConfig::new(session_id, loop_id))
-        .unwrap();
+    let (journal, session, loop_id, _consumer) = one_loop();
+    let session_id = session.id();
 
     // One process finished, one left running, one stop requested and never completed.
     let mut done = lifecycle(session_id, loop_id, ProcessLifecycleKind::Started);
@@ -309,13 +320,8 @@ async fn a_reused_handle_is_another_process_and_each_is_declared_lost() {
 async fn a_completion_journaled_before_its_completed_event_is_pending_not_orphaned() {
     // The supervisor journals the completion, then `ProcessCompleted`; a crash between
     // the two must leave the completion to redeliver, not an orphan to declare lost.
-    let journal = MemoryJournal::new();
-    let session_id = SessionId::new();
-    let loop_id = LoopId::new();
-    let session = Session::new(session_id, Arc::new(journal.clone()));
-    let _consumer = session
-        .register_loop(LoopConfig::new(session_id, loop_id))
-        .unwrap();
+    let (journal, session, loop_id, _consumer) = one_loop();
+    let session_id = session.id();
     session
         .publish_lifecycle(started(session_id, loop_id, "build", 1_000))
         .await
@@ -333,13 +339,8 @@ async fn a_completion_journaled_before_its_completed_event_is_pending_not_orphan
 
 #[tokio::test]
 async fn a_crash_between_the_lost_completion_and_the_lost_event_is_finished_on_the_next_restore() {
-    let journal = MemoryJournal::new();
-    let session_id = SessionId::new();
-    let loop_id = LoopId::new();
-    let session = Session::new(session_id, Arc::new(journal.clone()));
-    let _consumer = session
-        .register_loop(LoopConfig::new(session_id, loop_id))
-        .unwrap();
+    let (journal, session, loop_id, _consumer) = one_loop();
+    let session_id = session.id();
     let orphan = started(session_id, loop_id, "build", 1_000);
     session.publish_lifecycle(orphan.clone()).await.unwrap();
     // The first half of declare_lost, then the crash.
@@ -390,13 +391,8 @@ async fn a_handle_reused_before_its_orphan_was_declared_lost_hides_nothing() {
     // postmortem (review): completions were matched to processes by (loop, handle), so a
     // later process under the same handle finishing made restore forget an earlier
     // orphan under that handle.
-    let journal = MemoryJournal::new();
-    let session_id = SessionId::new();
-    let loop_id = LoopId::new();
-    let session = Session::new(session_id, Arc::new(journal.clone()));
-    let _consumer = session
-        .register_loop(LoopConfig::new(session_id, loop_id))
-        .unwrap();
+    let (journal, session, loop_id, _consumer) = one_loop();
+    let session_id = session.id();
     let orphan = started(session_id, loop_id, "build", 1_000);
     session.publish_lifecycle(orphan.clone()).await.unwrap();
     // After a restart, `build` is reused and completes normally.

@@ -16,6 +16,20 @@ use notify_types::{
     ProcessTerminalReason as R, SessionEvent, SessionId,
 };
 
+/// The next lifecycle event matching `pred`, skipping everything else.
+async fn next_lifecycle(
+    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
+    pred: impl Fn(&notify_types::ProcessLifecycleMetadata) -> bool,
+) -> notify_types::ProcessLifecycleMetadata {
+    loop {
+        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap()
+            && pred(&m)
+        {
+            return m;
+        }
+    }
+}
+
 #[tokio::test]
 async fn real_processes_end_with_the_expected_pairs() {
     let journal = MemoryJournal::new();
@@ -46,14 +60,10 @@ async fn real_processes_end_with_the_expected_pairs() {
         .unwrap();
 
     // Stop the third once it is known to run.
-    loop {
-        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap()
-            && m.process_handle == "stopped"
-            && m.kind == ProcessLifecycleKind::Started
-        {
-            break;
-        }
-    }
+    next_lifecycle(&mut events, |m| {
+        m.process_handle == "stopped" && m.kind == ProcessLifecycleKind::Started
+    })
+    .await;
     assert!(stopped.stop(StopSignal::Terminate));
 
     let mut outcomes = BTreeMap::new();
@@ -122,13 +132,7 @@ async fn interrupt_and_kill_requests_map_to_their_pairs() {
                     .arg("exec sleep 30"),
             )
             .unwrap();
-        loop {
-            if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap()
-                && m.kind == ProcessLifecycleKind::Started
-            {
-                break;
-            }
-        }
+        next_lifecycle(&mut events, |m| m.kind == ProcessLifecycleKind::Started).await;
         assert!(p.stop(signal));
         let outcome = p.wait().await.unwrap();
         assert_eq!((outcome.state, outcome.reason), pair);
@@ -187,14 +191,11 @@ async fn an_ignored_interrupt_escalates_to_a_kill() {
     }
     assert!(p.stop(StopSignal::Interrupt));
     // Wait until the interrupt was acted on, then escalate; repeats never block.
-    loop {
-        if let SessionEvent::Lifecycle(m) = events.recv().await.unwrap()
-            && m.kind == ProcessLifecycleKind::StopRequested
-        {
-            assert_eq!(m.reason, Some(R::Interrupted));
-            break;
-        }
-    }
+    let m = next_lifecycle(&mut events, |m| {
+        m.kind == ProcessLifecycleKind::StopRequested
+    })
+    .await;
+    assert_eq!(m.reason, Some(R::Interrupted));
     for _ in 0..10 {
         assert!(p.stop(StopSignal::Interrupt));
     }
