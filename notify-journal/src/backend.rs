@@ -103,6 +103,22 @@ pub fn encode_for_append(
     Ok(bytes)
 }
 
+/// Decodes one stored frame of `session` at `seq`, the way every backend's replay
+/// does: a frame that does not decode is [`JournalError::Corrupt`] naming both.
+///
+/// # Errors
+///
+/// [`JournalError::Corrupt`] with the decoder's error as its source.
+pub fn decode_frame(session: SessionId, seq: u64, bytes: &[u8]) -> Result<Frame, JournalError> {
+    JournalRecord::decode(bytes)
+        .map(|record| (seq, record))
+        .map_err(|source| JournalError::Corrupt {
+            session,
+            seq,
+            source,
+        })
+}
+
 /// Replays a whole session through any backend, page by page.
 ///
 /// # Errors

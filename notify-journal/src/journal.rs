@@ -10,7 +10,9 @@ use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, StorageBack
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
+use crate::backend::{
+    AppendOutcome, BoxFuture, Frame, JournalBackend, decode_frame, encode_for_append,
+};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
 use crate::options::JournalOptions;
 use crate::tables::{FORMAT_KEY, FORMAT_VERSION, FRAMES, HEADS, INDEX, META};
@@ -285,14 +287,7 @@ impl RedbJournal {
         let mut out = Vec::new();
         for entry in range.take(limit) {
             let (k, v) = entry.map_err(storage("read frame"))?;
-            let seq = k.value().1;
-            let record =
-                JournalRecord::decode(v.value()).map_err(|source| JournalError::Corrupt {
-                    session,
-                    seq,
-                    source,
-                })?;
-            out.push((seq, record));
+            out.push(decode_frame(session, k.value().1, v.value())?);
         }
         Ok(out)
     }

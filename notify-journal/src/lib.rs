@@ -19,7 +19,9 @@ mod options;
 mod tables;
 mod writer;
 
-pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, replay_all};
+pub use backend::{
+    AppendOutcome, BoxFuture, Frame, JournalBackend, decode_frame, encode_for_append, replay_all,
+};
 pub use error::{AppendError, JournalError, OpenError, StorageError};
 pub use journal::RedbJournal;
 pub use options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions};

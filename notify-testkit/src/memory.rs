@@ -166,16 +166,7 @@ impl MemoryJournal {
             .enumerate()
             .skip(skip)
             .take(limit)
-            .map(|(i, bytes)| {
-                let seq = i as u64 + 1;
-                JournalRecord::decode(bytes)
-                    .map(|record| (seq, record))
-                    .map_err(|source| JournalError::Corrupt {
-                        session,
-                        seq,
-                        source,
-                    })
-            })
+            .map(|(i, bytes)| notify_journal::decode_frame(session, i as u64 + 1, bytes))
             .collect()
     }
 }

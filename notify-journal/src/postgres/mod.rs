@@ -772,12 +772,7 @@ impl PgJournal {
             let bytes: &[u8] = row
                 .try_get(1)
                 .map_err(|e| JournalError::Storage(sanitize("replay", &e)))?;
-            let record = JournalRecord::decode(bytes).map_err(|source| JournalError::Corrupt {
-                session,
-                seq,
-                source,
-            })?;
-            out.push((seq, record));
+            out.push(crate::decode_frame(session, seq, bytes)?);
         }
         Ok(out)
     }
