@@ -7,6 +7,7 @@ use std::pin::Pin;
 use notify_types::{JournalRecord, SessionId, Uuid};
 
 use crate::error::{AppendError, JournalError};
+use crate::integrity::check_replay_page;
 
 /// A boxed, `Send` future, so the trait stays object safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -103,23 +104,10 @@ pub fn encode_for_append(
     Ok(bytes)
 }
 
-/// Decodes one stored frame of `session` at `seq`, the way every backend's replay
-/// does: a frame that does not decode is [`JournalError::Corrupt`] naming both.
-///
-/// # Errors
-///
-/// [`JournalError::Corrupt`] with the decoder's error as its source.
-pub fn decode_frame(session: SessionId, seq: u64, bytes: &[u8]) -> Result<Frame, JournalError> {
-    JournalRecord::decode(bytes)
-        .map(|record| (seq, record))
-        .map_err(|source| JournalError::Corrupt {
-            session,
-            seq,
-            source,
-        })
-}
-
 /// Replays a whole session through any backend, page by page.
+///
+/// Every page is checked to continue the one before it, so a backend whose pages do
+/// not join up is reported [`JournalError::Corrupt`] naming the first missing seq.
 ///
 /// # Errors
 ///
@@ -133,6 +121,7 @@ pub async fn replay_all<B: JournalBackend + ?Sized>(
     let mut from = 1;
     loop {
         let page = backend.replay(session, from, PAGE).await?;
+        check_replay_page(session, from, PAGE, None, &page)?;
         let n = page.len();
         if let Some((seq, _)) = page.last() {
             from = seq + 1;

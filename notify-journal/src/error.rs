@@ -84,6 +84,19 @@ pub enum AppendError {
     /// The journal has been closed.
     #[error("journal is closed")]
     Closed,
+    /// The journal's stored data for this append is damaged (the frame the index
+    /// names fails its checksum, is missing or is another frame); nothing was written.
+    /// Run a verify; never retry blindly.
+    #[error("journal damaged at frame {seq} of session {session}")]
+    Corrupt {
+        /// The session.
+        session: SessionId,
+        /// The damaged frame's sequence.
+        seq: u64,
+        /// What is wrong.
+        #[source]
+        source: Corruption,
+    },
     /// Any other storage failure before the commit; nothing was written.
     #[error(transparent)]
     Storage(StorageError),
@@ -111,28 +124,73 @@ impl AppendError {
             Self::Fenced { .. } => JournalFailureKind::Fenced,
             Self::TooLarge { .. } => JournalFailureKind::TooLarge,
             Self::Closed => JournalFailureKind::Unavailable,
-            Self::Invalid(_) | Self::SessionMismatch { .. } | Self::Storage(_) => {
-                JournalFailureKind::Other
-            }
+            Self::Invalid(_)
+            | Self::SessionMismatch { .. }
+            | Self::Storage(_)
+            | Self::Corrupt { .. } => JournalFailureKind::Other,
         };
         NotifyError::Journal(JournalFailure::new(kind, self))
     }
+}
+
+/// What is wrong with a damaged frame, index entry or log (the cause of
+/// [`JournalError::Corrupt`] and [`AppendError::Corrupt`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// The frame's stored checksum does not match its bytes.
+    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Checksum {
+        /// The checksum stored with the frame.
+        stored: u32,
+        /// The checksum of the bytes read.
+        computed: u32,
+    },
+    /// The frame is shorter than its header or its stated length.
+    #[error("frame is truncated ({len} bytes)")]
+    Truncated {
+        /// The bytes there are.
+        len: usize,
+    },
+    /// The frame's bytes pass their checksum but do not decode to a valid record.
+    #[error("frame does not decode")]
+    Undecodable(#[source] DecodeError),
+    /// The frame's body does not decode to a valid record (the redb journal's compact
+    /// body encoding).
+    #[error("frame body does not decode: {0}")]
+    Body(String),
+    /// A frame the log must hold is absent: a gap in the sequence, a log that ends
+    /// before the session's head, or an index entry whose frame is gone.
+    #[error("frame is missing")]
+    Missing,
+    /// The frame found where this one must be carries another identity (session, seq
+    /// or key): an index entry or position that points at the wrong frame.
+    #[error("frame found is another one: {found}")]
+    Misplaced {
+        /// What the frame found says it is.
+        found: String,
+    },
+    /// A bookkeeping entry (index, position, head) disagrees with the frames.
+    #[error("{0}")]
+    Inconsistent(String),
 }
 
 /// Why a read (replay, lookup, listing) failed.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum JournalError {
-    /// A frame does not decode.
-    #[error("frame {seq} of session {session} does not decode")]
+    /// The journal's bytes for this frame are damaged: a checksum mismatch, a frame
+    /// that does not decode, a gap, a log ending before its head, or an index entry
+    /// naming the wrong frame. Nothing is answered from damaged data.
+    #[error("frame {seq} of session {session} is damaged")]
     Corrupt {
         /// The session.
         session: SessionId,
-        /// The frame's sequence.
+        /// The frame's sequence (for a gap or short log, the first missing one).
         seq: u64,
-        /// Why it does not decode.
+        /// What is wrong.
         #[source]
-        source: DecodeError,
+        source: Corruption,
     },
     /// The journal has been closed.
     #[error("journal is closed")]
@@ -170,6 +228,25 @@ pub enum OpenError {
         found: u64,
         /// The version this build reads and writes.
         supported: u64,
+    },
+    /// The journal holds data of a later build that this build cannot honour (opening
+    /// it would ignore it); use the newer build.
+    #[error("journal {path} needs a newer build: {reason}")]
+    UnsupportedContent {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// What this build does not understand.
+        reason: String,
+    },
+    /// The file is a journal (or a redb file) but damaged: cut short, failing redb's
+    /// page checksums, or making the storage engine fail. Nothing was changed by the
+    /// refused open; restore the file from a backup or inspect it with a verify.
+    #[error("journal {path} is damaged: {reason}")]
+    Damaged {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// What was found.
+        reason: String,
     },
     /// An I/O or storage-engine failure while opening, creating or recovering the file.
     #[error("cannot open journal {path}")]

@@ -14,22 +14,21 @@
 
 mod backend;
 mod error;
-mod journal;
-mod options;
-mod tables;
-mod writer;
+mod integrity;
+mod redb;
+mod verify;
 
-pub use backend::{
-    AppendOutcome, BoxFuture, Frame, JournalBackend, decode_frame, encode_for_append, replay_all,
-};
-pub use error::{AppendError, JournalError, OpenError, StorageError};
-pub use journal::RedbJournal;
-pub use options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions};
-pub use writer::CommitStats;
+pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, replay_all};
+pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
+pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame_checksum};
+pub use redb::RedbJournal;
+pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen};
+pub use redb::writer::CommitStats;
+pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
 
-/// The on-disk format version this build reads and writes (kept in the file's
-/// metadata table; see `docs/design.md`).
-pub const FORMAT_VERSION: u64 = tables::FORMAT_VERSION;
+/// The on-disk format version this build writes (kept in the file's metadata table;
+/// see `docs/design.md`). Files of every earlier version open, upgraded in place.
+pub const FORMAT_VERSION: u64 = redb::format::FORMAT_VERSION;
 
 #[cfg(feature = "postgres")]
 mod postgres;

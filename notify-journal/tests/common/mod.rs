@@ -122,6 +122,17 @@ impl Control {
         })
     }
 
+    /// A device whose disk starts as `image`, all of it durable.
+    pub fn from_image(image: Vec<u8>) -> Arc<Self> {
+        let control = Self::new();
+        {
+            let mut disk = control.disk.lock().unwrap();
+            disk.volatile = image.clone();
+            disk.durable = image;
+        }
+        control
+    }
+
     pub fn backend(self: &Arc<Self>) -> FaultBackend {
         FaultBackend(Arc::clone(self))
     }
@@ -266,5 +277,57 @@ impl redb::StorageBackend for FaultBackend {
         disk.volatile[start..end].copy_from_slice(data);
         disk.unsynced.push(Op::Write(offset, data.to_vec()));
         Ok(())
+    }
+}
+
+/// The format-2 tables, as a test that damages a file on purpose needs them (the
+/// layout is `docs/design.md`'s).
+pub mod layout {
+    use redb::{ReadableTable, TableDefinition};
+
+    pub const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("notify_log");
+    pub const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
+        TableDefinition::new("notify_positions");
+    pub const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");
+    pub const SESSIONS: TableDefinition<'_, u128, &[u8]> = TableDefinition::new("notify_sessions");
+    pub const META: TableDefinition<'_, &str, u64> = TableDefinition::new("notify_journal_meta");
+
+    /// Rewrites a frame's stored bytes in place; `reseal` recomputes its checksum
+    /// afterwards (damage the checksum cannot see).
+    pub fn edit_frame(
+        path: &std::path::Path,
+        session: u128,
+        seq: u64,
+        reseal: bool,
+        edit: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let db = redb::Database::open(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let pos = txn
+                .open_table(POSITIONS)
+                .unwrap()
+                .get((session, seq))
+                .unwrap()
+                .unwrap()
+                .value();
+            let mut log = txn.open_table(LOG).unwrap();
+            let mut bytes = log.get(pos).unwrap().unwrap().value().to_vec();
+            edit(&mut bytes);
+            if reseal && bytes.len() >= 4 {
+                let crc = crc32c::crc32c(&bytes[4..]);
+                bytes[..4].copy_from_slice(&crc.to_be_bytes());
+            }
+            log.insert(pos, bytes.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    /// Runs `f` on a write transaction of the raw redb file.
+    pub fn with_txn(path: &std::path::Path, f: impl FnOnce(&redb::WriteTransaction)) {
+        let db = redb::Database::open(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        f(&txn);
+        txn.commit().unwrap();
     }
 }

@@ -1,4 +1,15 @@
-//! [`RedbJournal`]: the redb implementation of [`JournalBackend`].
+//! [`RedbJournal`]: the redb engine of [`JournalBackend`]. One file holds many
+//! sessions' logs; `docs/design.md` is its format.
+
+mod body;
+pub(crate) mod format;
+mod frame;
+mod open;
+pub(crate) mod options;
+mod read;
+mod upgrade;
+mod verify;
+pub(crate) mod writer;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -6,17 +17,16 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 use notify_types::{JournalRecord, SessionId, Uuid};
-use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, StorageBackend, TableHandle};
+use redb::{Database, ReadableDatabase, StorageBackend};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::backend::{
-    AppendOutcome, BoxFuture, Frame, JournalBackend, decode_frame, encode_for_append,
-};
+use self::options::JournalOptions;
+use self::read::{Snapshot, storage};
+use self::writer::{CommitStats, Queue, Request, panic_message};
+use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
-use crate::options::JournalOptions;
-use crate::tables::{FORMAT_KEY, FORMAT_VERSION, FRAMES, HEADS, INDEX, META};
-use crate::writer::{self, CommitStats, Queue, Request};
+use crate::verify::VerifyReport;
 
 /// A durable, group-committed journal of many sessions in one redb file.
 ///
@@ -106,6 +116,9 @@ impl Inner {
     }
 }
 
+/// How many problems a refused verify at open names.
+const DEFAULT_OPEN_PROBLEMS: usize = 8;
+
 /// What the label of a journal opened on a custom backend is.
 const BACKEND_LABEL: &str = "<custom storage backend>";
 
@@ -121,12 +134,7 @@ impl RedbJournal {
     /// [`OpenError::Storage`] for I/O and storage failures.
     pub fn open(path: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
-        if !path.exists() {
-            create_atomically(&path, &options)?;
-        }
-        let db = builder(&options)
-            .create(&path)
-            .map_err(|e| map_database_error(&path, e))?;
+        let db = open::open_file(&path, &options)?;
         Self::start(db, path, options)
     }
 
@@ -141,14 +149,31 @@ impl RedbJournal {
         options: JournalOptions,
     ) -> Result<Self, OpenError> {
         let path = PathBuf::from(BACKEND_LABEL);
-        let db = builder(&options)
-            .create_with_backend(backend)
-            .map_err(|e| map_database_error(&path, e))?;
+        let db = open::contain(&path, || {
+            let db = open::builder(&options)
+                .create_with_backend(backend)
+                .map_err(|e| open::map_database_error(&path, e))?;
+            open::prepare(&db, &path)?;
+            Ok(db)
+        })?;
         Self::start(db, path, options)
     }
 
     fn start(db: Database, path: PathBuf, options: JournalOptions) -> Result<Self, OpenError> {
-        init_or_check(&db, &path)?;
+        if options.verify_on_open == options::VerifyOnOpen::Full {
+            let report = open::contain(&path, || {
+                verify::logical(&db, DEFAULT_OPEN_PROBLEMS).map_err(|e| OpenError::Damaged {
+                    path: path.clone(),
+                    reason: format!("the verify at open could not read it: {e}"),
+                })
+            })?;
+            if !report.is_clean() {
+                return Err(OpenError::Damaged {
+                    path,
+                    reason: format!("the verify at open found: {report}"),
+                });
+            }
+        }
         let db = Arc::new(db);
         let queue = Arc::new(Queue::new());
         let writer = {
@@ -234,42 +259,64 @@ impl RedbJournal {
         session: SessionId,
         record: &JournalRecord,
     ) -> Result<oneshot::Receiver<writer::Reply>, AppendError> {
-        let bytes = encode_for_append(session, record, self.inner.max_record_bytes)?;
+        encode_for_append(session, record, self.inner.max_record_bytes)?;
+        let mut body = Vec::new();
+        body::encode(record, &mut body);
         let (reply, rx) = oneshot::channel();
         self.inner.queue.submit(Request {
             session: session.as_uuid().as_u128(),
             key: record.key().as_u128(),
-            bytes,
+            body,
             reply,
         })?;
         Ok(rx)
     }
 
-    /// [`JournalBackend::lookup`], on the calling thread (a short blocking read).
+    /// Runs `f` on a consistent snapshot of the journal, on the calling thread. A panic
+    /// of the storage engine (a damaged page it trusted) is contained and answered as
+    /// [`JournalError::Storage`].
+    fn snapshot<T>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
+        let db = self.inner.db()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let txn = db.begin_read().map_err(storage("begin read"))?;
+            f(&Snapshot::open(&txn)?)
+        }))
+        .unwrap_or_else(|panic| {
+            Err(JournalError::Storage(StorageError::msg(format!(
+                "the storage engine panicked while reading {what} ({}); the file may be damaged: verify it",
+                panic_message(panic.as_ref())
+            ))))
+        })
+    }
+
+    /// [`JournalBackend::lookup`], on the calling thread (a short blocking read). A hit
+    /// is confirmed against its frame.
     ///
     /// # Errors
     ///
-    /// [`JournalError::Closed`] or [`JournalError::Storage`].
+    /// [`JournalError::Corrupt`] when the index entry names a damaged, missing or other
+    /// frame; [`JournalError::Closed`] or [`JournalError::Storage`].
     pub fn lookup_blocking(
         &self,
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
-        let db = self.inner.db()?;
-        let txn = db.begin_read().map_err(storage("begin read"))?;
-        let index = txn.open_table(INDEX).map_err(storage("open index"))?;
-        let seq = index
-            .get((session.as_uuid().as_u128(), key.as_u128()))
-            .map_err(storage("read index"))?
-            .map(|g| g.value());
-        Ok(seq)
+        self.snapshot("the index", |s| {
+            s.lookup(session.as_uuid().as_u128(), key.as_u128())
+        })
     }
 
-    /// [`JournalBackend::replay`], on the calling thread.
+    /// [`JournalBackend::replay`], on the calling thread. Every frame is checked
+    /// (checksum, identity, decoding) and the page is contiguous from `from_seq`, ending
+    /// at the session's head when shorter than `limit`.
     ///
     /// # Errors
     ///
-    /// [`JournalError::Corrupt`] naming the first frame that does not decode, or
+    /// [`JournalError::Corrupt`] naming the first damaged or missing frame, or
     /// [`JournalError::Closed`] / [`JournalError::Storage`].
     pub fn replay_blocking(
         &self,
@@ -277,19 +324,9 @@ impl RedbJournal {
         from_seq: u64,
         limit: usize,
     ) -> Result<Vec<Frame>, JournalError> {
-        let db = self.inner.db()?;
-        let txn = db.begin_read().map_err(storage("begin read"))?;
-        let frames = txn.open_table(FRAMES).map_err(storage("open frames"))?;
-        let s = session.as_uuid().as_u128();
-        let range = frames
-            .range((s, from_seq)..=(s, u64::MAX))
-            .map_err(storage("read frames"))?;
-        let mut out = Vec::new();
-        for entry in range.take(limit) {
-            let (k, v) = entry.map_err(storage("read frame"))?;
-            out.push(decode_frame(session, k.value().1, v.value())?);
-        }
-        Ok(out)
+        self.snapshot("a session's log", |s| {
+            s.replay(session.as_uuid().as_u128(), from_seq, limit)
+        })
     }
 
     /// [`JournalBackend::last_seq`], on the calling thread.
@@ -298,14 +335,7 @@ impl RedbJournal {
     ///
     /// [`JournalError::Closed`] or [`JournalError::Storage`].
     pub fn last_seq_blocking(&self, session: SessionId) -> Result<u64, JournalError> {
-        let db = self.inner.db()?;
-        let txn = db.begin_read().map_err(storage("begin read"))?;
-        let heads = txn.open_table(HEADS).map_err(storage("open heads"))?;
-        let seq = heads
-            .get(session.as_uuid().as_u128())
-            .map_err(storage("read head"))?
-            .map_or(0, |g| g.value());
-        Ok(seq)
+        self.snapshot("a session's head", |s| s.head(session.as_uuid().as_u128()))
     }
 
     /// [`JournalBackend::sessions`], on the calling thread.
@@ -314,17 +344,46 @@ impl RedbJournal {
     ///
     /// [`JournalError::Closed`] or [`JournalError::Storage`].
     pub fn sessions_blocking(&self) -> Result<Vec<SessionId>, JournalError> {
-        let db = self.inner.db()?;
-        let txn = db.begin_read().map_err(storage("begin read"))?;
-        let heads = txn.open_table(HEADS).map_err(storage("open heads"))?;
-        let mut out = Vec::new();
-        for entry in heads.iter().map_err(storage("read heads"))? {
-            let (k, _) = entry.map_err(storage("read head"))?;
-            out.push(SessionId::from_uuid(Uuid::from_u128(k.value())));
-        }
-        Ok(out)
+        self.snapshot("the sessions", Snapshot::sessions)
     }
 
+    /// The deep integrity check of an open journal, in one consistent snapshot (appends
+    /// go on meanwhile): every frame's checksum and decoding, every session's log
+    /// contiguous from 1 to its head, index entries and frames in one-to-one
+    /// correspondence, no key with two frames, no frame outside a session's log. Keeps
+    /// the first `max_problems` problems and counts them all.
+    ///
+    /// redb's own page check needs the file to itself, so it is not run here
+    /// ([`VerifyReport::engine`] says so); [`verify_file`](Self::verify_file) runs both
+    /// on a journal no process has open.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Closed`] or [`JournalError::Storage`] when the check itself
+    /// cannot read; damage is reported in the report, not as an error.
+    pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
+        let db = self.inner.db()?;
+        verify::contained(|| verify::logical(&db, max_problems))
+    }
+
+    /// The deep integrity check of [`verify_blocking`](Self::verify_blocking) plus
+    /// redb's own check of every page's checksum, on the journal at `path`, which no
+    /// process may have open. A file redb cannot open at all is reported as an engine
+    /// problem.
+    ///
+    /// redb's page check runs as its integrity check at open, which also rebuilds the
+    /// allocator state and commits; it changes no journal data.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::AlreadyOpen`], [`OpenError::NotAJournal`] and the other refusals of
+    /// [`open`](Self::open) for a file that is not a journal of a known format.
+    pub fn verify_file(
+        path: impl AsRef<Path>,
+        max_problems: usize,
+    ) -> Result<VerifyReport, OpenError> {
+        verify::file(path.as_ref(), max_problems)
+    }
     /// Runs a blocking read on tokio's blocking pool when called inside a runtime, else
     /// inline.
     fn read<T, F>(&self, f: F) -> BoxFuture<'static, Result<T, JournalError>>
@@ -383,165 +442,21 @@ impl JournalBackend for RedbJournal {
     }
 }
 
-/// Lays out a new journal beside `path` and links it into place, so a crash during
-/// creation never leaves a half-written file at `path`. Linking fails if `path` appeared
-/// meanwhile (another creator won); then that file is used.
-fn create_atomically(path: &Path, options: &JournalOptions) -> Result<(), OpenError> {
-    let io = |context: &'static str| {
-        move |e: std::io::Error| OpenError::Storage {
-            path: path.to_path_buf(),
-            source: StorageError::new(context, e),
-        }
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let tmp = dir.join(format!(".{name}.creating-{}-{nanos}", std::process::id()));
-    let result = (|| {
-        {
-            let db = builder(options)
-                .create(&tmp)
-                .map_err(|e| map_database_error(path, e))?;
-            init_or_check(&db, path)?;
-        }
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io("sync the new journal"))?;
-        match std::fs::hard_link(&tmp, path) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                return Err(io("link the new journal into place")(e));
-            }
-            _ => {}
-        }
-        std::fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("sync the journal's directory"))
-    })();
-    // The temporary name is only a staging name; losing it is harmless.
-    let _ = std::fs::remove_file(&tmp);
-    result
-}
-
-fn builder(options: &JournalOptions) -> redb::Builder {
-    let mut b = Database::builder();
-    b.set_cache_size(options.cache_size);
-    b
-}
-
-fn storage<E>(context: &'static str) -> impl Fn(E) -> JournalError
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    move |e| JournalError::Storage(StorageError::new(context, e))
-}
-
-fn map_database_error(path: &Path, e: DatabaseError) -> OpenError {
-    let path = path.to_path_buf();
-    match e {
-        DatabaseError::DatabaseAlreadyOpen => OpenError::AlreadyOpen { path },
-        DatabaseError::UpgradeRequired(v) => OpenError::NotAJournal {
-            path,
-            reason: format!("a redb file of old file format {v}"),
-        },
-        DatabaseError::Storage(redb::StorageError::Corrupted(reason)) => OpenError::NotAJournal {
-            path,
-            reason: format!("not a readable redb file ({reason})"),
-        },
-        // redb reports a wrong magic number as invalid data.
-        DatabaseError::Storage(redb::StorageError::Io(e))
-            if e.kind() == std::io::ErrorKind::InvalidData =>
-        {
-            OpenError::NotAJournal {
-                path,
-                reason: format!("not a redb file ({e})"),
-            }
-        }
-        other => OpenError::Storage {
-            path,
-            source: StorageError::new("open the redb file", other),
-        },
+impl RedbJournal {
+    /// [`verify_blocking`](Self::verify_blocking) on tokio's blocking pool when called
+    /// inside a runtime, else inline.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future abandons the report; the check only reads.
+    ///
+    /// # Errors
+    ///
+    /// As [`verify_blocking`](Self::verify_blocking).
+    pub fn verify(
+        &self,
+        max_problems: usize,
+    ) -> impl Future<Output = Result<VerifyReport, JournalError>> + Send + 'static {
+        self.read(move |j| j.verify_blocking(max_problems))
     }
-}
-
-/// Checks the metadata of an existing journal, or lays out a fresh one in an empty
-/// database. Reads only the metadata table.
-fn init_or_check(db: &Database, path: &Path) -> Result<(), OpenError> {
-    let fail = |context: &'static str| {
-        let path = path.to_path_buf();
-        move |e: redb::Error| OpenError::Storage {
-            path: path.clone(),
-            source: StorageError::new(context, e),
-        }
-    };
-    let not_a_journal = |reason: &str| OpenError::NotAJournal {
-        path: path.to_path_buf(),
-        reason: reason.to_owned(),
-    };
-    let txn = db.begin_read().map_err(|e| fail("begin read")(e.into()))?;
-    let tables: Vec<String> = txn
-        .list_tables()
-        .map_err(|e| fail("list tables")(e.into()))?
-        .map(|h| h.name().to_owned())
-        .collect();
-    let multimaps = txn
-        .list_multimap_tables()
-        .map_err(|e| fail("list tables")(e.into()))?
-        .count();
-    if tables.iter().any(|t| t == META.name()) {
-        let meta = txn.open_table(META).map_err(|e| match e {
-            redb::TableError::TableTypeMismatch { .. } => {
-                not_a_journal("its metadata table has the wrong type")
-            }
-            other => fail("open metadata")(other.into()),
-        })?;
-        let version = meta
-            .get(FORMAT_KEY)
-            .map_err(|e| fail("read format version")(e.into()))?
-            .map(|g| g.value());
-        return match version {
-            Some(FORMAT_VERSION) => {
-                for def in [FRAMES.name(), INDEX.name(), HEADS.name()] {
-                    if !tables.iter().any(|t| t == def) {
-                        return Err(not_a_journal("a journal table is missing"));
-                    }
-                }
-                Ok(())
-            }
-            Some(found) => Err(OpenError::UnsupportedFormatVersion {
-                path: path.to_path_buf(),
-                found,
-                supported: FORMAT_VERSION,
-            }),
-            None => Err(not_a_journal("its metadata has no format version")),
-        };
-    }
-    if !tables.is_empty() || multimaps > 0 {
-        return Err(not_a_journal("a redb database without journal metadata"));
-    }
-    drop(txn);
-    let txn = db
-        .begin_write()
-        .map_err(|e| fail("begin write")(e.into()))?;
-    {
-        let mut meta = txn
-            .open_table(META)
-            .map_err(|e| fail("create metadata")(e.into()))?;
-        meta.insert(FORMAT_KEY, FORMAT_VERSION)
-            .map_err(|e| fail("write format version")(e.into()))?;
-        txn.open_table(FRAMES)
-            .map_err(|e| fail("create frames")(e.into()))?;
-        txn.open_table(INDEX)
-            .map_err(|e| fail("create index")(e.into()))?;
-        txn.open_table(HEADS)
-            .map_err(|e| fail("create heads")(e.into()))?;
-    }
-    txn.commit().map_err(|e| fail("commit layout")(e.into()))
 }

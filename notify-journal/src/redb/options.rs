@@ -18,6 +18,28 @@ pub enum Durability {
     NonDurableForTestsOnly,
 }
 
+/// What opening a journal checks before it is used (see `docs/design.md`, "What is
+/// detected").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum VerifyOnOpen {
+    /// Nothing beyond the metadata: opening costs the same for any size of file. Damage
+    /// is still found by the checks on every read, but a damaged page can make the
+    /// storage engine fail (or, at worst, abort) where it reads it, and a damaged index
+    /// page can hide a key.
+    Off,
+    /// redb checks every page of the committed trees against its checksum (its integrity
+    /// check at open): a file whose pages changed is refused with
+    /// [`OpenError::Damaged`](crate::OpenError::Damaged) before anything trusts it. Reads
+    /// the whole file once per open. The default.
+    #[default]
+    Pages,
+    /// [`Pages`](Self::Pages), then the journal's own deep check (every frame's
+    /// checksum and decoding, logs contiguous, index and frames one-to-one): any problem
+    /// refuses the open.
+    Full,
+}
+
 /// Tuning and safety options for a [`RedbJournal`](crate::RedbJournal).
 ///
 /// ```
@@ -39,6 +61,7 @@ pub struct JournalOptions {
     pub(crate) max_record_bytes: usize,
     pub(crate) commit_siblings: usize,
     pub(crate) max_commit_delay: Duration,
+    pub(crate) verify_on_open: VerifyOnOpen,
 }
 
 /// The default cap on one encoded record: 1 MiB.
@@ -54,6 +77,7 @@ impl Default for JournalOptions {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             commit_siblings: 4,
             max_commit_delay: Duration::from_millis(2),
+            verify_on_open: VerifyOnOpen::default(),
         }
     }
 }
@@ -118,6 +142,14 @@ impl JournalOptions {
     #[must_use]
     pub fn max_commit_delay(mut self, delay: Duration) -> Self {
         self.max_commit_delay = delay;
+        self
+    }
+
+    /// What opening checks before the journal is used (default
+    /// [`VerifyOnOpen::Pages`]).
+    #[must_use]
+    pub fn verify_on_open(mut self, check: VerifyOnOpen) -> Self {
+        self.verify_on_open = check;
         self
     }
 

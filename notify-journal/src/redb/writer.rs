@@ -9,21 +9,24 @@
 //! append commits at once. While it lingers it is already building the transaction:
 //! each append is resolved as soon as it is taken from the queue.
 //!
-//! The writer keeps each written session's head (last seq) in memory, so a new frame
-//! costs no read of the heads table (see `docs/design.md`).
+//! The writer keeps each written session's head (last seq) and the log's next position
+//! in memory, so a new frame costs no read beyond the index lookup (see
+//! `docs/design.md`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use notify_types::{SessionId, Uuid};
 use redb::{Database, ReadableTable};
 use tokio::sync::oneshot;
 
+use super::format::{KEYS, LOG, POSITIONS};
+use super::frame;
+use super::options::{Durability, JournalOptions};
 use crate::backend::AppendOutcome;
-use crate::error::{AppendError, StorageError};
-use crate::options::{Durability, JournalOptions};
-use crate::tables::{FRAMES, HEADS, INDEX};
+use crate::error::{AppendError, Corruption, StorageError};
 
 /// What an appender is told.
 pub(crate) type Reply = Result<AppendOutcome, AppendError>;
@@ -32,7 +35,8 @@ pub(crate) type Reply = Result<AppendOutcome, AppendError>;
 pub(crate) struct Request {
     pub(crate) session: u128,
     pub(crate) key: u128,
-    pub(crate) bytes: Vec<u8>,
+    /// The record's frame body (`body.rs`): what the duplicate check compares.
+    pub(crate) body: Vec<u8>,
     pub(crate) reply: oneshot::Sender<Reply>,
 }
 
@@ -220,7 +224,7 @@ impl Queue {
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
-/// lazily from the heads table, when a new session would exceed this).
+/// lazily from the positions table, when a new session would exceed this).
 const HEADS_CACHE_MAX: usize = 1 << 16;
 
 /// The writer's batching state.
@@ -281,6 +285,11 @@ struct Writer {
     heads: HashMap<u128, u64>,
     /// Heads moved by the batch being written; merged into `heads` once it commits.
     staged: HashMap<u128, u64>,
+    /// The log's next free position once known (read from the log's last entry on the
+    /// first batch); moves only when a batch commits.
+    next_pos: Option<u64>,
+    /// The frame being built (reused).
+    frame: Vec<u8>,
 }
 
 /// Runs the writer until the queue is closed and drained.
@@ -303,6 +312,8 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         tuning,
         heads: HashMap::new(),
         staged: HashMap::new(),
+        next_pos: None,
+        frame: Vec::new(),
     };
     let mut dirty_non_durable = false;
     while w.queue.wait_for_work(&mut w.tuning) {
@@ -316,7 +327,16 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         }
         let span = tracing::debug_span!("journal.commit", batch = tracing::field::Empty);
         let _entered = span.enter();
-        let result = w.write_batch();
+        // A panic inside the storage engine (a damaged page it trusts) must not escape:
+        // the batch fails, the handle is poisoned like after a failed commit, and every
+        // appender gets a typed error.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.write_batch()))
+            .unwrap_or_else(|panic| {
+                Err(BatchFailure::BeforeCommit(StorageError::msg(format!(
+                    "the storage engine panicked while writing ({}); the file may be damaged: verify it",
+                    panic_message(panic.as_ref())
+                ))))
+            });
         span.record("batch", w.batch.len());
         w.tuning.last_batch = w.batch.len();
         w.tuning.arrived_during_commit = w.queue.len();
@@ -348,6 +368,17 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         if let Err(e) = flush_durable(&w.db) {
             tracing::error!(error = %e, "final durable commit on close failed");
         }
+    }
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "no message".to_owned()
     }
 }
 
@@ -429,19 +460,26 @@ impl Writer {
         txn.set_durability(durability)
             .map_err(|e| BatchFailure::BeforeCommit(StorageError::new("set durability", e)))?;
         txn.set_quick_repair(self.options.quick_repair);
+        let staged_pos;
         {
             let table_err = |e: redb::TableError| {
                 BatchFailure::BeforeCommit(StorageError::new("open journal table", e))
             };
             let mut tables = Tables {
-                frames: txn.open_table(FRAMES).map_err(table_err)?,
-                index: txn.open_table(INDEX).map_err(table_err)?,
-                heads: txn.open_table(HEADS).map_err(table_err)?,
+                log: txn.open_table(LOG).map_err(table_err)?,
+                positions: txn.open_table(POSITIONS).map_err(table_err)?,
+                keys: txn.open_table(KEYS).map_err(table_err)?,
+                frame: &mut self.frame,
+            };
+            let mut next_pos = match self.next_pos {
+                Some(p) => p,
+                None => tables.next_position()?,
             };
             let mut resolved = 0;
             loop {
                 for req in &self.batch[resolved..] {
-                    let reply = tables.resolve(req, &mut self.staged, &mut self.heads)?;
+                    let reply =
+                        tables.resolve(req, &mut next_pos, &mut self.staged, &mut self.heads)?;
                     self.replies.push(reply);
                 }
                 resolved = self.batch.len();
@@ -456,20 +494,17 @@ impl Writer {
             }
             // Whatever `linger` took last is resolved too.
             for req in &self.batch[resolved..] {
-                let reply = tables.resolve(req, &mut self.staged, &mut self.heads)?;
+                let reply =
+                    tables.resolve(req, &mut next_pos, &mut self.staged, &mut self.heads)?;
                 self.replies.push(reply);
             }
-            for (session, seq) in &self.staged {
-                tables
-                    .heads
-                    .insert(*session, *seq)
-                    .map_err(before("write head"))?;
-            }
+            staged_pos = next_pos;
         }
         let started = Instant::now();
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
         self.tuning.observe_commit(started.elapsed());
+        self.next_pos = Some(staged_pos);
         if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
             self.heads.clear();
         }
@@ -479,46 +514,42 @@ impl Writer {
 }
 
 /// The journal's tables inside one write transaction.
-struct Tables<'txn> {
-    frames: redb::Table<'txn, (u128, u64), &'static [u8]>,
-    index: redb::Table<'txn, (u128, u128), u64>,
-    heads: redb::Table<'txn, u128, u64>,
+struct Tables<'txn, 'w> {
+    log: redb::Table<'txn, u64, &'static [u8]>,
+    positions: redb::Table<'txn, (u128, u64), u64>,
+    keys: redb::Table<'txn, (u128, u128), u64>,
+    frame: &'w mut Vec<u8>,
 }
 
-impl Tables<'_> {
+impl Tables<'_, '_> {
+    /// The log's next free position: one past its last entry.
+    fn next_position(&self) -> Result<u64, BatchFailure> {
+        let last = self
+            .log
+            .last()
+            .map_err(before("read the log's end"))?
+            .map_or(0, |(k, _)| k.value());
+        last.checked_add(1)
+            .ok_or_else(|| BatchFailure::BeforeCommit(StorageError::msg("log positions exhausted")))
+    }
+
     /// Resolves one request against the transaction's current view: a duplicate, a
-    /// collision, or a new frame (written with its index entry; its head staged).
+    /// collision, or a new frame (written with its position and index entry; its head
+    /// staged).
     fn resolve(
         &mut self,
         req: &Request,
+        next_pos: &mut u64,
         staged: &mut HashMap<u128, u64>,
         committed: &mut HashMap<u128, u64>,
     ) -> Result<Reply, BatchFailure> {
         let existing = self
-            .index
-            .get((req.session, req.key))
+            .keys
+            .get((req.key, req.session))
             .map_err(before("read index"))?
             .map(|g| g.value());
-        if let Some(seq) = existing {
-            let same = self
-                .frames
-                .get((req.session, seq))
-                .map_err(before("read frame"))?
-                .map(|g| g.value() == req.bytes.as_slice());
-            return Ok(match same {
-                Some(true) => Ok(AppendOutcome {
-                    seq,
-                    appended: false,
-                }),
-                Some(false) => Err(AppendError::Collision {
-                    key: uuid_of(req.key),
-                    seq,
-                }),
-                None => Err(AppendError::Storage(StorageError::msg(format!(
-                    "index names seq {seq} of session {} but the frame is missing",
-                    uuid_of(req.session)
-                )))),
-            });
+        if let Some(pos) = existing {
+            return self.compare(req, pos);
         }
         let head = match staged
             .get(&req.session)
@@ -527,10 +558,13 @@ impl Tables<'_> {
             Some(h) => *h,
             None => {
                 let h = self
-                    .heads
-                    .get(req.session)
-                    .map_err(before("read head"))?
-                    .map_or(0, |g| g.value());
+                    .positions
+                    .range((req.session, 0)..=(req.session, u64::MAX))
+                    .map_err(before("read positions"))?
+                    .next_back()
+                    .transpose()
+                    .map_err(before("read position"))?
+                    .map_or(0, |(k, _)| k.value().1);
                 // A committed value: safe to remember whatever this batch's fate.
                 if committed.len() < HEADS_CACHE_MAX {
                     committed.insert(req.session, h);
@@ -538,25 +572,73 @@ impl Tables<'_> {
                 h
             }
         };
-        let Some(seq) = head.checked_add(1) else {
+        let (Some(seq), Some(after)) = (head.checked_add(1), next_pos.checked_add(1)) else {
             return Err(BatchFailure::BeforeCommit(StorageError::msg(
                 "sequence space exhausted",
             )));
         };
-        self.frames
-            .insert((req.session, seq), req.bytes.as_slice())
+        let pos = *next_pos;
+        frame::write(self.frame, req.session, seq, req.key, &req.body);
+        self.log
+            .insert(pos, self.frame.as_slice())
             .map_err(before("write frame"))?;
-        self.index
-            .insert((req.session, req.key), seq)
+        self.positions
+            .insert((req.session, seq), pos)
+            .map_err(before("write position"))?;
+        self.keys
+            .insert((req.key, req.session), pos)
             .map_err(before("write index"))?;
+        *next_pos = after;
         staged.insert(req.session, seq);
         Ok(Ok(AppendOutcome {
             seq,
             appended: true,
         }))
     }
-}
 
-fn uuid_of(v: u128) -> notify_types::Uuid {
-    notify_types::Uuid::from_u128(v)
+    /// The key is journaled at `pos`: a duplicate if the frame there is this session's
+    /// frame of this key with the identical body, a collision if its body differs, and
+    /// damage (nothing written, the appender told) if it is not that frame at all.
+    fn compare(&self, req: &Request, pos: u64) -> Result<Reply, BatchFailure> {
+        let session = SessionId::from_uuid(Uuid::from_u128(req.session));
+        let damaged = |seq, source| {
+            Ok(Err(AppendError::Corrupt {
+                session,
+                seq,
+                source,
+            }))
+        };
+        let Some(guard) = self.log.get(pos).map_err(before("read frame"))? else {
+            return damaged(
+                0,
+                Corruption::Inconsistent(format!(
+                    "the index entry of key {} names log position {pos}, which holds no frame",
+                    Uuid::from_u128(req.key)
+                )),
+            );
+        };
+        let f = match frame::parse(guard.value()) {
+            Ok(f) => f,
+            Err(c) => return damaged(0, c),
+        };
+        if f.session != req.session || f.key != req.key {
+            return damaged(
+                f.seq,
+                Corruption::Misplaced {
+                    found: f.describe(),
+                },
+            );
+        }
+        Ok(if f.body == req.body.as_slice() {
+            Ok(AppendOutcome {
+                seq: f.seq,
+                appended: false,
+            })
+        } else {
+            Err(AppendError::Collision {
+                key: Uuid::from_u128(req.key),
+                seq: f.seq,
+            })
+        })
+    }
 }

@@ -1,0 +1,49 @@
+//! The on-disk layout (see `docs/design.md`). Changing any definition here is a format
+//! change and needs a new [`FORMAT_VERSION`].
+
+use redb::TableDefinition;
+
+/// The journal format this build writes. It reads this one and upgrades every earlier
+/// one (see `upgrade.rs`).
+pub(crate) const FORMAT_VERSION: u64 = 2;
+
+/// `name -> value`; holds [`FORMAT_KEY`]. Its presence marks a redb file as a journal.
+/// Unchanged across versions, so any build can read any file's version.
+pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("notify_journal_meta");
+/// The key of the format version in [`META`].
+pub(crate) const FORMAT_KEY: &str = "format_version";
+/// Present in [`META`] while an upgrade from format 1 is under way: the frames of the
+/// old tables are being moved, a bounded step per transaction.
+pub(crate) const UPGRADING_KEY: &str = "upgrading_from";
+
+/// `position -> frame`: every session's frames in one log, in commit order. Positions
+/// start at 1 and only grow, so appends land at the right edge of the tree. A frame is
+/// the header of `frame.rs` (checksum, session, seq, key) and the record's body.
+pub(crate) const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("notify_log");
+/// `(session, seq) -> position`: a session's frames in order; its last entry is the
+/// session's head (no head is written per batch).
+pub(crate) const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
+    TableDefinition::new("notify_positions");
+/// `(key, session) -> position`: the idempotency index. Keyed by the key first, so
+/// time-ordered (UUIDv7) keys insert near the right edge whatever the session.
+pub(crate) const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");
+/// `session -> state record`: ended and purged sessions (tombstones). Empty until a
+/// build that ends and purges sessions writes it; a build that cannot interpret its rows
+/// refuses to open a file that has any, so no tombstone is ever ignored.
+pub(crate) const SESSIONS: TableDefinition<'_, u128, &[u8]> =
+    TableDefinition::new("notify_sessions");
+
+/// The format-1 tables, read only by the upgrade.
+pub(crate) mod v1 {
+    use redb::TableDefinition;
+
+    /// `(session, seq) -> encoded record`.
+    pub(crate) const FRAMES: TableDefinition<'_, (u128, u64), &[u8]> =
+        TableDefinition::new("notify_journal_frames");
+    /// `(session, key) -> seq`: the idempotency index.
+    pub(crate) const INDEX: TableDefinition<'_, (u128, u128), u64> =
+        TableDefinition::new("notify_journal_index");
+    /// `session -> last seq`.
+    pub(crate) const HEADS: TableDefinition<'_, u128, u64> =
+        TableDefinition::new("notify_journal_heads");
+}

@@ -1,0 +1,323 @@
+//! Opening a journal file: creating it atomically, refusing what is not a journal,
+//! telling a damaged journal from a foreign file, checking or laying out the tables,
+//! upgrading older formats, and containing any panic of the storage engine.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTableMetadata, TableHandle};
+
+use super::format::{
+    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, SESSIONS, UPGRADING_KEY, v1,
+};
+use super::options::{JournalOptions, VerifyOnOpen};
+use super::upgrade;
+use super::writer::panic_message;
+use crate::error::{OpenError, StorageError};
+
+/// The first bytes of every redb file.
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+/// Opens (creating if missing) the redb database at `path`, ready for the writer: the
+/// layout checked or laid out, older formats upgraded.
+pub(crate) fn open_file(path: &Path, options: &JournalOptions) -> Result<Database, OpenError> {
+    remove_stale_creations(path);
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_atomically(path, options)?,
+        Err(e) => return Err(io_error(path, "read the file's metadata", e)),
+        Ok(m) if m.is_dir() => {
+            return Err(OpenError::NotAJournal {
+                path: path.to_path_buf(),
+                reason: "a directory".to_owned(),
+            });
+        }
+        Ok(m) if m.len() == 0 => {
+            return Err(OpenError::NotAJournal {
+                path: path.to_path_buf(),
+                reason: "an empty file (a journal is never empty; it is not initialised in place)"
+                    .to_owned(),
+            });
+        }
+        Ok(_) => {}
+    }
+    contain(path, || {
+        let db = builder(options)
+            .open(path)
+            .map_err(|e| map_database_error(path, e))?;
+        prepare(&db, path)?;
+        Ok(db)
+    })
+}
+
+/// Runs `f`, turning a panic of the storage engine (a damaged page it trusted) into
+/// [`OpenError::Damaged`].
+pub(crate) fn contain<T>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, OpenError>,
+) -> Result<T, OpenError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(OpenError::Damaged {
+            path: path.to_path_buf(),
+            reason: format!(
+                "the storage engine failed reading it ({})",
+                panic_message(panic.as_ref())
+            ),
+        })
+    })
+}
+
+pub(crate) fn builder(options: &JournalOptions) -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_cache_size(options.cache_size);
+    b.set_check_integrity_on_open(options.verify_on_open != VerifyOnOpen::Off);
+    b
+}
+
+fn io_error(path: &Path, context: &'static str, e: std::io::Error) -> OpenError {
+    OpenError::Storage {
+        path: path.to_path_buf(),
+        source: StorageError::new(context, e),
+    }
+}
+
+/// The staging name of a journal being created at `path` by process `pid`.
+fn staging_prefix(path: &Path) -> Option<String> {
+    path.file_name()
+        .map(|n| format!(".{}.creating-", n.to_string_lossy()))
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Removes staging files a crashed creator left beside `path`: those whose process is
+/// gone. Whether a process is alive is read from `/proc`; where there is no `/proc`,
+/// nothing is removed. Best effort: a failure here never fails the open.
+fn remove_stale_creations(path: &Path) {
+    let (Some(prefix), true) = (staging_prefix(path), Path::new("/proc/self").exists()) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(parent_dir(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Lays out a new journal beside `path` and links it into place, so a crash during
+/// creation never leaves a half-written file at `path`. Linking fails if `path` appeared
+/// meanwhile (another creator won); then that file is used.
+fn create_atomically(path: &Path, options: &JournalOptions) -> Result<(), OpenError> {
+    let io = |context: &'static str| move |e: std::io::Error| io_error(path, context, e);
+    let dir = parent_dir(path);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(
+        "{}{}-{nanos}",
+        staging_prefix(path).unwrap_or_default(),
+        std::process::id()
+    ));
+    let result = (|| {
+        {
+            let db = builder(options)
+                .create(&tmp)
+                .map_err(|e| map_database_error(path, e))?;
+            prepare(&db, path)?;
+        }
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io("sync the new journal"))?;
+        match std::fs::hard_link(&tmp, path) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(io("link the new journal into place")(e));
+            }
+            _ => {}
+        }
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync the journal's directory"))
+    })();
+    // The temporary name is only a staging name; losing it is harmless.
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+/// Whether the file at `path` starts like a redb file.
+fn has_redb_magic(path: &Path) -> bool {
+    let mut head = [0u8; REDB_MAGIC.len()];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == REDB_MAGIC)
+}
+
+pub(crate) fn map_database_error(path: &Path, e: DatabaseError) -> OpenError {
+    let path = path.to_path_buf();
+    let damaged_or_foreign = |path: PathBuf, what: String| {
+        if has_redb_magic(&path) {
+            OpenError::Damaged { path, reason: what }
+        } else {
+            OpenError::NotAJournal {
+                path,
+                reason: format!("not a redb file ({what})"),
+            }
+        }
+    };
+    match e {
+        DatabaseError::DatabaseAlreadyOpen => OpenError::AlreadyOpen { path },
+        DatabaseError::UpgradeRequired(v) => OpenError::NotAJournal {
+            path,
+            reason: format!("a redb file of old file format {v}"),
+        },
+        DatabaseError::Storage(redb::StorageError::Corrupted(reason)) => {
+            damaged_or_foreign(path, reason)
+        }
+        DatabaseError::RepairAborted => OpenError::Damaged {
+            path,
+            reason: "redb's repair was aborted".to_owned(),
+        },
+        // redb reports a wrong magic number as invalid data, and a file cut short as an
+        // unexpected end.
+        DatabaseError::Storage(redb::StorageError::Io(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            damaged_or_foreign(path, e.to_string())
+        }
+        other => OpenError::Storage {
+            path,
+            source: StorageError::new("open the redb file", other),
+        },
+    }
+}
+
+/// Checks the metadata of an existing journal (upgrading an older format), or lays out
+/// a fresh one in an empty database. Reads only the metadata and table list (an upgrade
+/// reads the old log once).
+pub(crate) fn prepare(db: &Database, path: &Path) -> Result<(), OpenError> {
+    let fail = |context: &'static str| {
+        let path = path.to_path_buf();
+        move |e: redb::Error| OpenError::Storage {
+            path: path.clone(),
+            source: StorageError::new(context, e),
+        }
+    };
+    let not_a_journal = |reason: &str| OpenError::NotAJournal {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    let damaged = |reason: &str| OpenError::Damaged {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    let txn = db.begin_read().map_err(|e| fail("begin read")(e.into()))?;
+    let tables: Vec<String> = txn
+        .list_tables()
+        .map_err(|e| fail("list tables")(e.into()))?
+        .map(|h| h.name().to_owned())
+        .collect();
+    let has = |name: &str| tables.iter().any(|t| t == name);
+    let multimaps = txn
+        .list_multimap_tables()
+        .map_err(|e| fail("list tables")(e.into()))?
+        .count();
+    if has(META.name()) {
+        let meta = txn.open_table(META).map_err(|e| match e {
+            redb::TableError::TableTypeMismatch { .. } => {
+                not_a_journal("its metadata table has the wrong type")
+            }
+            other => fail("open metadata")(other.into()),
+        })?;
+        let version = meta
+            .get(FORMAT_KEY)
+            .map_err(|e| fail("read format version")(e.into()))?
+            .map(|g| g.value());
+        let upgrading = meta
+            .get(UPGRADING_KEY)
+            .map_err(|e| fail("read upgrade state")(e.into()))?
+            .is_some();
+        drop(meta);
+        return match version {
+            Some(1) => {
+                for name in [v1::FRAMES.name(), v1::INDEX.name(), v1::HEADS.name()] {
+                    if !has(name) {
+                        return Err(damaged("a format-1 journal table is missing"));
+                    }
+                }
+                drop(txn);
+                upgrade::from_v1(db, path)
+            }
+            Some(FORMAT_VERSION) => {
+                if [LOG.name(), POSITIONS.name(), KEYS.name(), SESSIONS.name()]
+                    .iter()
+                    .any(|t| !has(t))
+                {
+                    return Err(damaged("a journal table is missing"));
+                }
+                let sessions = txn
+                    .open_table(SESSIONS)
+                    .map_err(|e| fail("open sessions")(e.into()))?
+                    .len()
+                    .map_err(|e| fail("read sessions")(e.into()))?;
+                if sessions > 0 {
+                    return Err(OpenError::UnsupportedContent {
+                        path: path.to_path_buf(),
+                        reason:
+                            "it records ended or purged sessions, which this build cannot honour"
+                                .to_owned(),
+                    });
+                }
+                drop(txn);
+                if upgrading {
+                    upgrade::from_v1(db, path)
+                } else {
+                    Ok(())
+                }
+            }
+            Some(found) => Err(OpenError::UnsupportedFormatVersion {
+                path: path.to_path_buf(),
+                found,
+                supported: FORMAT_VERSION,
+            }),
+            None => Err(not_a_journal("its metadata has no format version")),
+        };
+    }
+    if !tables.is_empty() || multimaps > 0 {
+        return Err(not_a_journal("a redb database without journal metadata"));
+    }
+    drop(txn);
+    let txn = db
+        .begin_write()
+        .map_err(|e| fail("begin write")(e.into()))?;
+    {
+        let mut meta = txn
+            .open_table(META)
+            .map_err(|e| fail("create metadata")(e.into()))?;
+        meta.insert(FORMAT_KEY, FORMAT_VERSION)
+            .map_err(|e| fail("write format version")(e.into()))?;
+        txn.open_table(LOG)
+            .map_err(|e| fail("create log")(e.into()))?;
+        txn.open_table(POSITIONS)
+            .map_err(|e| fail("create positions")(e.into()))?;
+        txn.open_table(KEYS)
+            .map_err(|e| fail("create keys")(e.into()))?;
+        txn.open_table(SESSIONS)
+            .map_err(|e| fail("create sessions")(e.into()))?;
+    }
+    txn.commit().map_err(|e| fail("commit layout")(e.into()))
+}

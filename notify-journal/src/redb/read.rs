@@ -1,0 +1,196 @@
+//! Reads of a format-2 journal inside one read transaction: every frame is checked
+//! (checksum, identity, decoding) before it is believed, and a log is contiguous up to
+//! its head or the read fails.
+
+use notify_types::{SessionId, Uuid};
+use redb::{ReadOnlyTable, ReadTransaction};
+
+use super::format::{KEYS, LOG, POSITIONS};
+use super::{body, frame};
+use crate::backend::Frame;
+use crate::error::{Corruption, JournalError, StorageError};
+use crate::integrity::{check_identity, check_replay_page, corrupt};
+
+/// The journal's tables in one read transaction (one consistent snapshot).
+pub(crate) struct Snapshot {
+    pub(crate) log: ReadOnlyTable<u64, &'static [u8]>,
+    pub(crate) positions: ReadOnlyTable<(u128, u64), u64>,
+    pub(crate) keys: ReadOnlyTable<(u128, u128), u64>,
+}
+
+pub(crate) fn storage<E>(context: &'static str) -> impl Fn(E) -> JournalError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    move |e| JournalError::Storage(StorageError::new(context, e))
+}
+
+pub(crate) fn sid(v: u128) -> SessionId {
+    SessionId::from_uuid(Uuid::from_u128(v))
+}
+
+impl Snapshot {
+    pub(crate) fn open(txn: &ReadTransaction) -> Result<Self, JournalError> {
+        Ok(Self {
+            log: txn.open_table(LOG).map_err(storage("open log"))?,
+            positions: txn
+                .open_table(POSITIONS)
+                .map_err(storage("open positions"))?,
+            keys: txn.open_table(KEYS).map_err(storage("open keys"))?,
+        })
+    }
+
+    /// The session's last seq: its last position entry (0 when it has none).
+    pub(crate) fn head(&self, session: u128) -> Result<u64, JournalError> {
+        let last = self
+            .positions
+            .range((session, 0)..=(session, u64::MAX))
+            .map_err(storage("read positions"))?
+            .next_back()
+            .transpose()
+            .map_err(storage("read position"))?;
+        Ok(last.map_or(0, |(k, _)| k.value().1))
+    }
+
+    /// The frame at `pos`, which must be `session`'s frame `seq` (and carry `key`, when
+    /// given), checked and decoded.
+    pub(crate) fn frame_at(
+        &self,
+        session: u128,
+        seq: u64,
+        key: Option<u128>,
+        pos: u64,
+    ) -> Result<Frame, JournalError> {
+        let s = sid(session);
+        let guard = self
+            .log
+            .get(pos)
+            .map_err(storage("read log"))?
+            .ok_or_else(|| corrupt(s, seq, Corruption::Missing))?;
+        let f = frame::parse(guard.value()).map_err(|c| corrupt(s, seq, c))?;
+        if f.session != session || f.seq != seq || key.is_some_and(|k| k != f.key) {
+            return Err(corrupt(
+                s,
+                seq,
+                Corruption::Misplaced {
+                    found: f.describe(),
+                },
+            ));
+        }
+        let record = body::decode(f.body).map_err(|c| corrupt(s, seq, c))?;
+        check_identity(s, seq, &record)?;
+        if record.key().as_u128() != f.key {
+            return Err(corrupt(
+                s,
+                seq,
+                Corruption::Inconsistent(format!(
+                    "the header names key {} but the record's key is {}",
+                    Uuid::from_u128(f.key),
+                    record.key()
+                )),
+            ));
+        }
+        Ok((seq, record))
+    }
+
+    /// The seq at which `key` is journaled in `session`, confirmed against its frame.
+    pub(crate) fn lookup(&self, session: u128, key: u128) -> Result<Option<u64>, JournalError> {
+        let Some(pos) = self
+            .keys
+            .get((key, session))
+            .map_err(storage("read keys"))?
+            .map(|g| g.value())
+        else {
+            return Ok(None);
+        };
+        let s = sid(session);
+        let unknown_seq = |c| corrupt(s, 0, c);
+        let guard = self
+            .log
+            .get(pos)
+            .map_err(storage("read log"))?
+            .ok_or_else(|| {
+                unknown_seq(Corruption::Inconsistent(format!(
+                    "the index entry of key {} names log position {pos}, which holds no frame",
+                    Uuid::from_u128(key)
+                )))
+            })?;
+        let f = frame::parse(guard.value()).map_err(unknown_seq)?;
+        if f.session != session || f.key != key {
+            return Err(corrupt(
+                s,
+                f.seq,
+                Corruption::Misplaced {
+                    found: f.describe(),
+                },
+            ));
+        }
+        let positioned = self
+            .positions
+            .get((session, f.seq))
+            .map_err(storage("read positions"))?
+            .map(|g| g.value());
+        if positioned != Some(pos) {
+            return Err(corrupt(
+                s,
+                f.seq,
+                Corruption::Inconsistent(format!(
+                    "the index names log position {pos}, the session's log {positioned:?}"
+                )),
+            ));
+        }
+        Ok(Some(f.seq))
+    }
+
+    /// Frames of `session` from `from_seq`, at most `limit`, contiguous and ending at the
+    /// head when short.
+    pub(crate) fn replay(
+        &self,
+        session: u128,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Frame>, JournalError> {
+        let s = sid(session);
+        let head = self.head(session)?;
+        let mut out = Vec::new();
+        let mut expected = from_seq.max(1);
+        let range = self
+            .positions
+            .range((session, from_seq)..=(session, u64::MAX))
+            .map_err(storage("read positions"))?;
+        for entry in range.take(limit) {
+            let (k, v) = entry.map_err(storage("read position"))?;
+            let seq = k.value().1;
+            if seq != expected {
+                return Err(corrupt(s, expected, Corruption::Missing));
+            }
+            out.push(self.frame_at(session, seq, None, v.value())?);
+            expected = expected.saturating_add(1);
+        }
+        check_replay_page(s, from_seq, limit, Some(head), &out)?;
+        Ok(out)
+    }
+
+    /// Every session with at least one frame, in ID order: one seek per session.
+    pub(crate) fn sessions(&self) -> Result<Vec<SessionId>, JournalError> {
+        let mut out = Vec::new();
+        let mut from = 0u128;
+        loop {
+            let next = self
+                .positions
+                .range((from, 0)..)
+                .map_err(storage("read positions"))?
+                .next()
+                .transpose()
+                .map_err(storage("read position"))?;
+            let Some((k, _)) = next else { break };
+            let session = k.value().0;
+            out.push(sid(session));
+            match session.checked_add(1) {
+                Some(n) => from = n,
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+}

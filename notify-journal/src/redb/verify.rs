@@ -1,0 +1,234 @@
+//! The redb journal's deep integrity check.
+
+use std::path::Path;
+
+use notify_types::Uuid;
+use redb::{Database, ReadableDatabase, ReadableTable};
+
+use super::open;
+use super::read::{Snapshot, sid, storage};
+use super::writer::panic_message;
+use super::{body, frame};
+use crate::error::{Corruption, JournalError, OpenError, StorageError};
+use crate::verify::{EngineCheck, Problem, VerifyReport};
+
+/// Runs a check, containing a panic of the storage engine.
+pub(crate) fn contained(
+    f: impl FnOnce() -> Result<VerifyReport, JournalError>,
+) -> Result<VerifyReport, JournalError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(JournalError::Storage(StorageError::msg(format!(
+            "the storage engine panicked during the verify ({}); the file is damaged",
+            panic_message(panic.as_ref())
+        ))))
+    })
+}
+
+/// redb's page check (as its integrity check at open) and then the logical check, on a
+/// file no process has open.
+pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, OpenError> {
+    open::contain(path, || {
+        let mut b = Database::builder();
+        b.set_check_integrity_on_open(true);
+        let db = match b.open(path) {
+            Ok(db) => db,
+            Err(e) => {
+                return match open::map_database_error(path, e) {
+                    OpenError::Damaged { reason, .. } => {
+                        let mut report = VerifyReport::new(max_problems);
+                        report.engine = EngineCheck::Damaged(reason.clone());
+                        report.push(Problem::Engine { detail: reason });
+                        Ok(report)
+                    }
+                    other => Err(other),
+                };
+            }
+        };
+        open::prepare(&db, path)?;
+        let mut report = contained(|| logical(&db, max_problems)).unwrap_or_else(|e| {
+            let mut report = VerifyReport::new(max_problems);
+            report.push(Problem::Engine {
+                detail: e.to_string(),
+            });
+            report
+        });
+        if report.engine == EngineCheck::NotRun {
+            report.engine = EngineCheck::Clean;
+        }
+        Ok(report)
+    })
+}
+
+/// The logical check in one read transaction: frames, positions and index entries
+/// checked against each other (see `RedbJournal::verify_blocking`).
+pub(crate) fn logical(db: &Database, max_problems: usize) -> Result<VerifyReport, JournalError> {
+    let txn = db.begin_read().map_err(storage("begin read"))?;
+    let snap = Snapshot::open(&txn)?;
+    let mut report = VerifyReport::new(max_problems);
+    check_log(&snap, &mut report)?;
+    check_positions(&snap, &mut report)?;
+    check_keys(&snap, &mut report)?;
+    Ok(report)
+}
+
+/// Every frame: checksum, decoding, identity, reached by its session's log and by its
+/// key's index entry.
+fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<(), JournalError> {
+    for entry in snap.log.iter().map_err(storage("read log"))? {
+        let (k, v) = entry.map_err(storage("read log entry"))?;
+        let (pos, bytes) = (k.value(), v.value());
+        report.frames += 1;
+        report.bytes += bytes.len() as u64;
+        let f = match frame::parse(bytes) {
+            Ok(f) => f,
+            Err(cause) => {
+                report.push(Problem::Unreadable {
+                    location: format!("log position {pos}"),
+                    cause,
+                });
+                continue;
+            }
+        };
+        let session = sid(f.session);
+        let bad = |cause| Problem::Frame {
+            session,
+            seq: f.seq,
+            cause,
+        };
+        match body::decode(f.body) {
+            Err(cause) => report.push(bad(cause)),
+            Ok(record) if record.session_id() != session || record.key().as_u128() != f.key => {
+                report.push(bad(Corruption::Inconsistent(format!(
+                    "the header names key {} but the record is {} of session {}",
+                    Uuid::from_u128(f.key),
+                    record.key(),
+                    record.session_id()
+                ))));
+            }
+            Ok(_) => {}
+        }
+        let positioned = snap
+            .positions
+            .get((f.session, f.seq))
+            .map_err(storage("read positions"))?
+            .map(|g| g.value());
+        if positioned != Some(pos) {
+            report.push(Problem::Orphan {
+                location: format!(
+                    "log position {pos} (session {session} seq {}; its log names {positioned:?})",
+                    f.seq
+                ),
+            });
+        }
+        let indexed = snap
+            .keys
+            .get((f.key, f.session))
+            .map_err(storage("read keys"))?
+            .map(|g| g.value());
+        match indexed {
+            Some(p) if p == pos => {}
+            Some(other) => {
+                let twin = snap
+                    .log
+                    .get(other)
+                    .map_err(storage("read log"))?
+                    .and_then(|g| {
+                        frame::parse(g.value())
+                            .ok()
+                            .map(|t| (t.session, t.key, t.seq))
+                    });
+                match twin {
+                    Some((s, key, seq)) if s == f.session && key == f.key => {
+                        report.push(Problem::KeyTwice {
+                            session,
+                            key: Uuid::from_u128(f.key),
+                            seqs: (seq.min(f.seq), seq.max(f.seq)),
+                        });
+                    }
+                    _ => report.push(Problem::Unindexed {
+                        session,
+                        seq: f.seq,
+                        key: Uuid::from_u128(f.key),
+                    }),
+                }
+            }
+            None => report.push(Problem::Unindexed {
+                session,
+                seq: f.seq,
+                key: Uuid::from_u128(f.key),
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// Every session's log: contiguous from 1, each position holding that very frame.
+fn check_positions(snap: &Snapshot, report: &mut VerifyReport) -> Result<(), JournalError> {
+    let mut current: Option<u128> = None;
+    let mut expected = 1u64;
+    for entry in snap.positions.iter().map_err(storage("read positions"))? {
+        let (k, v) = entry.map_err(storage("read position"))?;
+        let ((s, seq), pos) = (k.value(), v.value());
+        if current != Some(s) {
+            current = Some(s);
+            report.sessions += 1;
+            expected = 1;
+        }
+        let session = sid(s);
+        if seq != expected {
+            report.push(Problem::Gap {
+                session,
+                seq: expected,
+            });
+        }
+        expected = seq.saturating_add(1);
+        match snap.log.get(pos).map_err(storage("read log"))? {
+            None => report.push(Problem::Frame {
+                session,
+                seq,
+                cause: Corruption::Missing,
+            }),
+            Some(g) => {
+                if let Ok(f) = frame::parse(g.value())
+                    && (f.session, f.seq) != (s, seq)
+                {
+                    report.push(Problem::Frame {
+                        session,
+                        seq,
+                        cause: Corruption::Misplaced {
+                            found: f.describe(),
+                        },
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every index entry names a frame carrying its key.
+fn check_keys(snap: &Snapshot, report: &mut VerifyReport) -> Result<(), JournalError> {
+    for entry in snap.keys.iter().map_err(storage("read keys"))? {
+        let (k, v) = entry.map_err(storage("read key"))?;
+        let ((key, s), pos) = (k.value(), v.value());
+        report.keys += 1;
+        let problem = |detail: String| Problem::IndexEntry {
+            session: sid(s),
+            key: Uuid::from_u128(key),
+            detail,
+        };
+        match snap.log.get(pos).map_err(storage("read log"))? {
+            None => report.push(problem(format!(
+                "names log position {pos}, which holds no frame"
+            ))),
+            Some(g) => {
+                if let Ok(f) = frame::parse(g.value())
+                    && (f.session, f.key) != (s, key)
+                {
+                    report.push(problem(format!("names another frame ({})", f.describe())));
+                }
+            }
+        }
+    }
+    Ok(())
+}
