@@ -260,6 +260,93 @@ fn duplicate_keys_are_refused() {
 }
 
 #[test]
+fn refusals_are_made_where_they_are_met() {
+    // An unknown key ends the parse: what follows it is never read, malformed or not.
+    let text = String::from_utf8(command().encode()).unwrap();
+    let doc = text.replacen('{', r#"{"output":[{"a":0},"#, 1) + "garbage";
+    check(
+        doc.as_bytes(),
+        &DecodeError::UnknownField {
+            field: "output".into(),
+        },
+        Some("output"),
+    );
+    let doc = text.replacen(r#""state":"#, r#""pid":{"#, 1);
+    check(
+        doc.as_bytes(),
+        &DecodeError::UnknownField {
+            field: "notification.pid".into(),
+        },
+        Some("notification.pid"),
+    );
+    // So is a container where a scalar or an object belongs.
+    let mut doc = command_json();
+    doc["command_id"] = json!({"a": [1, 2]});
+    check_json(
+        &doc,
+        &DecodeError::InvalidValue {
+            field: "command_id",
+            expected: "a UUID string",
+        },
+        Some("command_id"),
+    );
+    // A repeated key inside a refused value is not looked for.
+    let doc = text.replacen(r#""state":3"#, r#""state":{"a":1,"a":2}"#, 1);
+    check(
+        doc.as_bytes(),
+        &DecodeError::UnknownCode {
+            field: "state",
+            found: r#"{"a":1,"a":2}"#.into(),
+        },
+        Some("state"),
+    );
+}
+
+#[test]
+fn quoted_values_are_cut_after_max_found_bytes() {
+    assert_eq!(MAX_FOUND_BYTES, 128);
+    let mut doc = command_json();
+    let long: Vec<u64> = (0..1000).collect();
+    doc["type"] = json!(long);
+    let full = doc["type"].to_string();
+    let want = format!("{}…", &full[..MAX_FOUND_BYTES]);
+    check_json(
+        &doc,
+        &DecodeError::UnknownType { found: want },
+        Some("type"),
+    );
+    // A long string, cut on a character boundary.
+    doc["type"] = json!("é".repeat(200));
+    let full = doc["type"].to_string();
+    let want = format!("{}…", &full[..MAX_FOUND_BYTES - 1]);
+    check_json(
+        &doc,
+        &DecodeError::UnknownType { found: want },
+        Some("type"),
+    );
+    // Exactly at the limit: not cut.
+    doc["type"] = json!("x".repeat(MAX_FOUND_BYTES - 2));
+    let full = doc["type"].to_string();
+    assert_eq!(full.len(), MAX_FOUND_BYTES);
+    check_json(
+        &doc,
+        &DecodeError::UnknownType { found: full },
+        Some("type"),
+    );
+    // A cut value is not read to its end: its malformed tail goes unseen.
+    let text = String::from_utf8(command().encode()).unwrap();
+    let doc = text.replacen(r#""v":1"#, &format!(r#""v":[{}"#, "0,".repeat(100)), 1);
+    let err = ProcessNotification::decode(doc.as_bytes()).unwrap_err();
+    let DecodeError::UnsupportedVersion { found } = err else {
+        panic!("{err}")
+    };
+    assert!(
+        found.starts_with("[0,0,") && found.ends_with('…'),
+        "{found}"
+    );
+}
+
+#[test]
 fn size_limit_is_sixteen_mib() {
     assert_eq!(MAX_DECODE_BYTES, 16 * 1024 * 1024);
     // Exactly at the limit (a valid document padded with whitespace) decodes.
@@ -993,6 +1080,121 @@ fn timestamps_must_be_rfc3339_not_other_iso8601_spellings() {
         let err = notify_types::SessionEvent::decode(doc(ts).as_bytes()).unwrap_err();
         assert_eq!(err.field(), Some("process_started_at"), "{ts}: {err:?}");
     }
+}
+
+/// A `ProcessStarted` document whose `process_started_at` is `ts`.
+fn started_at_doc(ts: &str) -> String {
+    format!(
+        r#"{{"metadata":{{"event_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e04","kind":1,"session_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e02","loop_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e03","process_handle":"h","origin_execution_id":"0191e2a0-7c4b-7d3e-9a10-3b5f6c7d8e05","state":2,"process_created_at":"2000-01-01T00:00:00Z","process_started_at":"{ts}"}},"type":"ProcessStarted","v":1}}"#
+    )
+}
+
+#[test]
+fn timestamps_round_trip_through_the_last_representable_instant() {
+    // The upper edge: jiff's last instant, 26 hours before RFC 3339's.
+    assert_eq!(MAX_TIMESTAMP, Timestamp::MAX);
+    assert_eq!(MAX_TIMESTAMP.to_string(), "9999-12-30T22:00:00.999999999Z");
+    let mut m = valid_metadata(K::Lost);
+    m.process_created_at = MAX_TIMESTAMP;
+    m.process_started_at = Some(MAX_TIMESTAMP);
+    m.process_finished_at = Some(MAX_TIMESTAMP);
+    let bytes = round_trip_event(&event(m));
+    assert!(
+        String::from_utf8(bytes)
+            .unwrap()
+            .contains(r#""process_finished_at":"9999-12-30T22:00:00.999999999Z""#)
+    );
+    // The same instant in other spellings, and the instants just before it.
+    for ts in [
+        "9999-12-30T22:00:00.999999999Z",
+        "9999-12-30t22:00:00.999999999z",
+        "9999-12-31T00:00:00.999999999+02:00",
+        "9999-12-30T20:30:00.999999999-01:30",
+        "9999-12-30T22:00:00.99999999Z",
+        "9999-12-30T22:00:00Z",
+    ] {
+        let got = SessionEvent::decode(started_at_doc(ts).as_bytes()).unwrap();
+        let SessionEvent::Lifecycle(m) = got else {
+            panic!("{ts}: not a lifecycle event")
+        };
+        assert!(m.process_started_at.unwrap() <= MAX_TIMESTAMP, "{ts}");
+        assert_eq!(
+            ts.parse::<Timestamp>().unwrap(),
+            m.process_started_at.unwrap()
+        );
+    }
+    // Later RFC 3339 instants, through the last one, are refused by name.
+    for ts in [
+        "9999-12-30T22:00:01Z",
+        "9999-12-30T22:00:01.000000000Z",
+        "9999-12-30T21:00:01-01:00",
+        "9999-12-31T00:00:00Z",
+        "9999-12-31t23:59:59z",
+        "9999-12-31T23:59:59.999999999Z",
+        "9999-12-31T23:59:59.999999999+23:59",
+        "9999-12-31T23:59:59.999999999-23:59",
+    ] {
+        let err = SessionEvent::decode(started_at_doc(ts).as_bytes()).unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::TimestampOutOfRange {
+                field: "process_started_at"
+            },
+            "{ts}"
+        );
+        assert_eq!(err.field(), Some("process_started_at"));
+        assert!(
+            err.to_string().contains("9999-12-30T22:00:00.999999999Z"),
+            "{err}"
+        );
+    }
+    // What is not a calendar instant at all stays an invalid value.
+    for ts in [
+        "9999-12-32T00:00:00Z",
+        "9999-13-31T00:00:00Z",
+        "9999-12-31T24:00:00Z",
+        "9999-12-31T23:60:00Z",
+        "9999-12-31T23:59:59+24:00",
+        "9999-12-31T23:59:59+23:60",
+    ] {
+        let err = SessionEvent::decode(started_at_doc(ts).as_bytes()).unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::InvalidValue {
+                field: "process_started_at",
+                expected: "an RFC 3339 timestamp"
+            },
+            "{ts}"
+        );
+    }
+}
+
+#[test]
+fn timestamps_decode_from_the_first_rfc3339_instant() {
+    // The lower edge: every RFC 3339 instant is representable, the earliest (year 0
+    // at the largest offset) included; validation then wants a creation time after
+    // the zero time.
+    for ts in ["0000-01-01T00:00:00Z", "0000-01-01T00:00:00+23:59"] {
+        let t: Timestamp = ts.parse().unwrap();
+        assert!(t < ZERO_TIME);
+        let doc = started_at_doc("2000-01-01T00:00:00Z").replace(
+            r#""process_created_at":"2000-01-01T00:00:00Z""#,
+            &format!(r#""process_created_at":"{ts}""#),
+        );
+        let err = SessionEvent::decode(doc.as_bytes()).unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::Invalid(ValidationError::new(ValidationField::ProcessCreatedAt)),
+            "{ts}"
+        );
+    }
+    let first = "0001-01-01T00:00:00.000000001Z";
+    let mut m = valid_metadata(K::Lost);
+    m.process_created_at = first.parse().unwrap();
+    m.process_started_at = Some(m.process_created_at);
+    m.process_finished_at = Some(m.process_created_at);
+    let text = String::from_utf8(round_trip_event(&event(m))).unwrap();
+    assert!(text.contains(first), "{text}");
 }
 
 #[test]
