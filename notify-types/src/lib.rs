@@ -41,7 +41,9 @@ mod notifier;
 mod state;
 mod validation;
 
-pub use codec::{DecodeError, JournalRecord, MAX_DECODE_BYTES, WIRE_VERSION};
+pub use codec::{
+    DecodeError, JournalRecord, MAX_DECODE_BYTES, MAX_FOUND_BYTES, MAX_TIMESTAMP, WIRE_VERSION,
+};
 pub use event::{
     NotificationConsumed, SessionEvent, consumed_event_id, lost_command_id, lost_event_id,
 };
