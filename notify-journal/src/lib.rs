@@ -13,9 +13,6 @@
 #![deny(unsafe_code)]
 
 mod backend;
-// The compact frame body of the next storage format; wired in with that format.
-#[allow(dead_code)]
-mod body;
 mod error;
 mod integrity;
 mod redb;
