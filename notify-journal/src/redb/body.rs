@@ -370,6 +370,16 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Encodes `record` as a frame body into `out` (appended).
+pub(crate) fn encode(record: &JournalRecord, out: &mut Vec<u8>) {
+    encode_body(record, out);
+}
+
+/// Decodes a frame body; what is wrong with a bad one is a [`Corruption::Body`].
+pub(crate) fn decode(bytes: &[u8]) -> Result<JournalRecord, Corruption> {
+    decode_body(bytes).map_err(|e| Corruption::Body(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use notify_testkit::{sample, strategy};
@@ -716,14 +726,4 @@ mod tests {
             let _ = decode_canonical(&bytes);
         }
     }
-}
-
-/// Encodes `record` as a frame body into `out` (appended).
-pub(crate) fn encode(record: &JournalRecord, out: &mut Vec<u8>) {
-    encode_body(record, out);
-}
-
-/// Decodes a frame body; what is wrong with a bad one is a [`Corruption::Body`].
-pub(crate) fn decode(bytes: &[u8]) -> Result<JournalRecord, Corruption> {
-    decode_body(bytes).map_err(|e| Corruption::Body(e.to_string()))
 }
