@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::layout::{self, KEYS, LOG, POSITIONS, SESSIONS};
+use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};
 use common::{command, key_of, open, session};
 use notify_journal::{
     AppendError, Corruption, EngineCheck, JournalBackend, JournalError, JournalOptions, OpenError,
@@ -39,7 +39,7 @@ async fn a_flipped_byte_is_a_checksum_mismatch_on_every_read_path() {
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
     // The last byte of frame 2's body: still valid JSON-ish length, wrong bytes.
-    layout::edit_frame(&path, u(s), 2, false, |b| *b.last_mut().unwrap() ^= 0x01);
+    tamper::edit_frame(&path, u(s), 2, false, |b| *b.last_mut().unwrap() ^= 0x01).unwrap();
     let j = open(&path);
     match j.replay(s, 1, 10).await {
         Err(JournalError::Corrupt {
@@ -93,10 +93,11 @@ async fn a_resealed_but_undecodable_body_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
-    layout::edit_frame(&path, u(s), 2, true, |b| {
+    tamper::edit_frame(&path, u(s), 2, true, |b| {
         b.truncate(44);
         b.extend_from_slice(b"{\"type\":\"nope\"");
-    });
+    })
+    .unwrap();
     let j = open(&path);
     match j.replay(s, 1, 10).await {
         Err(JournalError::Corrupt {
@@ -119,11 +120,13 @@ async fn a_frame_of_another_identity_is_misplaced() {
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
     // Point seq 2's position at frame 3.
-    layout::with_txn(&path, |txn| {
+    tamper::with_txn(&path, |txn| {
         let mut p = txn.open_table(POSITIONS).unwrap();
         let third = p.get((u(s), 3)).unwrap().unwrap().value();
         p.insert((u(s), 2), third).unwrap();
-    });
+        Ok(())
+    })
+    .unwrap();
     let j = open(&path);
     assert!(matches!(
         j.replay(s, 1, 10).await,
@@ -142,12 +145,14 @@ async fn a_gap_in_the_log_is_missing_not_a_short_answer() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
-    layout::with_txn(&path, |txn| {
+    tamper::with_txn(&path, |txn| {
         txn.open_table(POSITIONS)
             .unwrap()
             .remove((u(s), 2))
             .unwrap();
-    });
+        Ok(())
+    })
+    .unwrap();
     let j = open(&path);
     for from in [0, 1, 2] {
         match j.replay(s, from, 10).await {
@@ -184,7 +189,7 @@ async fn an_index_hit_is_confirmed_against_its_frame() {
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
     // Key 1's entry names frame 3's position; key 2's entry names a position with no frame.
-    layout::with_txn(&path, |txn| {
+    tamper::with_txn(&path, |txn| {
         let third = txn
             .open_table(POSITIONS)
             .unwrap()
@@ -195,7 +200,9 @@ async fn an_index_hit_is_confirmed_against_its_frame() {
         let mut keys = txn.open_table(KEYS).unwrap();
         keys.insert((key_of(s, 1).as_u128(), u(s)), third).unwrap();
         keys.insert((key_of(s, 2).as_u128(), u(s)), 999).unwrap();
-    });
+        Ok(())
+    })
+    .unwrap();
     let j = open(&path);
     assert!(matches!(
         j.lookup(s, key_of(s, 1)).await,
@@ -236,12 +243,14 @@ async fn verify_finds_a_frame_the_index_lost() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
-    layout::with_txn(&path, |txn| {
+    tamper::with_txn(&path, |txn| {
         txn.open_table(KEYS)
             .unwrap()
             .remove((key_of(s, 2).as_u128(), u(s)))
             .unwrap();
-    });
+        Ok(())
+    })
+    .unwrap();
     let j = open(&path);
     let report = j.verify(10).await.unwrap();
     assert!(
@@ -332,12 +341,14 @@ fn tombstones_of_a_later_build_refuse_the_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
     open(&path).close();
-    layout::with_txn(&path, |txn| {
+    tamper::with_txn(&path, |txn| {
         txn.open_table(SESSIONS)
             .unwrap()
             .insert(7, b"ended".as_slice())
             .unwrap();
-    });
+        Ok(())
+    })
+    .unwrap();
     assert!(matches!(
         RedbJournal::open(&path, JournalOptions::default()),
         Err(OpenError::UnsupportedContent { .. })
@@ -349,7 +360,7 @@ async fn verify_at_open_full_refuses_a_damaged_frame() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
-    layout::edit_frame(&path, u(s), 3, false, |b| b[50] ^= 0x40);
+    tamper::edit_frame(&path, u(s), 3, false, |b| b[50] ^= 0x40).unwrap();
     let full = JournalOptions::default().verify_on_open(VerifyOnOpen::Full);
     match RedbJournal::open(&path, full) {
         Err(OpenError::Damaged { reason, .. }) => {
@@ -423,7 +434,7 @@ async fn a_format_1_file_opens_upgraded_with_every_frame_intact() {
     {
         let db = redb::Database::open(&path).unwrap();
         let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
-        let meta = txn.open_table(layout::META).unwrap();
+        let meta = txn.open_table(tamper::META).unwrap();
         assert_eq!(meta.get("format_version").unwrap().unwrap().value(), 2);
         assert!(meta.get("upgrading_from").unwrap().is_none());
         let names: Vec<String> = txn

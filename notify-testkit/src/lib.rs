@@ -50,6 +50,7 @@ mod memory;
 pub mod postgres;
 pub mod sample;
 pub mod strategy;
+pub mod tamper;
 
 pub use faulty::{AppendFault, FaultControl, FaultStats, FaultyJournal};
 pub use memory::MemoryJournal;

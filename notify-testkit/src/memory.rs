@@ -3,7 +3,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use notify_journal::{AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError};
+use notify_journal::{
+    AppendError, AppendOutcome, BoxFuture, Corruption, Frame, JournalBackend, JournalError,
+    check_replay_page, decode_checked_frame, frame_checksum,
+};
 use notify_types::{JournalRecord, SessionId, Uuid};
 
 /// An in-memory journal: per-session, gap-free logs with an idempotency index, and
@@ -18,8 +21,11 @@ use notify_types::{JournalRecord, SessionId, Uuid};
 ///   another session is [`AppendError::SessionMismatch`]; a record
 ///   whose encoding exceeds [`max_record_bytes`](Self::max_record_bytes) is
 ///   [`AppendError::TooLarge`].
-/// * Frames are kept as encoded bytes and decoded on replay, like a real backend, so a
-///   frame that does not decode is [`JournalError::Corrupt`].
+/// * Frames are kept as encoded bytes with their [`frame_checksum`] and checked and
+///   decoded on every read, like a real backend, so a frame whose bytes changed
+///   ([`corrupt_frame`](Self::corrupt_frame)) or that went missing
+///   ([`remove_frame`](Self::remove_frame)) is [`JournalError::Corrupt`] on replay, and
+///   [`AppendError::Corrupt`] for a re-append of its key.
 ///
 /// Every append is "durable" the moment it returns: the journal lives as long as any
 /// clone of it. Clones share the same state (an `Arc` inside), so a test can keep one
@@ -42,8 +48,10 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct SessionLog {
-    /// Encoded frames; the frame at index `i` has seq `i + 1`.
-    frames: Vec<Vec<u8>>,
+    /// Stored frames by seq: the checksum taken when it was appended, and its bytes.
+    frames: BTreeMap<u64, (u32, Vec<u8>)>,
+    /// The last seq appended (kept apart from `frames`, so a lost frame is noticed).
+    head: u64,
     /// Idempotency index: key to seq.
     index: HashMap<Uuid, u64>,
 }
@@ -86,24 +94,34 @@ impl MemoryJournal {
     pub fn raw_frame(&self, session: SessionId, seq: u64) -> Option<Vec<u8>> {
         let sessions = self.lock();
         let log = sessions.get(&session)?;
-        frame_index(seq).and_then(|i| log.frames.get(i)).cloned()
+        log.frames.get(&seq).map(|(_, bytes)| bytes.clone())
     }
 
-    /// Test hook: replaces the stored bytes of frame `seq` of `session` (the index is
-    /// untouched), so replay reports [`JournalError::Corrupt`] for it if `bytes` do not
-    /// decode. Returns `false` if there is no such frame.
+    /// Test hook: replaces the stored bytes of frame `seq` of `session`, keeping the
+    /// checksum (and the index) as they were — damage behind the journal's back — so
+    /// every read of it reports [`JournalError::Corrupt`]. Returns `false` if there is
+    /// no such frame.
     pub fn corrupt_frame(&self, session: SessionId, seq: u64, bytes: Vec<u8>) -> bool {
         let mut sessions = self.lock();
-        let slot = sessions
+        match sessions
             .get_mut(&session)
-            .and_then(|log| frame_index(seq).and_then(|i| log.frames.get_mut(i)));
-        match slot {
-            Some(slot) => {
+            .and_then(|log| log.frames.get_mut(&seq))
+        {
+            Some((_, slot)) => {
                 *slot = bytes;
                 true
             }
             None => false,
         }
+    }
+
+    /// Test hook: removes frame `seq` of `session` (its index entry and the session's
+    /// head stay), as a lost write would, so replay reports the gap as
+    /// [`JournalError::Corrupt`]. Returns `false` if there is no such frame.
+    pub fn remove_frame(&self, session: SessionId, seq: u64) -> bool {
+        self.lock()
+            .get_mut(&session)
+            .is_some_and(|log| log.frames.remove(&seq).is_some())
     }
 
     /// Every poisoned-lock recovery goes through here. The state is only mutated after
@@ -128,10 +146,22 @@ impl MemoryJournal {
         if let Some(log) = sessions.get(&session)
             && let Some(&seq) = log.index.get(&key)
         {
-            let same = frame_index(seq)
-                .and_then(|i| log.frames.get(i))
-                .is_some_and(|stored| *stored == bytes);
-            return if same {
+            let corrupt = |source| AppendError::Corrupt {
+                session,
+                seq,
+                source,
+            };
+            let Some((stored_sum, stored)) = log.frames.get(&seq) else {
+                return Err(corrupt(Corruption::Missing));
+            };
+            let computed = frame_checksum(stored);
+            if computed != *stored_sum {
+                return Err(corrupt(Corruption::Checksum {
+                    stored: *stored_sum,
+                    computed,
+                }));
+            }
+            return if *stored == bytes {
                 Ok(AppendOutcome {
                     seq,
                     appended: false,
@@ -141,8 +171,9 @@ impl MemoryJournal {
             };
         }
         let log = sessions.entry(session).or_default();
-        log.frames.push(bytes);
-        let seq = log.frames.len() as u64;
+        let seq = log.head + 1;
+        log.frames.insert(seq, (frame_checksum(&bytes), bytes));
+        log.head = seq;
         log.index.insert(key, seq);
         Ok(AppendOutcome {
             seq,
@@ -160,14 +191,14 @@ impl MemoryJournal {
         let Some(log) = sessions.get(&session) else {
             return Ok(Vec::new());
         };
-        let skip = usize::try_from(from_seq.saturating_sub(1)).unwrap_or(usize::MAX);
-        log.frames
-            .iter()
-            .enumerate()
-            .skip(skip)
+        let frames = log
+            .frames
+            .range(from_seq.max(1)..)
             .take(limit)
-            .map(|(i, bytes)| notify_journal::decode_frame(session, i as u64 + 1, bytes))
-            .collect()
+            .map(|(seq, (sum, bytes))| decode_checked_frame(session, *seq, bytes, *sum))
+            .collect::<Result<Vec<Frame>, JournalError>>()?;
+        check_replay_page(session, from_seq, limit, Some(log.head), &frames)?;
+        Ok(frames)
     }
 }
 
@@ -175,11 +206,6 @@ impl Default for MemoryJournal {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// The `frames` index of `seq` (`None` for seq 0 or one past `usize`).
-fn frame_index(seq: u64) -> Option<usize> {
-    seq.checked_sub(1).and_then(|i| usize::try_from(i).ok())
 }
 
 impl JournalBackend for MemoryJournal {
@@ -196,11 +222,34 @@ impl JournalBackend for MemoryJournal {
         session: SessionId,
         key: Uuid,
     ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
-        let seq = self
-            .lock()
+        let sessions = self.lock();
+        let seq = sessions
             .get(&session)
-            .and_then(|log| log.index.get(&key).copied());
-        Box::pin(std::future::ready(Ok(seq)))
+            .and_then(|log| log.index.get(&key).map(|seq| (log, *seq)));
+        // A hit is confirmed against its frame, like the redb journal's.
+        let answer = match seq {
+            None => Ok(None),
+            Some((log, seq)) => match log.frames.get(&seq) {
+                None => Err(Corruption::Missing),
+                Some((sum, bytes)) => {
+                    let computed = frame_checksum(bytes);
+                    if computed == *sum {
+                        Ok(Some(seq))
+                    } else {
+                        Err(Corruption::Checksum {
+                            stored: *sum,
+                            computed,
+                        })
+                    }
+                }
+            }
+            .map_err(|source| JournalError::Corrupt {
+                session,
+                seq,
+                source,
+            }),
+        };
+        Box::pin(std::future::ready(answer))
     }
 
     fn replay(
@@ -215,10 +264,7 @@ impl JournalBackend for MemoryJournal {
     }
 
     fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-        let last = self
-            .lock()
-            .get(&session)
-            .map_or(0, |log| log.frames.len() as u64);
+        let last = self.lock().get(&session).map_or(0, |log| log.head);
         Box::pin(std::future::ready(Ok(last)))
     }
 

@@ -40,3 +40,13 @@ mod shared_backend {
         max_record_bytes = MemoryJournal::DEFAULT_MAX_RECORD_BYTES,
     }
 }
+
+mod integrity {
+    //! Damage behind the journal's back is named.
+    use notify_testkit::MemoryJournal;
+
+    notify_testkit::conformance_integrity_tests! {
+        setup = MemoryJournal::new(),
+        backend = |journal| &journal,
+    }
+}

@@ -39,3 +39,25 @@ mod small_cap {
         max_record_bytes = CAP,
     }
 }
+
+mod integrity {
+    //! Damage to the file behind the journal's back is named.
+    use notify_journal::JournalOptions;
+    use notify_testkit::tamper::RedbTamper;
+
+    #[expect(
+        clippy::expect_used,
+        reason = "test setup outside a #[test] fn: failing to open is an environment failure"
+    )]
+    fn open() -> (RedbTamper, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let journal = RedbTamper::open(dir.path().join("journal.redb"), JournalOptions::default())
+            .expect("open the journal");
+        (journal, dir)
+    }
+
+    notify_testkit::conformance_integrity_tests! {
+        setup = open(),
+        backend = |fixture| &fixture.0,
+    }
+}

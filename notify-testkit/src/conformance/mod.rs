@@ -1,0 +1,202 @@
+//! The backend conformance suite: the [`JournalBackend`] contract, written once and
+//! run against every backend (in-memory, redb, and any future server-backed one).
+//!
+//! Each check is a `pub async fn` returning `Result<(), ConformanceError>`; the error
+//! names the check and what was wrong. Checks never panic on a backend's answer.
+//! [`run_all`] runs every check in turn and stops at the first failure.
+//!
+//! Every check uses fresh random [`SessionId`]s and never assumes the backend is empty:
+//! several checks (or several test processes) may share one backend, so listings are
+//! checked with "contains", never with equality.
+//!
+//! Run it from a backend's integration tests, one test per check (so a failure names
+//! its check) or all at once:
+//!
+//! ```
+//! # async fn demo() -> Result<(), notify_testkit::conformance::ConformanceError> {
+//! use notify_testkit::{MemoryJournal, conformance};
+//!
+//! let journal = MemoryJournal::new();
+//! conformance::run_all(&journal, journal.max_record_bytes()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The concurrent checks drive many appends from one task (a small join over boxed
+//! futures), so a backend that batches concurrent appends (group commit) sees them in
+//! flight together; the backend does not need to be `Clone` or `'static`.
+
+mod contract;
+mod integrity;
+mod support;
+
+use notify_journal::JournalBackend;
+
+pub use contract::*;
+pub use integrity::{
+    INTEGRITY_CHECKS, Tamper, damaged_frame_is_named, run_integrity, short_log_is_named,
+};
+
+/// A backend broke the contract: which check failed, and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("conformance check `{check}` failed: {message}")]
+pub struct ConformanceError {
+    check: &'static str,
+    message: String,
+}
+
+impl ConformanceError {
+    /// The name of the failing check (its function name).
+    #[must_use]
+    pub fn check(&self) -> &'static str {
+        self.check
+    }
+
+    /// What was wrong.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// The names of every check [`run_all`] runs, in order.
+pub const CHECKS: &[&str] = &[
+    "sequences_start_at_one_and_are_gap_free",
+    "interleaved_sessions_are_independent",
+    "duplicate_returns_original_seq",
+    "collision_same_kind_different_payload",
+    "collision_across_record_kinds",
+    "keys_are_scoped_per_session",
+    "replay_from_seq_and_limit",
+    "replay_all_pages_through_everything",
+    "lookup_reports_journaled_keys",
+    "last_seq_tracks_appends",
+    "sessions_lists_sessions_with_frames",
+    "session_mismatch_is_refused",
+    "invalid_record_is_refused",
+    "too_large_is_refused",
+    "concurrent_appends_are_gap_free",
+    "concurrent_same_key_resolves_once",
+    "concurrent_conflicting_payloads_resolve_to_one_winner",
+];
+
+/// Runs every check in [`CHECKS`] order and returns the first failure.
+///
+/// `max_record_bytes` is the backend's documented cap on an encoded record (see
+/// [`too_large_is_refused`]).
+///
+/// # Errors
+///
+/// The first failing check's [`ConformanceError`].
+pub async fn run_all<B: JournalBackend + ?Sized>(
+    backend: &B,
+    max_record_bytes: usize,
+) -> Result<(), ConformanceError> {
+    sequences_start_at_one_and_are_gap_free(backend).await?;
+    interleaved_sessions_are_independent(backend).await?;
+    duplicate_returns_original_seq(backend).await?;
+    collision_same_kind_different_payload(backend).await?;
+    collision_across_record_kinds(backend).await?;
+    keys_are_scoped_per_session(backend).await?;
+    replay_from_seq_and_limit(backend).await?;
+    replay_all_pages_through_everything(backend).await?;
+    lookup_reports_journaled_keys(backend).await?;
+    last_seq_tracks_appends(backend).await?;
+    sessions_lists_sessions_with_frames(backend).await?;
+    session_mismatch_is_refused(backend).await?;
+    invalid_record_is_refused(backend).await?;
+    too_large_is_refused(backend, max_record_bytes).await?;
+    concurrent_appends_are_gap_free(backend).await?;
+    concurrent_same_key_resolves_once(backend).await?;
+    concurrent_conflicting_payloads_resolve_to_one_winner(backend).await
+}
+
+/// Generates one `#[tokio::test]` per conformance check for a backend, so a failure
+/// names its check.
+///
+/// `setup` is evaluated afresh in each test (inside an `async fn`, so it may
+/// `.await`) and bound to the identifier in `backend = |ident| …`, whose expression
+/// must give a `&impl JournalBackend`; `max_record_bytes` is the backend's cap. The
+/// calling crate needs `tokio` with the `macros` and `rt-multi-thread` features.
+///
+/// ```
+/// notify_testkit::conformance_tests! {
+///     setup = notify_testkit::MemoryJournal::new(),
+///     backend = |journal| &journal,
+///     max_record_bytes = notify_testkit::MemoryJournal::DEFAULT_MAX_RECORD_BYTES,
+/// }
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    (setup = $setup:expr, backend = |$f:ident| $backend:expr, max_record_bytes = $cap:expr $(,)?) => {
+        $crate::conformance_tests!(@each ($setup) $f ($backend) [
+            sequences_start_at_one_and_are_gap_free,
+            interleaved_sessions_are_independent,
+            duplicate_returns_original_seq,
+            collision_same_kind_different_payload,
+            collision_across_record_kinds,
+            keys_are_scoped_per_session,
+            replay_from_seq_and_limit,
+            replay_all_pages_through_everything,
+            lookup_reports_journaled_keys,
+            last_seq_tracks_appends,
+            sessions_lists_sessions_with_frames,
+            session_mismatch_is_refused,
+            invalid_record_is_refused,
+            concurrent_appends_are_gap_free,
+            concurrent_same_key_resolves_once,
+            concurrent_conflicting_payloads_resolve_to_one_winner,
+        ]);
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn too_large_is_refused() -> Result<(), $crate::conformance::ConformanceError> {
+            let $f = $setup;
+            $crate::conformance::too_large_is_refused($backend, $cap).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn run_all_on_one_backend() -> Result<(), $crate::conformance::ConformanceError> {
+            let $f = $setup;
+            $crate::conformance::run_all($backend, $cap).await
+        }
+    };
+    (@each ($setup:expr) $f:ident ($backend:expr) [$($check:ident),* $(,)?]) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() -> Result<(), $crate::conformance::ConformanceError> {
+                let $f = $setup;
+                $crate::conformance::$check($backend).await
+            }
+        )*
+    };
+}
+
+/// Generates one `#[tokio::test]` per integrity check ([`INTEGRITY_CHECKS`]) for a
+/// backend that can be damaged on purpose ([`Tamper`]).
+///
+/// `setup` is evaluated afresh in each test and bound to the identifier in
+/// `backend = |ident| …`, whose expression must give a `&impl JournalBackend + Tamper`.
+///
+/// ```
+/// notify_testkit::conformance_integrity_tests! {
+///     setup = notify_testkit::MemoryJournal::new(),
+///     backend = |journal| &journal,
+/// }
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! conformance_integrity_tests {
+    (setup = $setup:expr, backend = |$f:ident| $backend:expr $(,)?) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn damaged_frame_is_named() -> Result<(), $crate::conformance::ConformanceError> {
+            let $f = $setup;
+            $crate::conformance::damaged_frame_is_named($backend).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn short_log_is_named() -> Result<(), $crate::conformance::ConformanceError> {
+            let $f = $setup;
+            $crate::conformance::short_log_is_named($backend).await
+        }
+    };
+}

@@ -1,0 +1,233 @@
+//! Damaging a redb journal's file on purpose, for the integrity checks: the format-2
+//! tables as `notify-journal/docs/design.md` lays them out, and [`RedbTamper`], a redb
+//! journal that can be damaged behind its back between operations.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use notify_journal::{
+    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, JournalOptions,
+    OpenError, RedbJournal,
+};
+use notify_types::{JournalRecord, SessionId, Uuid};
+use redb::{ReadableTable, TableDefinition};
+
+use crate::conformance::Tamper;
+
+/// `position -> frame` (header: CRC-32C, session, seq, key; then the body).
+pub const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("notify_log");
+/// `(session, seq) -> position`.
+pub const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
+    TableDefinition::new("notify_positions");
+/// `(key, session) -> position`.
+pub const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");
+/// `session -> state record` (tombstones).
+pub const SESSIONS: TableDefinition<'_, u128, &[u8]> = TableDefinition::new("notify_sessions");
+/// `name -> value`: the format version.
+pub const META: TableDefinition<'_, &str, u64> = TableDefinition::new("notify_journal_meta");
+
+/// Why damaging a file failed (the file is not what the damage expected).
+#[derive(Debug, thiserror::Error)]
+#[error("tamper: {0}")]
+pub struct TamperError(String);
+
+fn err(context: &str, e: impl std::fmt::Display) -> TamperError {
+    TamperError(format!("{context}: {e}"))
+}
+
+/// Runs `f` in a write transaction of the raw redb file at `path` (no journal may have
+/// it open) and commits.
+///
+/// # Errors
+///
+/// Any redb failure, or `f`'s.
+pub fn with_txn(
+    path: &Path,
+    f: impl FnOnce(&redb::WriteTransaction) -> Result<(), TamperError>,
+) -> Result<(), TamperError> {
+    let db = redb::Database::open(path).map_err(|e| err("open", e))?;
+    let txn = db.begin_write().map_err(|e| err("begin write", e))?;
+    f(&txn)?;
+    txn.commit().map_err(|e| err("commit", e))
+}
+
+/// The log position of frame `seq` of `session`.
+///
+/// # Errors
+///
+/// No such frame, or a redb failure.
+pub fn position(txn: &redb::WriteTransaction, session: u128, seq: u64) -> Result<u64, TamperError> {
+    txn.open_table(POSITIONS)
+        .map_err(|e| err("open positions", e))?
+        .get((session, seq))
+        .map_err(|e| err("read positions", e))?
+        .map(|g| g.value())
+        .ok_or_else(|| TamperError(format!("no frame {seq} of {}", Uuid::from_u128(session))))
+}
+
+/// Rewrites the stored bytes of frame `seq` of `session` with `edit`; with `reseal`
+/// the frame's checksum is recomputed afterwards (damage the checksum cannot see).
+///
+/// # Errors
+///
+/// No such frame, or a redb failure.
+pub fn edit_frame(
+    path: &Path,
+    session: u128,
+    seq: u64,
+    reseal: bool,
+    edit: impl FnOnce(&mut Vec<u8>),
+) -> Result<(), TamperError> {
+    with_txn(path, |txn| {
+        let pos = position(txn, session, seq)?;
+        let mut log = txn.open_table(LOG).map_err(|e| err("open log", e))?;
+        let mut bytes = log
+            .get(pos)
+            .map_err(|e| err("read log", e))?
+            .map(|g| g.value().to_vec())
+            .ok_or_else(|| TamperError(format!("no frame at position {pos}")))?;
+        edit(&mut bytes);
+        if reseal && bytes.len() >= 4 {
+            let crc = crc32c::crc32c(&bytes[4..]);
+            bytes[..4].copy_from_slice(&crc.to_be_bytes());
+        }
+        log.insert(pos, bytes.as_slice())
+            .map_err(|e| err("write log", e))?;
+        Ok(())
+    })
+}
+
+/// A [`RedbJournal`] on a file that [`Tamper`] damages between operations: it closes
+/// the journal, edits the file and opens it again.
+#[derive(Debug)]
+pub struct RedbTamper {
+    path: PathBuf,
+    options: JournalOptions,
+    journal: Mutex<Option<RedbJournal>>,
+}
+
+impl RedbTamper {
+    /// Opens (creating) the journal at `path`.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedbJournal::open`].
+    pub fn open(path: impl Into<PathBuf>, options: JournalOptions) -> Result<Self, OpenError> {
+        let path = path.into();
+        let journal = RedbJournal::open(&path, options.clone())?;
+        Ok(Self {
+            path,
+            options,
+            journal: Mutex::new(Some(journal)),
+        })
+    }
+
+    /// The journal as it is now (reopened after each damage).
+    ///
+    /// # Errors
+    ///
+    /// The reopen after a damage failed.
+    pub fn journal(&self) -> Result<RedbJournal, TamperError> {
+        self.journal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| TamperError("the journal did not reopen".to_owned()))
+    }
+
+    fn damage(
+        &self,
+        edit: impl FnOnce(&Path) -> Result<(), TamperError>,
+    ) -> Result<(), TamperError> {
+        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(j) = slot.take() {
+            j.close();
+        }
+        let edited = edit(&self.path);
+        *slot = Some(
+            RedbJournal::open(&self.path, self.options.clone()).map_err(|e| err("reopen", e))?,
+        );
+        edited
+    }
+}
+
+impl Tamper for RedbTamper {
+    fn damage_frame(&self, session: SessionId, seq: u64) -> BoxFuture<'_, Result<(), String>> {
+        let s = session.as_uuid().as_u128();
+        let done = self.damage(|path| {
+            edit_frame(path, s, seq, false, |bytes| {
+                if let Some(b) = bytes.last_mut() {
+                    *b ^= 0x01;
+                }
+            })
+        });
+        Box::pin(std::future::ready(done.map_err(|e| e.to_string())))
+    }
+
+    fn remove_frame(&self, session: SessionId, seq: u64) -> BoxFuture<'_, Result<(), String>> {
+        let s = session.as_uuid().as_u128();
+        let done = self.damage(|path| {
+            with_txn(path, |txn| {
+                let pos = position(txn, s, seq)?;
+                txn.open_table(LOG)
+                    .map_err(|e| err("open log", e))?
+                    .remove(pos)
+                    .map_err(|e| err("remove frame", e))?;
+                Ok(())
+            })
+        });
+        Box::pin(std::future::ready(done.map_err(|e| e.to_string())))
+    }
+}
+
+impl JournalBackend for RedbTamper {
+    fn append(
+        &self,
+        session: SessionId,
+        record: JournalRecord,
+    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { j.append(session, record).await }),
+            Err(_) => Box::pin(std::future::ready(Err(AppendError::Closed))),
+        }
+    }
+
+    fn lookup(
+        &self,
+        session: SessionId,
+        key: Uuid,
+    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { JournalBackend::lookup(&j, session, key).await }),
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
+
+    fn replay(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+        match self.journal() {
+            Ok(j) => {
+                Box::pin(async move { JournalBackend::replay(&j, session, from_seq, limit).await })
+            }
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
+
+    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { JournalBackend::last_seq(&j, session).await }),
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
+
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { JournalBackend::sessions(&j).await }),
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
+}
