@@ -10,12 +10,12 @@ mod common;
 
 use std::path::Path;
 
-use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};
 use common::{command, key_of, open, session};
 use notify_journal::{
     AppendError, Corruption, EngineCheck, JournalBackend, JournalError, JournalOptions, OpenError,
     Problem, RedbJournal, VerifyOnOpen, replay_all,
 };
+use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};
 use notify_types::{JournalRecord, SessionId};
 use redb::ReadableTable;
 

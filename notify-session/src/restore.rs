@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use notify_journal::{JournalBackend, replay_all};
+use notify_journal::{JournalBackend, check_replay_page};
 use notify_types::{
     CommandId, Disposition, JournalRecord, LoopId, NotifyError, ProcessCompletionNotification,
     ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
@@ -65,89 +65,142 @@ impl RestoreReport {
 /// Replays `session_id`'s journal and reports, per loop, the notifications appended
 /// but not consumed, and the processes whose last lifecycle event is non-terminal.
 ///
+/// The log is read page by page and reduced as it goes: memory is bounded by what is
+/// pending and the processes still alive at that point of the log (plus one page), not
+/// by the session's length. Every page is checked to continue the one before it.
+///
 /// Restore only reads: running it twice gives the same report.
+///
+/// # Cancel safety
+///
+/// Dropping the future abandons the report; nothing was written.
 ///
 /// # Errors
 ///
-/// [`RestoreError::Replay`] if the journal cannot be read or a frame does not decode.
+/// [`RestoreError::Replay`] if the journal cannot be read or a frame is damaged.
 pub async fn restore(
     session_id: SessionId,
     journal: &dyn JournalBackend,
 ) -> Result<RestoreReport, RestoreError> {
     let span = tracing::info_span!("restore", session = %session_id);
     async move {
-        let frames = replay_all(journal, session_id)
-            .await
-            .map_err(RestoreError::Replay)?;
-        let mut commands: Vec<ProcessNotification> = Vec::new();
-        let mut consumed: HashSet<CommandId> = HashSet::new();
-        // The last lifecycle event of each process incarnation, with its seq.
-        let mut last_event: HashMap<Incarnation, (u64, ProcessLifecycleMetadata)> = HashMap::new();
-        // The process most recently seen under each (loop, handle), in journal order:
-        // a completion command is charged to it.
-        let mut current: HashMap<(LoopId, String), Incarnation> = HashMap::new();
-        // Processes whose completion was journaled after their last lifecycle event
-        // seen so far (a supervisor journals the completion before `ProcessCompleted`;
-        // a crash between the two leaves the completion pending, not an orphan).
-        let mut completed: HashSet<Incarnation> = HashSet::new();
-        let mut last_seq = 0;
-        for (seq, record) in frames {
-            last_seq = seq;
-            match record {
-                JournalRecord::Command(c) => {
-                    let n = c.notification();
-                    // Restore's own lost-on-restore completion does not end the
-                    // process: until `ProcessLost` is journaled too, it stays an
-                    // orphan and declaring it lost again completes the pair.
-                    if n.state != ProcessLifecycleState::LostOnRestore
-                        && let Some(process) = current.get(&(n.loop_id, n.process_handle.clone()))
-                    {
-                        completed.insert(process.clone());
-                    }
-                    commands.push(c);
-                }
-                JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
-                    consumed.insert(c.cause());
-                }
-                JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
-                    let process = Incarnation::of(&m);
-                    // An event after the completion is the process's last word again.
-                    completed.remove(&process);
-                    current.insert((m.loop_id, m.process_handle.clone()), process.clone());
-                    last_event.insert(process, (seq, m));
-                }
+        let mut state = Reduction::default();
+        let mut from = 1;
+        loop {
+            let page = journal
+                .replay(session_id, from, RESTORE_PAGE)
+                .await
+                .map_err(RestoreError::Replay)?;
+            check_replay_page(session_id, from, RESTORE_PAGE, None, &page)
+                .map_err(RestoreError::Replay)?;
+            let n = page.len();
+            for (seq, record) in page {
+                state.apply(seq, record);
+                from = seq + 1;
+            }
+            if n < RESTORE_PAGE {
+                break;
             }
         }
-        let mut pending: BTreeMap<LoopId, Vec<ProcessNotification>> = BTreeMap::new();
-        for c in commands
-            .into_iter()
-            .filter(|c| !consumed.contains(&c.command_id()))
-        {
-            pending.entry(c.loop_id()).or_default().push(c);
-        }
-        // An orphan's last event is not terminal and its completion was not journaled
-        // after that event.
-        let mut orphans: Vec<(u64, ProcessLifecycleMetadata)> = last_event
-            .into_iter()
-            .filter(|(process, (_, m))| !m.is_terminal() && !completed.contains(process))
-            .map(|(_, last)| last)
-            .collect();
-        orphans.sort_by_key(|(seq, _)| *seq);
-        let report = RestoreReport {
-            pending,
-            orphans: orphans.into_iter().map(|(_, m)| m).collect(),
-            last_seq,
-        };
+        let report = state.finish();
         tracing::info!(
             pending = report.pending_count(),
             orphans = report.orphans.len(),
-            last_seq,
+            last_seq = report.last_seq,
             "restored"
         );
         Ok(report)
     }
     .instrument(span)
     .await
+}
+
+/// Frames read per page by [`restore`].
+const RESTORE_PAGE: usize = 1024;
+
+/// What restore keeps while it reads a log: only what can still matter at its end.
+#[derive(Default)]
+struct Reduction {
+    /// Commands not (yet) consumed, by seq, so the report keeps journal order.
+    pending: BTreeMap<u64, ProcessNotification>,
+    /// The seq of each pending command.
+    pending_seq: HashMap<CommandId, u64>,
+    /// Consumptions read before their command (never in a log the session wrote; kept
+    /// so any order gives the same report).
+    consumed_ahead: HashSet<CommandId>,
+    /// The last lifecycle event of each process that may still be an orphan: its last
+    /// event is non-terminal and no completion was journaled after it.
+    alive: HashMap<Incarnation, (u64, ProcessLifecycleMetadata)>,
+    /// The process most recently seen under each (loop, handle), while it is in
+    /// `alive`: a completion command is charged to it.
+    current: HashMap<(LoopId, String), Incarnation>,
+    last_seq: u64,
+}
+
+impl Reduction {
+    fn apply(&mut self, seq: u64, record: JournalRecord) {
+        self.last_seq = seq;
+        match record {
+            JournalRecord::Command(c) => {
+                let n = c.notification();
+                // Restore's own lost-on-restore completion does not end the process:
+                // until `ProcessLost` is journaled too, it stays an orphan and
+                // declaring it lost again completes the pair. Any other completion
+                // ends the process current under its handle (a supervisor journals the
+                // completion before `ProcessCompleted`; a crash between the two leaves
+                // the completion pending, not an orphan).
+                if n.state != ProcessLifecycleState::LostOnRestore
+                    && let Some(process) =
+                        self.current.remove(&(n.loop_id, n.process_handle.clone()))
+                {
+                    self.alive.remove(&process);
+                }
+                let id = c.command_id();
+                if !self.consumed_ahead.remove(&id) {
+                    self.pending_seq.insert(id, seq);
+                    self.pending.insert(seq, c);
+                }
+            }
+            JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
+                match self.pending_seq.remove(&c.cause()) {
+                    Some(seq) => {
+                        self.pending.remove(&seq);
+                    }
+                    None => {
+                        self.consumed_ahead.insert(c.cause());
+                    }
+                }
+            }
+            JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
+                // An event after a completion is the process's last word again.
+                let process = Incarnation::of(&m);
+                let key = (m.loop_id, m.process_handle.clone());
+                if m.is_terminal() {
+                    // It is now the process current under its handle, and ended: a
+                    // later completion for the handle ends nothing.
+                    self.alive.remove(&process);
+                    self.current.remove(&key);
+                } else {
+                    self.current.insert(key, process.clone());
+                    self.alive.insert(process, (seq, m));
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> RestoreReport {
+        let mut pending: BTreeMap<LoopId, Vec<ProcessNotification>> = BTreeMap::new();
+        for c in self.pending.into_values() {
+            pending.entry(c.loop_id()).or_default().push(c);
+        }
+        let mut orphans: Vec<(u64, ProcessLifecycleMetadata)> = self.alive.into_values().collect();
+        orphans.sort_by_key(|(seq, _)| *seq);
+        RestoreReport {
+            pending,
+            orphans: orphans.into_iter().map(|(_, m)| m).collect(),
+            last_seq: self.last_seq,
+        }
+    }
 }
 
 /// What declaring one orphan lost did.

@@ -179,8 +179,10 @@ fn trial(
                 )),
                 Err(_) => errors.push("restore"),
             }
+            // The blocking lookup is the async one's body without the hop to the
+            // blocking pool (10,000 of them per trial).
             for (seq, record) in frames {
-                match j.lookup(*s, record.key()).await {
+                match j.lookup_blocking(*s, record.key()) {
                     Ok(Some(got)) if got == *seq => {}
                     Ok(other) => wrong(format!("lookup of seq {seq} of {s} answered {other:?}")),
                     Err(_) => errors.push("lookup"),
