@@ -69,6 +69,29 @@ pub trait JournalBackend: Send + Sync {
 
     /// Every session with at least one frame, in ID order.
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
+
+    /// One page of [`sessions`](Self::sessions): at most `limit` sessions with at
+    /// least one frame whose ID is greater than `after` (from the first when `None`),
+    /// in ID order. Page through every session by passing the last ID of each page as
+    /// the next `after`; memory is bounded by `limit`, whatever the number of sessions.
+    ///
+    /// The default filters [`sessions`](Self::sessions); backends override it with a
+    /// seek.
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        let all = self.sessions();
+        Box::pin(async move {
+            Ok(all
+                .await?
+                .into_iter()
+                .filter(|s| after.is_none_or(|a| *s > a))
+                .take(limit)
+                .collect())
+        })
+    }
 }
 
 /// The checks every backend runs before it writes anything, in this order: the record
@@ -161,5 +184,12 @@ impl<T: JournalBackend + ?Sized> JournalBackend for std::sync::Arc<T> {
     }
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         (**self).sessions()
+    }
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        (**self).sessions_after(after, limit)
     }
 }

@@ -348,4 +348,19 @@ impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
             }
         })
     }
+
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        let (latency, error) = self.control.on_read(|s| &mut s.session_listings);
+        Box::pin(async move {
+            delay(latency).await;
+            match error {
+                Some(e) => Err(e),
+                None => self.inner.sessions_after(after, limit).await,
+            }
+        })
+    }
 }

@@ -272,4 +272,20 @@ impl JournalBackend for MemoryJournal {
         let ids = self.lock().keys().copied().collect();
         Box::pin(std::future::ready(Ok(ids)))
     }
+
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        use std::ops::Bound;
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let ids = self
+            .lock()
+            .range((lower, Bound::Unbounded))
+            .map(|(s, _)| *s)
+            .take(limit)
+            .collect();
+        Box::pin(std::future::ready(Ok(ids)))
+    }
 }

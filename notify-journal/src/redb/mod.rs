@@ -347,6 +347,20 @@ impl RedbJournal {
         self.snapshot("the sessions", Snapshot::sessions)
     }
 
+    /// [`JournalBackend::sessions_after`], on the calling thread: one seek per session
+    /// returned.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Closed`] or [`JournalError::Storage`].
+    pub fn sessions_after_blocking(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>, JournalError> {
+        self.snapshot("the sessions", |s| s.sessions_after(after, limit))
+    }
+
     /// The deep integrity check of an open journal, in one consistent snapshot (appends
     /// go on meanwhile): every frame's checksum and decoding, every session's log
     /// contiguous from 1 to its head, index entries and frames in one-to-one
@@ -439,6 +453,14 @@ impl JournalBackend for RedbJournal {
 
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         self.read(|j| j.sessions_blocking())
+    }
+
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        self.read(move |j| j.sessions_after_blocking(after, limit))
     }
 }
 

@@ -173,9 +173,25 @@ impl Snapshot {
 
     /// Every session with at least one frame, in ID order: one seek per session.
     pub(crate) fn sessions(&self) -> Result<Vec<SessionId>, JournalError> {
+        self.sessions_after(None, usize::MAX)
+    }
+
+    /// At most `limit` sessions with a frame and an ID above `after`, in ID order: one
+    /// seek per session.
+    pub(crate) fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>, JournalError> {
         let mut out = Vec::new();
-        let mut from = 0u128;
-        loop {
+        let mut from = match after {
+            None => 0u128,
+            Some(s) => match s.as_uuid().as_u128().checked_add(1) {
+                Some(n) => n,
+                None => return Ok(out),
+            },
+        };
+        while out.len() < limit {
             let next = self
                 .positions
                 .range((from, 0)..)

@@ -353,6 +353,51 @@ pub async fn sessions_lists_sessions_with_frames<B: JournalBackend + ?Sized>(
     Ok(())
 }
 
+/// `sessions_after` pages through the sessions: every page is at most `limit` long,
+/// in strictly ascending ID order and above its `after`, pages join up without
+/// repeating, and every session with a frame is on some page.
+///
+/// # Errors
+///
+/// A [`ConformanceError`] describing the first violation.
+pub async fn sessions_page_through_every_session<B: JournalBackend + ?Sized>(
+    backend: &B,
+) -> CheckResult {
+    let c = Check("sessions_page_through_every_session");
+    let mine: Vec<SessionId> = (0..5).map(|_| SessionId::new()).collect();
+    for &s in &mine {
+        c.append_new(backend, s, &sample::command(s, LoopId::new()), 1)
+            .await?;
+    }
+    for limit in [1, 2, 3, 1000] {
+        let mut seen: Vec<SessionId> = Vec::new();
+        let mut after = None;
+        loop {
+            let what = format!("sessions_after({after:?}, {limit})");
+            let page = c.ok(&what, backend.sessions_after(after, limit).await)?;
+            c.ensure(page.len() <= limit, || {
+                format!("{what}: {} sessions", page.len())
+            })?;
+            c.ensure(
+                page.windows(2).all(|w| w[0] < w[1])
+                    && after.is_none_or(|a| page.iter().all(|s| *s > a)),
+                || format!("{what}: not ascending above `after`: {page:?}"),
+            )?;
+            let Some(last) = page.last().copied() else {
+                break;
+            };
+            seen.extend(page);
+            after = Some(last);
+        }
+        for s in &mine {
+            c.ensure(seen.contains(s), || {
+                format!("paging by {limit} misses {s}, which has a frame")
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// A record naming another session is refused with `SessionMismatch { session,
 /// record }`, and neither session is written.
 ///

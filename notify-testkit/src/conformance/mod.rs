@@ -71,6 +71,7 @@ pub const CHECKS: &[&str] = &[
     "lookup_reports_journaled_keys",
     "last_seq_tracks_appends",
     "sessions_lists_sessions_with_frames",
+    "sessions_page_through_every_session",
     "session_mismatch_is_refused",
     "invalid_record_is_refused",
     "too_large_is_refused",
@@ -102,6 +103,7 @@ pub async fn run_all<B: JournalBackend + ?Sized>(
     lookup_reports_journaled_keys(backend).await?;
     last_seq_tracks_appends(backend).await?;
     sessions_lists_sessions_with_frames(backend).await?;
+    sessions_page_through_every_session(backend).await?;
     session_mismatch_is_refused(backend).await?;
     invalid_record_is_refused(backend).await?;
     too_large_is_refused(backend, max_record_bytes).await?;
@@ -141,6 +143,7 @@ macro_rules! conformance_tests {
             lookup_reports_journaled_keys,
             last_seq_tracks_appends,
             sessions_lists_sessions_with_frames,
+            sessions_page_through_every_session,
             session_mismatch_is_refused,
             invalid_record_is_refused,
             concurrent_appends_are_gap_free,
