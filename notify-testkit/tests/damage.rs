@@ -298,6 +298,9 @@ fn run(damage: Damage, seed: u64, verify_on_open: VerifyOnOpen) -> Tally {
         tally.opened_some_errors, tally.typed_errors
     );
     println!("  wrong answers: {}", tally.wrong_answers.len());
+    for w in tally.wrong_answers.iter().take(5) {
+        println!("    {w}");
+    }
     println!(
         "  panics escaping the journal: {}",
         tally.escaped_panics.len()
