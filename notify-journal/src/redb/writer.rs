@@ -64,6 +64,8 @@ pub(crate) struct Queue {
     commits: AtomicU64,
     /// Appends answered by successful commits, for [`CommitStats`].
     committed_appends: AtomicU64,
+    /// Times the writer slept and an appender had to wake it, for [`CommitStats`].
+    wakeups: AtomicU64,
 }
 
 /// Group-commit counters of a journal handle since it was opened.
@@ -74,6 +76,9 @@ pub struct CommitStats {
     pub commits: u64,
     /// Appends (new, duplicate or collision) answered by those transactions.
     pub appends: u64,
+    /// Times an appender had to wake the sleeping writer thread (each costs a thread
+    /// wake-up; the rest were caught while the writer spun or worked).
+    pub writer_wakeups: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -96,6 +101,7 @@ impl Queue {
             poisoned: AtomicBool::new(false),
             commits: AtomicU64::new(0),
             committed_appends: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
         }
     }
 
@@ -103,6 +109,7 @@ impl Queue {
         CommitStats {
             commits: self.commits.load(Ordering::Relaxed),
             appends: self.committed_appends.load(Ordering::Relaxed),
+            writer_wakeups: self.wakeups.load(Ordering::Relaxed),
         }
     }
 
@@ -144,26 +151,41 @@ impl Queue {
     /// Right after a commit the appenders it answered are about to come back, so the
     /// writer first spins briefly (yielding the core) before it sleeps: waking a sleeping
     /// thread costs more than the spin, on every single append of a lone appender.
+    ///
+    /// How long it spins adapts to how long the answered appenders take to come back
+    /// (twice the recent mean, within [`SPIN_MIN`]..=[`SPIN_MAX`]), so a lone appender
+    /// whose round trip is slower than a fixed spin does not pay a wake-up per append.
     fn wait_for_work(&self, tuning: &mut Tuning) -> bool {
         let idle_since = Instant::now();
         if tuning.last_batch > 0 {
+            let budget = (tuning.return_ewma * 2).clamp(SPIN_MIN, SPIN_MAX);
             while self.pending.load(Ordering::Acquire) == 0
                 && !self.closing.load(Ordering::Acquire)
-                && idle_since.elapsed() < SPIN_BEFORE_SLEEP
+                && idle_since.elapsed() < budget
             {
                 std::thread::yield_now();
             }
         }
         let mut st = lock(&self.state);
+        let mut slept = false;
         while st.items.is_empty() {
             if st.closed {
                 return false;
             }
             st.wake_at = 1;
+            slept = true;
             st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
         st.wake_at = usize::MAX;
-        if idle_since.elapsed() > tuning.linger_budget().max(tuning.gap()) {
+        drop(st);
+        let idle = idle_since.elapsed();
+        if slept {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+        if tuning.last_batch > 0 && idle < RETURN_SAMPLE_MAX {
+            tuning.observe_return(idle);
+        }
+        if idle > tuning.linger_budget().max(tuning.gap()) {
             // Idle for longer than appenders take to rejoin: the last batch's appenders
             // are gone, so this append is a lone one and commits at once.
             tuning.last_batch = 0;
@@ -220,8 +242,12 @@ impl Queue {
     }
 }
 
-/// How long the writer spins for returning appenders before it sleeps.
-const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+/// The shortest the writer spins for returning appenders before it sleeps.
+const SPIN_MIN: Duration = Duration::from_micros(50);
+/// The longest it spins (bounds the CPU a vanished appender costs after a commit).
+const SPIN_MAX: Duration = Duration::from_micros(400);
+/// A return slower than this is an idle spell, not a round trip: it is not averaged.
+const RETURN_SAMPLE_MAX: Duration = Duration::from_millis(2);
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
 /// lazily from the positions table, when a new session would exceed this).
@@ -237,6 +263,8 @@ struct Tuning {
     arrived_during_commit: usize,
     /// Exponentially weighted mean commit time.
     commit_ewma: Duration,
+    /// Exponentially weighted mean time from answering a batch to the next append.
+    return_ewma: Duration,
 }
 
 impl Tuning {
@@ -259,6 +287,14 @@ impl Tuning {
         } else {
             0
         }
+    }
+
+    fn observe_return(&mut self, took: Duration) {
+        self.return_ewma = if self.return_ewma.is_zero() {
+            took
+        } else {
+            (self.return_ewma * 7 + took) / 8
+        };
     }
 
     fn observe_commit(&mut self, took: Duration) {
@@ -302,6 +338,7 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         last_batch: 0,
         arrived_during_commit: 0,
         commit_ewma: Duration::ZERO,
+        return_ewma: Duration::ZERO,
     };
     let mut w = Writer {
         db,
