@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use notify_journal::{JournalBackend, replay_all};
 use notify_types::{
-    CommandId, Disposition, JournalRecord, LoopId, NotifyError, ProcessCompletionNotification,
+    CommandId, JournalRecord, LoopId, Notified, NotifyError, ProcessCompletionNotification,
     ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
     ProcessTerminalReason, SessionEvent, SessionId, lost_command_id, lost_event_id,
 };
@@ -150,24 +150,115 @@ pub async fn restore(
     .await
 }
 
+/// The `ProcessCompleted` event that goes with a completion notification, read back
+/// from the journal: it carries what the completion does not, above all the **exit
+/// code** (a completion of `false`, exit 1, is `Exited/Exited` like a success).
+///
+/// The completion and the event share the session, the loop and the process handle;
+/// the [`Supervisor`](crate::Supervisor) journals the completion first and
+/// `ProcessCompleted` right after it. So this returns the first `ProcessCompleted` of
+/// the same loop and handle journaled after the completion's frame, and `None` if
+/// there is none before the next completion of that handle (the process's runner
+/// crashed in between, or someone else published the completion), or if the
+/// completion is not journaled at all.
+///
+/// This replays the session's journal: fine for a consumer that looks up one exit
+/// code now and then. A consumer that wants every exit code as it happens should
+/// [`subscribe`](Session::subscribe) and match `ProcessCompleted` events by loop and
+/// handle instead.
+///
+/// ```
+/// # use notify_session::prelude::*;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+/// # let session = Session::new(SessionId::new(), journal.clone());
+/// # let loop_id = LoopId::new();
+/// # let mut inbox = session.register_loop(LoopConfig::new(session.id(), loop_id))?;
+/// Supervisor::new(session.clone(), loop_id)
+///     .spawn(ProcessSpec::new("false", "sh").arg("-c").arg("exit 1"))?
+///     .wait()
+///     .await;
+/// let received = inbox.recv().await.ok_or("loop exited")?;
+/// let n = received.command().notification();
+/// assert_eq!((n.state, n.reason), (ProcessLifecycleState::Exited, ProcessTerminalReason::Exited));
+/// let event = completed_event(&journal, n).await?.ok_or("no ProcessCompleted")?;
+/// assert_eq!(event.exit_code, Some(1));
+/// received.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`RestoreError::Replay`] if the journal cannot be read or a frame does not decode.
+pub async fn completed_event(
+    journal: &dyn JournalBackend,
+    notification: &ProcessCompletionNotification,
+) -> Result<Option<ProcessLifecycleMetadata>, RestoreError> {
+    let frames = replay_all(journal, notification.session_id)
+        .await
+        .map_err(RestoreError::Replay)?;
+    let same_process = |loop_id: LoopId, handle: &str| {
+        loop_id == notification.loop_id && handle == notification.process_handle
+    };
+    let mut after_completion = false;
+    for (_, record) in frames {
+        match record {
+            JournalRecord::Command(c) if c.command_id() == notification.command_id => {
+                after_completion = true;
+            }
+            JournalRecord::Command(c)
+                if after_completion
+                    && same_process(c.notification().loop_id, &c.notification().process_handle) =>
+            {
+                return Ok(None);
+            }
+            JournalRecord::Event(SessionEvent::Lifecycle(m))
+                if after_completion
+                    && m.kind == ProcessLifecycleKind::Completed
+                    && same_process(m.loop_id, &m.process_handle) =>
+            {
+                return Ok(Some(m));
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
 /// What declaring one orphan lost did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostOutcome {
     /// The `LostOnRestore` completion's delivery: `Ok` (accepted or duplicate), or the
     /// `DeliveryStopped` error of a loop that is full or gone (the frame is journaled
     /// and a later restore redelivers it).
-    pub completion: Result<Disposition, StoppedDelivery>,
+    pub completion: Result<Notified, StoppedDelivery>,
     /// The `ProcessLost` event.
     pub event: Published,
 }
 
 /// A `DeliveryStopped` answer to a journaled lost-on-restore completion.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The frame is journaled, so a later restore redelivers it; converting it
+/// `into` a [`NotifyError`] gives the `DeliveryStopped` error it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("delivery to loop {loop_id} stopped: {cause}")]
 pub struct StoppedDelivery {
     /// The loop.
     pub loop_id: LoopId,
     /// Why delivery stopped.
     pub cause: notify_types::StopCause,
+}
+
+impl From<StoppedDelivery> for NotifyError {
+    fn from(s: StoppedDelivery) -> Self {
+        Self::DeliveryStopped {
+            loop_id: s.loop_id,
+            cause: s.cause,
+        }
+    }
 }
 
 /// The diagnostic written on every `ProcessLost` event.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use notify_types::{
-    Disposition, NotifyError, ProcessCompletionNotification, ProcessCompletionNotifier,
+    Notified, NotifyError, ProcessCompletionNotification, ProcessCompletionNotifier,
 };
 
 /// How [`notify_with_retry`] retries a stopped delivery.
@@ -69,7 +69,7 @@ pub async fn notify_with_retry<N: ProcessCompletionNotifier + ?Sized>(
     notifier: &N,
     notification: &ProcessCompletionNotification,
     policy: RetryPolicy,
-) -> Result<Disposition, NotifyError> {
+) -> Result<Notified, NotifyError> {
     let attempts = policy.max_attempts.max(1);
     let mut retry = 0;
     loop {

@@ -10,9 +10,9 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use notify_types::{
-    CommandId, Disposition, EventId, ExecutionId, LoopId, NotifyError,
-    ProcessCompletionNotification, ProcessLifecycleKind, ProcessLifecycleMetadata,
-    ProcessLifecycleState as State, ProcessTerminalReason as Reason, Timestamp, is_valid_handle,
+    CommandId, EventId, ExecutionId, LoopId, Notified, NotifyError, ProcessCompletionNotification,
+    ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState as State,
+    ProcessTerminalReason as Reason, Timestamp, is_valid_handle,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -120,7 +120,7 @@ pub struct ProcessOutcome {
     /// the append itself failed), so a restart's restore redelivers it in any case.
     pub notification: ProcessCompletionNotification,
     /// The completion notification's delivery, after retries.
-    pub delivery: Result<Disposition, NotifyError>,
+    pub delivery: Result<Notified, NotifyError>,
     /// Lifecycle events that could not be published (normally empty).
     pub lifecycle_errors: Vec<PublishError>,
 }

@@ -10,7 +10,8 @@
 //!   ([`ProcessCompletionNotification`], [`ProcessLifecycleMetadata`]);
 //! * the journaled records ([`ProcessNotification`], [`SessionEvent`],
 //!   [`JournalRecord`]) with a strict, deterministic JSON codec;
-//! * the notifier contract ([`ProcessCompletionNotifier`], [`NotifyError`]).
+//! * the notifier contract ([`ProcessCompletionNotifier`], its success [`Notified`] and
+//!   its error [`NotifyError`]).
 //!
 //! It does no I/O and knows nothing of tokio or redb.
 //!
@@ -54,7 +55,7 @@ pub use notifier::{
     StopCause,
 };
 pub use state::{
-    Disposition, ProcessLifecycleKind, ProcessLifecycleState, ProcessTerminalReason,
+    Disposition, Notified, ProcessLifecycleKind, ProcessLifecycleState, ProcessTerminalReason,
     is_completion_pair,
 };
 pub use uuid::Uuid;
