@@ -65,7 +65,46 @@ impl RestoreReport {
 /// Replays `session_id`'s journal and reports, per loop, the notifications appended
 /// but not consumed, and the processes whose last lifecycle event is non-terminal.
 ///
-/// Restore only reads: running it twice gives the same report.
+/// Restore only reads: running it twice gives the same report. To resume, register
+/// each loop again seeded with its pending notifications, then declare the orphans
+/// lost ([`Session::declare_lost`]):
+///
+/// ```
+/// use notify_session::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("notify.redb");
+/// let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+/// {
+///     // Before the crash: accepted, never acknowledged.
+///     let session = Session::new(session_id, RedbJournal::open(&path, JournalOptions::default())?);
+///     let _inbox = session.register_loop(LoopConfig::new(session_id, loop_id))?;
+///     session.notify_process_completion(ProcessCompletionNotification {
+///         command_id: CommandId::new(),
+///         session_id,
+///         loop_id,
+///         process_handle: "build-42".into(),
+///         state: ProcessLifecycleState::Exited,
+///         reason: ProcessTerminalReason::Exited,
+///     }).await?;
+/// } // crash: everything in memory is gone
+///
+/// let journal = RedbJournal::open(&path, JournalOptions::default())?;
+/// let mut report = restore(session_id, &journal).await?;
+/// let session = Session::new(session_id, journal);
+/// let seed = report.take_pending(loop_id);
+/// let mut inbox = session.register_loop(LoopConfig::new(session_id, loop_id).seed(seed))?;
+/// for orphan in &report.orphans {
+///     session.declare_lost(orphan).await?;
+/// }
+/// let received = inbox.recv().await.ok_or("loop exited")?;
+/// assert_eq!(received.command().notification().process_handle, "build-42");
+/// received.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Errors
 ///

@@ -56,6 +56,41 @@ fn jittered(ceiling: Duration) -> Duration {
 ///
 /// Every other error is returned at once: retrying it cannot help.
 ///
+/// ```
+/// use std::time::Duration;
+/// use notify_session::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let session = Session::headless(SessionId::new());
+/// let loop_id = LoopId::new();
+/// let mut inbox = session.register_loop(LoopConfig::new(session.id(), loop_id).capacity(1))?;
+/// let completion = |handle: &str| ProcessCompletionNotification {
+///     command_id: CommandId::new(), // once per notification, reused on every retry
+///     session_id: session.id(),
+///     loop_id,
+///     process_handle: handle.into(),
+///     state: ProcessLifecycleState::Exited,
+///     reason: ProcessTerminalReason::Exited,
+/// };
+/// session.notify_process_completion(completion("first")).await?; // the inbox is now full
+///
+/// // The consumer catches up a moment later; the retries wait for it.
+/// let consumer = async {
+///     tokio::time::sleep(Duration::from_millis(20)).await;
+///     let received = inbox.recv().await.ok_or("loop exited")?;
+///     received.ack().await?;
+///     Ok::<_, Box<dyn std::error::Error>>(())
+/// };
+/// let second = completion("second");
+/// let policy = RetryPolicy { max_attempts: 50, ..RetryPolicy::default() };
+/// let (answer, consumed) = tokio::join!(notify_with_retry(&session, &second, policy), consumer);
+/// consumed?;
+/// assert_eq!(answer?, Notified::Accepted);
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 ///
 /// The first non-retryable error, or the last `DeliveryStopped` once attempts run out.
