@@ -15,6 +15,13 @@
 //!
 //! It does no I/O and knows nothing of tokio or redb.
 //!
+//! With the `serde` feature, the IDs (serialized as their canonical strings), the enums
+//! (by variant name), [`ProcessCompletionNotification`], [`ProcessLifecycleMetadata`],
+//! [`ProcessNotification`] (as its notification), [`Notified`] and [`StopCause`]
+//! implement `Serialize` and `Deserialize`, for embedding them in your own APIs. The
+//! journal never uses that form: its encoding is the hand-written codec above, and a
+//! value read through serde encodes to the same codec bytes as the original.
+//!
 //! ```
 //! use notify_types::*;
 //!

@@ -13,6 +13,7 @@ use crate::validation::{ValidationError, ValidationField};
 
 /// Why a loop refused delivery with `Stopped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum StopCause {
     /// The loop's bounded live set is full; retry after the consumer catches up.
