@@ -4,14 +4,19 @@
 //! [`ProcessCompletionNotification`](notify_types::ProcessCompletionNotification); the
 //! session validates it, checks that it owns it, finds the loop, **appends it to the
 //! journal first** under its own command ID, and only then dispatches it to the loop's
-//! bounded inbox. The answer is one of the four dispositions:
+//! bounded inbox. The answer is `Ok(`[`Notified`](notify_types::Notified)`)` or a
+//! typed [`NotifyError`](notify_types::NotifyError), each standing for one of the four
+//! dispositions:
 //!
 //! | outcome | meaning | caller action |
 //! | --- | --- | --- |
 //! | `Ok(Accepted)` | journaled (or headless) and the loop took ownership | done |
 //! | `Ok(Duplicate)` | the same ID and payload were already journaled or accepted | done; keep the ID |
 //! | `Err(Collision)` | the ID names a different journaled payload | fail closed |
-//! | `Err(DeliveryStopped)` | the loop is full or gone; the frame stays journaled | retry, same ID ([`notify_with_retry`]) |
+//! | `Err(DeliveryStopped)` (full, exited) | the loop is full or gone; the frame stays journaled | retry, same ID ([`notify_with_retry`]) |
+//! | other `Err` | refused, unknown or foreign loop, bad input, storage failure | see [`NotifyError`](notify_types::NotifyError): never retry blindly |
+//!
+//! Most users need one import, [`prelude`]: `use notify_session::prelude::*;`.
 //!
 //! The loop's consumer acknowledges each notification through the session
 //! ([`SessionReceived::ack`]), which journals `NotificationConsumed` before releasing

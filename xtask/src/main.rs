@@ -101,7 +101,7 @@ fn demo_command() -> clap::Command {
         .long_about(
             "Build and run the end-to-end demo: a session over a real redb journal, real \
              processes under a supervisor, every disposition, a real crash (SIGKILL) and \
-             restore. The first run compiles about 60 crates; cargo shows its progress.",
+             restore. The first run compiles about 50 crates; cargo shows its progress.",
         )
         .arg(
             Arg::new("journal")
