@@ -39,6 +39,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(unsafe_code)]
+// On docs.rs (all features), mark what the `serde` feature adds.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
 mod event;
