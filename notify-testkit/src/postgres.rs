@@ -13,7 +13,7 @@
 
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
 /// The environment variable naming the test database (a libpq-style string or a
@@ -49,9 +49,13 @@ fn choose(var: Option<String>, ci: bool, local_listens: impl FnOnce() -> bool) -
     Choice::Skip
 }
 
+/// Whether something accepts connections on 127.0.0.1:5432; probed once per process.
 fn local_listens() -> bool {
-    let addr = SocketAddr::from(([127, 0, 0, 1], 5432));
-    TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok()
+    static LISTENS: OnceLock<bool> = OnceLock::new();
+    *LISTENS.get_or_init(|| {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 5432));
+        TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok()
+    })
 }
 
 /// The database `test` should run against, or `None` after saying (past the test
