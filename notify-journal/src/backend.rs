@@ -36,6 +36,36 @@ pub type Frame = (u64, JournalRecord);
 ///   another record kind) is [`AppendError::Collision`] carrying the original seq;
 /// * a key counts as seen only once its frame is committed;
 /// * `replay` yields frames in sequence order.
+///
+/// A session takes any backend (`Session::new(id, journal)`); used directly:
+///
+/// ```
+/// use notify_journal::{JournalBackend, JournalOptions, RedbJournal, replay_all};
+/// use notify_types::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+/// let session = SessionId::new();
+/// let record = JournalRecord::from(ProcessNotification::new(ProcessCompletionNotification {
+///     command_id: CommandId::new(),
+///     session_id: session,
+///     loop_id: LoopId::new(),
+///     process_handle: "build-42".into(),
+///     state: ProcessLifecycleState::Exited,
+///     reason: ProcessTerminalReason::Exited,
+/// }));
+///
+/// let first = journal.append(session, record.clone()).await?;
+/// assert!(first.appended && first.seq == 1);
+/// let again = journal.append(session, record.clone()).await?; // a retry: same key, same bytes
+/// assert!(!again.appended && again.seq == 1);
+/// assert_eq!(journal.lookup(session, record.key()).await?, Some(1));
+/// assert_eq!(replay_all(&journal, session).await?, vec![(1, record)]);
+/// # Ok(())
+/// # }
+/// ```
 pub trait JournalBackend: Send + Sync {
     /// Appends `record` to `session`'s log under `record.key()`.
     ///

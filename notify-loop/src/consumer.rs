@@ -10,7 +10,7 @@ use crate::inbox::{Inbox, Pending};
 /// Why [`Received::ack`] failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum AckError {
+pub enum LoopAckError {
     /// The loop task has exited, or is exiting because its consumer was dropped; there
     /// is nothing left to release. In-process state is gone, so the notification cannot
     /// be delivered again by this loop either.
@@ -143,20 +143,20 @@ impl Received {
     ///
     /// # Errors
     ///
-    /// [`AckError::LoopExited`] if the loop task has already exited.
+    /// [`LoopAckError::LoopExited`] if the loop task has already exited.
     ///
     /// # Cancel safety
     ///
     /// Completes on its first poll. If the future is dropped before it is polled, the
     /// `Received` inside it is dropped unacknowledged and goes back to the queue, so
     /// the consumer sees it again rather than losing it.
-    pub async fn ack(mut self) -> Result<(), AckError> {
+    pub async fn ack(mut self) -> Result<(), LoopAckError> {
         self.armed = false;
         let command_id = self.command_id();
         if self.inbox.ack(command_id) {
             Ok(())
         } else {
-            Err(AckError::LoopExited {
+            Err(LoopAckError::LoopExited {
                 loop_id: self.command.loop_id(),
                 command_id,
             })

@@ -71,7 +71,7 @@ mod handle;
 mod inbox;
 
 pub use config::{DEFAULT_CAPACITY, DEFAULT_CONSUMED_MEMORY, LoopConfig};
-pub use consumer::{AckError, LoopConsumer, Received};
+pub use consumer::{LoopAckError, LoopConsumer, Received};
 pub use handle::{Delivery, LoopHandle};
 
 /// Spawns the loop task on the current tokio runtime and returns its two halves.

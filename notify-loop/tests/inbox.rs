@@ -11,7 +11,7 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use notify_loop::{
-    AckError, DEFAULT_CAPACITY, Delivery, LoopConfig, LoopConsumer, LoopHandle, spawn,
+    DEFAULT_CAPACITY, Delivery, LoopAckError, LoopConfig, LoopConsumer, LoopHandle, spawn,
 };
 use notify_types::{
     CommandId, Disposition, LoopId, ProcessCompletionNotification, ProcessLifecycleState,
@@ -414,7 +414,7 @@ async fn dropping_the_consumer_exits_the_loop() {
     assert!(handle.is_closed());
     assert_eq!(
         outstanding.ack().await,
-        Err(AckError::LoopExited {
+        Err(LoopAckError::LoopExited {
             loop_id: owner.loop_id,
             command_id: notes[0].command_id(),
         })

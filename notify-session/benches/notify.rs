@@ -20,7 +20,7 @@ use notify_journal::{JournalOptions, RedbJournal};
 use notify_loop::LoopConfig;
 use notify_session::Session;
 use notify_types::{
-    CommandId, Disposition, JournalRecord, LoopId, ProcessCompletionNotification,
+    CommandId, JournalRecord, LoopId, Notified, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionId,
 };
 
@@ -79,7 +79,7 @@ fn end_to_end(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
                     for i in 0..per {
                         let n = completion(session.id(), loop_id, i);
                         let d = session.notify_process_completion(n).await.unwrap();
-                        assert_eq!(d, Disposition::Accepted);
+                        assert_eq!(d, Notified::Accepted);
                     }
                 })
             })

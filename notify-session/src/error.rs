@@ -66,7 +66,7 @@ pub enum AckError {
     /// The consumption was journaled but the loop had already exited; restore will not
     /// redeliver it.
     #[error("loop exited before the release")]
-    LoopExited(#[source] notify_loop::AckError),
+    LoopExited(#[source] notify_loop::LoopAckError),
 }
 
 /// Why restore failed.

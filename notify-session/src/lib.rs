@@ -4,14 +4,19 @@
 //! [`ProcessCompletionNotification`](notify_types::ProcessCompletionNotification); the
 //! session validates it, checks that it owns it, finds the loop, **appends it to the
 //! journal first** under its own command ID, and only then dispatches it to the loop's
-//! bounded inbox. The answer is one of the four dispositions:
+//! bounded inbox. The answer is `Ok(`[`Notified`](notify_types::Notified)`)` or a
+//! typed [`NotifyError`](notify_types::NotifyError), each standing for one of the four
+//! dispositions:
 //!
 //! | outcome | meaning | caller action |
 //! | --- | --- | --- |
 //! | `Ok(Accepted)` | journaled (or headless) and the loop took ownership | done |
 //! | `Ok(Duplicate)` | the same ID and payload were already journaled or accepted | done; keep the ID |
 //! | `Err(Collision)` | the ID names a different journaled payload | fail closed |
-//! | `Err(DeliveryStopped)` | the loop is full or gone; the frame stays journaled | retry, same ID ([`notify_with_retry`]) |
+//! | `Err(DeliveryStopped)` (full, exited) | the loop is full or gone; the frame stays journaled | retry, same ID ([`notify_with_retry`]) |
+//! | other `Err` | refused, unknown or foreign loop, bad input, storage failure | see [`NotifyError`](notify_types::NotifyError): never retry blindly |
+//!
+//! Most users need one import, [`prelude`]: `use notify_session::prelude::*;`.
 //!
 //! The loop's consumer acknowledges each notification through the session
 //! ([`SessionReceived::ack`]), which journals `NotificationConsumed` before releasing
@@ -47,7 +52,7 @@
 //!     state: ProcessLifecycleState::Exited,
 //!     reason: ProcessTerminalReason::Exited,
 //! };
-//! assert_eq!(session.notify_process_completion(n.clone()).await?, Disposition::Accepted);
+//! assert_eq!(session.notify_process_completion(n.clone()).await?, Notified::Accepted);
 //!
 //! // Crash before the consumer acknowledges: restore hands it back.
 //! drop((session, consumer));
@@ -70,11 +75,65 @@ mod supervisor;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+pub use notify_journal;
+pub use notify_loop;
+pub use notify_types;
+
 pub use consumer::{SessionConsumer, SessionReceived};
 pub use error::{AckError, DeclareLostError, PublishError, RegisterError, RestoreError};
-pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, restore};
+pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, completed_event, restore};
 pub use retry::{RetryPolicy, notify_with_retry};
 pub use session::{Published, Session};
 pub use supervisor::{
     ProcessOutcome, ProcessSpec, StopSignal, SuperviseError, SupervisedProcess, Supervisor,
 };
+
+pub mod prelude {
+    //! What a session user needs, in one import: `use notify_session::prelude::*;`.
+    //!
+    //! The IDs, the notification and its enums, the answers ([`Notified`],
+    //! [`NotifyError`], [`Disposition`]), the redb journal, the session, its loops'
+    //! configuration and consumers, restore, the retry helper and the supervisor. The
+    //! three crates underneath are re-exported too (`notify_session::notify_types`,
+    //! `::notify_journal`, `::notify_loop`) for everything else.
+    //!
+    //! No name here clashes with another crate's prelude-worthy name: the loop's own
+    //! acknowledgement error is [`notify_loop::LoopAckError`], the session's is
+    //! [`AckError`].
+    //!
+    //! ```
+    //! use notify_session::prelude::*;
+    //!
+    //! # #[tokio::main(flavor = "current_thread")]
+    //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    //! let session = Session::headless(SessionId::new());
+    //! let loop_id = LoopId::new();
+    //! let _inbox = session.register_loop(LoopConfig::new(session.id(), loop_id))?;
+    //! let n = ProcessCompletionNotification {
+    //!     command_id: CommandId::new(),
+    //!     session_id: session.id(),
+    //!     loop_id,
+    //!     process_handle: "build-42".into(),
+    //!     state: ProcessLifecycleState::Exited,
+    //!     reason: ProcessTerminalReason::Exited,
+    //! };
+    //! assert_eq!(session.notify_process_completion(n).await?, Notified::Accepted);
+    //! # Ok(())
+    //! # }
+    //! ```
+
+    pub use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
+    pub use notify_loop::LoopConfig;
+    pub use notify_types::{
+        CommandId, Disposition, EventId, ExecutionId, LoopId, Notified, NotifyError,
+        ProcessCompletionNotification, ProcessCompletionNotifier, ProcessLifecycleKind,
+        ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
+        ProcessTerminalReason, SessionEvent, SessionId, StopCause,
+    };
+
+    pub use crate::{
+        AckError, ProcessOutcome, ProcessSpec, RestoreReport, RetryPolicy, Session,
+        SessionConsumer, SessionReceived, StopSignal, SupervisedProcess, Supervisor,
+        completed_event, notify_with_retry, restore,
+    };
+}

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use notify_journal::{JournalBackend, check_replay_page};
 use notify_types::{
-    CommandId, Disposition, JournalRecord, LoopId, NotifyError, ProcessCompletionNotification,
+    CommandId, JournalRecord, LoopId, Notified, NotifyError, ProcessCompletionNotification,
     ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
     ProcessTerminalReason, SessionEvent, SessionId, lost_command_id, lost_event_id,
 };
@@ -69,7 +69,46 @@ impl RestoreReport {
 /// pending and the processes still alive at that point of the log (plus one page), not
 /// by the session's length. Every page is checked to continue the one before it.
 ///
-/// Restore only reads: running it twice gives the same report.
+/// Restore only reads: running it twice gives the same report. To resume, register
+/// each loop again seeded with its pending notifications, then declare the orphans
+/// lost ([`Session::declare_lost`]):
+///
+/// ```
+/// use notify_session::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("notify.redb");
+/// let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+/// {
+///     // Before the crash: accepted, never acknowledged.
+///     let session = Session::new(session_id, RedbJournal::open(&path, JournalOptions::default())?);
+///     let _inbox = session.register_loop(LoopConfig::new(session_id, loop_id))?;
+///     session.notify_process_completion(ProcessCompletionNotification {
+///         command_id: CommandId::new(),
+///         session_id,
+///         loop_id,
+///         process_handle: "build-42".into(),
+///         state: ProcessLifecycleState::Exited,
+///         reason: ProcessTerminalReason::Exited,
+///     }).await?;
+/// } // crash: everything in memory is gone
+///
+/// let journal = RedbJournal::open(&path, JournalOptions::default())?;
+/// let mut report = restore(session_id, &journal).await?;
+/// let session = Session::new(session_id, journal);
+/// let seed = report.take_pending(loop_id);
+/// let mut inbox = session.register_loop(LoopConfig::new(session_id, loop_id).seed(seed))?;
+/// for orphan in &report.orphans {
+///     session.declare_lost(orphan).await?;
+/// }
+/// let received = inbox.recv().await.ok_or("loop exited")?;
+/// assert_eq!(received.command().notification().process_handle, "build-42");
+/// received.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Cancel safety
 ///
@@ -203,24 +242,129 @@ impl Reduction {
     }
 }
 
+/// The `ProcessCompleted` event that goes with a completion notification, read back
+/// from the journal: it carries what the completion does not, above all the **exit
+/// code** (a completion of `false`, exit 1, is `Exited/Exited` like a success).
+///
+/// The completion and the event share the session, the loop and the process handle;
+/// the [`Supervisor`](crate::Supervisor) journals the completion first and
+/// `ProcessCompleted` right after it. So this returns the first `ProcessCompleted` of
+/// the same loop and handle journaled after the completion's frame, and `None` if
+/// there is none before the next completion of that handle (the process's runner
+/// crashed in between, or someone else published the completion), or if the
+/// completion is not journaled at all.
+///
+/// This reads the session's journal page by page until it finds the event: fine for a
+/// consumer that looks up one exit code now and then. A consumer that wants every exit code as it happens should
+/// [`subscribe`](Session::subscribe) and match `ProcessCompleted` events by loop and
+/// handle instead.
+///
+/// ```
+/// # use notify_session::prelude::*;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+/// # let session = Session::new(SessionId::new(), journal.clone());
+/// # let loop_id = LoopId::new();
+/// # let mut inbox = session.register_loop(LoopConfig::new(session.id(), loop_id))?;
+/// Supervisor::new(session.clone(), loop_id)
+///     .spawn(ProcessSpec::new("false", "sh").arg("-c").arg("exit 1"))?
+///     .wait()
+///     .await;
+/// let received = inbox.recv().await.ok_or("loop exited")?;
+/// let n = received.command().notification();
+/// assert_eq!((n.state, n.reason), (ProcessLifecycleState::Exited, ProcessTerminalReason::Exited));
+/// let event = completed_event(&journal, n).await?.ok_or("no ProcessCompleted")?;
+/// assert_eq!(event.exit_code, Some(1));
+/// received.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`RestoreError::Replay`] if the journal cannot be read or a frame does not decode.
+pub async fn completed_event(
+    journal: &dyn JournalBackend,
+    notification: &ProcessCompletionNotification,
+) -> Result<Option<ProcessLifecycleMetadata>, RestoreError> {
+    let session = notification.session_id;
+    let same_process = |loop_id: LoopId, handle: &str| {
+        loop_id == notification.loop_id && handle == notification.process_handle
+    };
+    let mut after_completion = false;
+    let mut from = 1;
+    loop {
+        let page = journal
+            .replay(session, from, RESTORE_PAGE)
+            .await
+            .map_err(RestoreError::Replay)?;
+        check_replay_page(session, from, RESTORE_PAGE, None, &page)
+            .map_err(RestoreError::Replay)?;
+        let n = page.len();
+        for (seq, record) in page {
+            from = seq + 1;
+            match record {
+                JournalRecord::Command(c) if c.command_id() == notification.command_id => {
+                    after_completion = true;
+                }
+                JournalRecord::Command(c)
+                    if after_completion
+                        && same_process(
+                            c.notification().loop_id,
+                            &c.notification().process_handle,
+                        ) =>
+                {
+                    return Ok(None);
+                }
+                JournalRecord::Event(SessionEvent::Lifecycle(m))
+                    if after_completion
+                        && m.kind == ProcessLifecycleKind::Completed
+                        && same_process(m.loop_id, &m.process_handle) =>
+                {
+                    return Ok(Some(m));
+                }
+                _ => {}
+            }
+        }
+        if n < RESTORE_PAGE {
+            return Ok(None);
+        }
+    }
+}
+
 /// What declaring one orphan lost did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostOutcome {
     /// The `LostOnRestore` completion's delivery: `Ok` (accepted or duplicate), or the
     /// `DeliveryStopped` error of a loop that is full or gone (the frame is journaled
     /// and a later restore redelivers it).
-    pub completion: Result<Disposition, StoppedDelivery>,
+    pub completion: Result<Notified, StoppedDelivery>,
     /// The `ProcessLost` event.
     pub event: Published,
 }
 
 /// A `DeliveryStopped` answer to a journaled lost-on-restore completion.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The frame is journaled, so a later restore redelivers it; converting it
+/// `into` a [`NotifyError`] gives the `DeliveryStopped` error it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("delivery to loop {loop_id} stopped: {cause}")]
 pub struct StoppedDelivery {
     /// The loop.
     pub loop_id: LoopId,
     /// Why delivery stopped.
     pub cause: notify_types::StopCause,
+}
+
+impl From<StoppedDelivery> for NotifyError {
+    fn from(s: StoppedDelivery) -> Self {
+        Self::DeliveryStopped {
+            loop_id: s.loop_id,
+            cause: s.cause,
+        }
+    }
 }
 
 /// The diagnostic written on every `ProcessLost` event.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use notify_types::{
-    Disposition, NotifyError, ProcessCompletionNotification, ProcessCompletionNotifier,
+    Notified, NotifyError, ProcessCompletionNotification, ProcessCompletionNotifier,
 };
 
 /// How [`notify_with_retry`] retries a stopped delivery.
@@ -56,6 +56,41 @@ fn jittered(ceiling: Duration) -> Duration {
 ///
 /// Every other error is returned at once: retrying it cannot help.
 ///
+/// ```
+/// use std::time::Duration;
+/// use notify_session::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let session = Session::headless(SessionId::new());
+/// let loop_id = LoopId::new();
+/// let mut inbox = session.register_loop(LoopConfig::new(session.id(), loop_id).capacity(1))?;
+/// let completion = |handle: &str| ProcessCompletionNotification {
+///     command_id: CommandId::new(), // once per notification, reused on every retry
+///     session_id: session.id(),
+///     loop_id,
+///     process_handle: handle.into(),
+///     state: ProcessLifecycleState::Exited,
+///     reason: ProcessTerminalReason::Exited,
+/// };
+/// session.notify_process_completion(completion("first")).await?; // the inbox is now full
+///
+/// // The consumer catches up a moment later; the retries wait for it.
+/// let consumer = async {
+///     tokio::time::sleep(Duration::from_millis(20)).await;
+///     let received = inbox.recv().await.ok_or("loop exited")?;
+///     received.ack().await?;
+///     Ok::<_, Box<dyn std::error::Error>>(())
+/// };
+/// let second = completion("second");
+/// let policy = RetryPolicy { max_attempts: 50, ..RetryPolicy::default() };
+/// let (answer, consumed) = tokio::join!(notify_with_retry(&session, &second, policy), consumer);
+/// consumed?;
+/// assert_eq!(answer?, Notified::Accepted);
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 ///
 /// The first non-retryable error, or the last `DeliveryStopped` once attempts run out.
@@ -69,7 +104,7 @@ pub async fn notify_with_retry<N: ProcessCompletionNotifier + ?Sized>(
     notifier: &N,
     notification: &ProcessCompletionNotification,
     policy: RetryPolicy,
-) -> Result<Disposition, NotifyError> {
+) -> Result<Notified, NotifyError> {
     let attempts = policy.max_attempts.max(1);
     let mut retry = 0;
     loop {

@@ -1,5 +1,6 @@
 //! The session: routing, ownership, append-before-dispatch and lifecycle events.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
@@ -7,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use notify_journal::{AppendOutcome, JournalBackend};
 use notify_loop::{Delivery, LoopConfig, LoopHandle};
 use notify_types::{
-    Disposition, JournalRecord, LoopId, NotifyError, NotifyFuture, ProcessCompletionNotification,
+    JournalRecord, LoopId, Notified, NotifyError, NotifyFuture, ProcessCompletionNotification,
     ProcessCompletionNotifier, ProcessLifecycleMetadata, ProcessNotification, SessionEvent,
     SessionId, consumed_event_id,
 };
@@ -62,8 +63,8 @@ pub(crate) struct Inner {
 ///     state: ProcessLifecycleState::Exited,
 ///     reason: ProcessTerminalReason::Exited,
 /// };
-/// assert_eq!(session.notify_process_completion(n.clone()).await?, Disposition::Accepted);
-/// assert_eq!(session.notify_process_completion(n).await?, Disposition::Duplicate);
+/// assert_eq!(session.notify_process_completion(n.clone()).await?, Notified::Accepted);
+/// assert_eq!(session.notify_process_completion(n).await?, Notified::Duplicate);
 ///
 /// let received = consumer.recv().await.ok_or("loop exited")?;
 /// received.ack().await?;
@@ -84,6 +85,22 @@ impl fmt::Debug for Session {
     }
 }
 
+/// Shares `journal`, without wrapping an `Arc<dyn JournalBackend>` a second time.
+fn into_shared<J: JournalBackend + 'static>(journal: J) -> Arc<dyn JournalBackend> {
+    let mut journal = Some(journal);
+    if let Some(shared) =
+        (&mut journal as &mut dyn Any).downcast_mut::<Option<Arc<dyn JournalBackend>>>()
+        && let Some(shared) = shared.take()
+    {
+        return shared;
+    }
+    match journal {
+        Some(journal) => Arc::new(journal),
+        // ok: `journal` is `Some` unless the downcast above took it and returned.
+        None => unreachable!("the journal was taken only when returned"),
+    }
+}
+
 /// The result of publishing a lifecycle event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Published {
@@ -100,10 +117,26 @@ pub enum Published {
 }
 
 impl Session {
-    /// A session whose notifications and events are journaled in `journal`.
+    /// A session whose notifications and events are journaled in `journal`: any
+    /// [`JournalBackend`], by value or shared (`RedbJournal`, `Arc<RedbJournal>`,
+    /// `Arc<dyn JournalBackend>`, the testkit's `MemoryJournal`, ...).
+    ///
+    /// Keep a clone (or an `Arc`) of the journal to [`restore`](crate::restore) from it
+    /// later; [`journal`](Self::journal) also returns it.
+    ///
+    /// ```
+    /// # use notify_session::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+    /// let session = Session::new(SessionId::new(), journal.clone());
+    /// # let _ = session;
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
-    pub fn new(id: SessionId, journal: Arc<dyn JournalBackend>) -> Self {
-        Self::build(id, Some(journal))
+    pub fn new(id: SessionId, journal: impl JournalBackend + 'static) -> Self {
+        Self::build(id, Some(into_shared(journal)))
     }
 
     /// A session without a journal: the loops' guards alone detect duplicates, and
@@ -261,7 +294,7 @@ impl Session {
     pub async fn notify_process_completion(
         &self,
         n: ProcessCompletionNotification,
-    ) -> Result<Disposition, NotifyError> {
+    ) -> Result<Notified, NotifyError> {
         let span = tracing::info_span!(
             "notify",
             session = %self.inner.id,
@@ -274,7 +307,7 @@ impl Session {
     async fn notify_inner(
         &self,
         n: ProcessCompletionNotification,
-    ) -> Result<Disposition, NotifyError> {
+    ) -> Result<Notified, NotifyError> {
         n.validate()?;
         if n.session_id != self.inner.id {
             return Err(NotifyError::OwnerMismatch {
@@ -307,13 +340,13 @@ impl Session {
                     })?;
                 if consumed.is_some() {
                     tracing::debug!("retry of a consumed notification");
-                    return Ok(Disposition::Duplicate);
+                    return Ok(Notified::Duplicate);
                 }
             }
         }
         match handle.deliver(command).await {
-            Delivery::Accepted => Ok(Disposition::Accepted),
-            Delivery::Duplicate => Ok(Disposition::Duplicate),
+            Delivery::Accepted => Ok(Notified::Accepted),
+            Delivery::Duplicate => Ok(Notified::Duplicate),
             Delivery::Stopped(cause) => Err(NotifyError::DeliveryStopped {
                 loop_id: handle.loop_id(),
                 cause,

@@ -10,9 +10,9 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use notify_types::{
-    CommandId, Disposition, EventId, ExecutionId, LoopId, NotifyError,
-    ProcessCompletionNotification, ProcessLifecycleKind, ProcessLifecycleMetadata,
-    ProcessLifecycleState as State, ProcessTerminalReason as Reason, Timestamp, is_valid_handle,
+    CommandId, EventId, ExecutionId, LoopId, Notified, NotifyError, ProcessCompletionNotification,
+    ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState as State,
+    ProcessTerminalReason as Reason, Timestamp, is_valid_handle,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -120,7 +120,7 @@ pub struct ProcessOutcome {
     /// the append itself failed), so a restart's restore redelivers it in any case.
     pub notification: ProcessCompletionNotification,
     /// The completion notification's delivery, after retries.
-    pub delivery: Result<Disposition, NotifyError>,
+    pub delivery: Result<Notified, NotifyError>,
     /// Lifecycle events that could not be published (normally empty).
     pub lifecycle_errors: Vec<PublishError>,
 }
@@ -178,6 +178,34 @@ impl SupervisedProcess {
 }
 
 /// Runs OS processes for one loop of a session.
+///
+/// Each process gets a command ID before anything is published; its lifecycle events
+/// are journaled and broadcast as they happen, and its completion is delivered with
+/// [`notify_with_retry`] (journaled first). The command line, output and PID never
+/// leave the supervisor.
+///
+/// ```
+/// use notify_session::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let session = Session::headless(SessionId::new());
+/// let loop_id = LoopId::new();
+/// let mut inbox = session.register_loop(LoopConfig::new(session.id(), loop_id))?;
+///
+/// let supervisor = Supervisor::new(session.clone(), loop_id);
+/// let process = supervisor.spawn(ProcessSpec::new("build-42", "sh").arg("-c").arg("exit 3"))?;
+/// let outcome = process.wait().await.ok_or("runtime shut down")?;
+/// assert_eq!(outcome.state, ProcessLifecycleState::Exited);
+/// assert_eq!(outcome.exit_code, Some(3)); // the supervisor knows; the completion does not
+/// assert_eq!(outcome.delivery?, Notified::Accepted);
+///
+/// let received = inbox.recv().await.ok_or("loop exited")?;
+/// assert_eq!(received.command().command_id(), outcome.command_id);
+/// received.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Supervisor {
     session: Session,

@@ -12,7 +12,7 @@ use notify_session::{AckError, PublishError, Session, SessionConsumer};
 use notify_testkit::sample::{lifecycle, notification};
 use notify_testkit::{AppendFault, FaultControl, FaultyJournal, MemoryJournal};
 use notify_types::{
-    Disposition, JournalFailureKind, LoopId, NotifyError, ProcessLifecycleKind, SessionId,
+    JournalFailureKind, LoopId, Notified, NotifyError, ProcessLifecycleKind, SessionId,
 };
 
 fn faulty() -> (
@@ -96,7 +96,7 @@ async fn persisted_but_reported_failed_then_retried_is_accepted_once() {
     // The supervisor retries with the same ID: the frame was in fact written.
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     let frames = replay_all(&memory, session.id()).await.unwrap();
     assert_eq!(
@@ -125,7 +125,7 @@ async fn a_failed_consumption_append_keeps_the_notification_live() {
     assert_eq!(again.command_id(), n.command_id);
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Duplicate
+        Notified::Duplicate
     );
     again.ack().await.unwrap();
     assert_eq!(

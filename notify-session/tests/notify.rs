@@ -11,7 +11,7 @@ use notify_session::{Session, SessionConsumer};
 use notify_testkit::MemoryJournal;
 use notify_testkit::sample::notification;
 use notify_types::{
-    CommandId, Disposition, LoopId, NotifyError, ProcessCompletionNotification,
+    CommandId, Disposition, LoopId, Notified, NotifyError, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessTerminalReason, SessionId, StopCause, ValidationField,
 };
 
@@ -38,7 +38,7 @@ async fn assert_loop_saw_nothing(
             .notify_process_completion(sentinel.clone())
             .await
             .unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     let next = consumer.recv().await.unwrap();
     assert_eq!(
@@ -64,11 +64,11 @@ async fn accepted_then_duplicate_with_one_frame() {
     let n = notification(session.id(), loop_id);
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Duplicate
+        Notified::Duplicate
     );
     assert_eq!(frames_for(&journal, session.id(), n.command_id).await, 1);
     let got = consumer.recv().await.unwrap();
@@ -77,7 +77,7 @@ async fn accepted_then_duplicate_with_one_frame() {
     // After the ack the journal answers: consumed, so Duplicate without dispatch.
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Duplicate
+        Notified::Duplicate
     );
     assert_eq!(frames_for(&journal, session.id(), n.command_id).await, 1);
     assert_loop_saw_nothing(&session, loop_id, &mut consumer).await;
@@ -93,11 +93,11 @@ async fn headless_duplicate_by_the_loop_guard_alone() {
     let n = notification(session.id(), loop_id);
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Duplicate
+        Notified::Duplicate
     );
     let got = consumer.recv().await.unwrap();
     assert_eq!(got.command_id(), n.command_id);
@@ -105,7 +105,7 @@ async fn headless_duplicate_by_the_loop_guard_alone() {
     // Remembered as consumed by the loop.
     assert_eq!(
         session.notify_process_completion(n).await.unwrap(),
-        Disposition::Duplicate
+        Notified::Duplicate
     );
     assert_loop_saw_nothing(&session, loop_id, &mut consumer).await;
 }
@@ -116,7 +116,7 @@ async fn collision_is_typed_and_never_dispatched() {
     let n = notification(session.id(), loop_id);
     assert_eq!(
         session.notify_process_completion(n.clone()).await.unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     let first = consumer.recv().await.unwrap();
     first.ack().await.unwrap();
@@ -194,7 +194,7 @@ async fn inbox_full_is_stopped_twice_with_one_frame_then_accepted_after_an_ack()
             .notify_process_completion(extra.clone())
             .await
             .unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     assert_eq!(
         frames_for(&journal, session.id(), extra.command_id).await,
@@ -352,7 +352,7 @@ async fn many_loops_many_sessions_one_journal() {
                 for n in &sent {
                     assert_eq!(
                         session.notify_process_completion(n.clone()).await.unwrap(),
-                        Disposition::Accepted
+                        Notified::Accepted
                     );
                 }
                 for n in &sent {
@@ -383,6 +383,6 @@ async fn the_session_is_an_object_safe_notifier() {
     let n = notification(session.id(), loop_id);
     assert_eq!(
         notifier.notify_process_completion(n).await.unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
 }

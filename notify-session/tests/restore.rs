@@ -12,7 +12,7 @@ use notify_session::{RestoreReport, Session, restore};
 use notify_testkit::MemoryJournal;
 use notify_testkit::sample::{lifecycle, notification};
 use notify_types::{
-    Disposition, JournalRecord, LoopId, ProcessLifecycleKind, ProcessLifecycleState,
+    JournalRecord, LoopId, Notified, ProcessLifecycleKind, ProcessLifecycleState,
     ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId, lost_command_id,
     lost_event_id,
 };
@@ -102,7 +102,7 @@ where
     for n in [&acked, &unacked, &undispatched] {
         assert_eq!(
             session.notify_process_completion(n.clone()).await.unwrap(),
-            Disposition::Duplicate
+            Notified::Duplicate
         );
     }
     let fresh = notification(session_id, loop_id);
@@ -177,7 +177,7 @@ async fn orphans_are_declared_lost_once_even_when_declared_twice() {
     let mut events = session.subscribe();
     for orphan in &report.orphans {
         let outcome = session.declare_lost(orphan).await.unwrap();
-        assert_eq!(outcome.completion, Ok(Disposition::Accepted));
+        assert_eq!(outcome.completion, Ok(Notified::Accepted));
         assert!(matches!(
             outcome.event,
             notify_session::Published::New { .. }
@@ -187,7 +187,7 @@ async fn orphans_are_declared_lost_once_even_when_declared_twice() {
     // A crash during restore: the same declaration again adds nothing.
     for orphan in &report.orphans {
         let outcome = session.declare_lost(orphan).await.unwrap();
-        assert_eq!(outcome.completion, Ok(Disposition::Duplicate));
+        assert_eq!(outcome.completion, Ok(Notified::Duplicate));
         assert!(matches!(
             outcome.event,
             notify_session::Published::Duplicate { .. }
@@ -283,7 +283,7 @@ async fn a_reused_handle_is_another_process_and_each_is_declared_lost() {
     let first = restore(session_id, &journal).await.unwrap();
     assert_eq!(first.orphans.len(), 1);
     let outcome = session.declare_lost(&first.orphans[0]).await.unwrap();
-    assert_eq!(outcome.completion, Ok(Disposition::Accepted));
+    assert_eq!(outcome.completion, Ok(Notified::Accepted));
     consumer_a.recv().await.unwrap().ack().await.unwrap();
 
     // Incarnation 2 of `build` in the same loop, and a `build` in another loop.
@@ -299,7 +299,7 @@ async fn a_reused_handle_is_another_process_and_each_is_declared_lost() {
     assert_eq!(second.orphans.len(), 2, "{:?}", second.orphans);
     for orphan in &second.orphans {
         let outcome = session.declare_lost(orphan).await.unwrap();
-        assert_eq!(outcome.completion, Ok(Disposition::Accepted), "{orphan:?}");
+        assert_eq!(outcome.completion, Ok(Notified::Accepted), "{orphan:?}");
         assert!(matches!(
             outcome.event,
             notify_session::Published::New { .. }
@@ -367,7 +367,7 @@ async fn a_crash_between_the_lost_completion_and_the_lost_event_is_finished_on_t
         .unwrap();
     let frames = journal.last_seq(session_id).await.unwrap();
     let outcome = session.declare_lost(&orphan).await.unwrap();
-    assert_eq!(outcome.completion, Ok(Disposition::Duplicate));
+    assert_eq!(outcome.completion, Ok(Notified::Duplicate));
     assert!(matches!(
         outcome.event,
         notify_session::Published::New { .. }

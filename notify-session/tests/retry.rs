@@ -9,18 +9,18 @@ use std::sync::Mutex;
 use notify_session::{RetryPolicy, notify_with_retry};
 use notify_testkit::sample::notification;
 use notify_types::{
-    Disposition, LoopId, NotifyError, NotifyFuture, ProcessCompletionNotification,
+    LoopId, Notified, NotifyError, NotifyFuture, ProcessCompletionNotification,
     ProcessCompletionNotifier, SessionId, StopCause, ValidationField,
 };
 
 /// Answers from a script and records every notification it was handed.
 struct Scripted {
-    answers: Mutex<Vec<Result<Disposition, NotifyError>>>,
+    answers: Mutex<Vec<Result<Notified, NotifyError>>>,
     seen: Mutex<Vec<ProcessCompletionNotification>>,
 }
 
 impl Scripted {
-    fn new(mut answers: Vec<Result<Disposition, NotifyError>>) -> Self {
+    fn new(mut answers: Vec<Result<Notified, NotifyError>>) -> Self {
         answers.reverse();
         Self {
             answers: Mutex::new(answers),
@@ -40,12 +40,12 @@ impl ProcessCompletionNotifier for Scripted {
             .lock()
             .unwrap()
             .pop()
-            .unwrap_or(Ok(Disposition::Accepted));
+            .unwrap_or(Ok(Notified::Accepted));
         Box::pin(async move { answer })
     }
 }
 
-fn stopped(cause: StopCause) -> Result<Disposition, NotifyError> {
+fn stopped(cause: StopCause) -> Result<Notified, NotifyError> {
     Err(NotifyError::DeliveryStopped {
         loop_id: LoopId::new(),
         cause,
@@ -58,12 +58,12 @@ async fn retries_stopped_with_the_identical_notification() {
     let notifier = Scripted::new(vec![
         stopped(StopCause::Full),
         stopped(StopCause::Exited),
-        Ok(Disposition::Accepted),
+        Ok(Notified::Accepted),
     ]);
     let got = notify_with_retry(&notifier, &n, RetryPolicy::default())
         .await
         .unwrap();
-    assert_eq!(got, Disposition::Accepted);
+    assert_eq!(got, Notified::Accepted);
     let calls = notifier.calls();
     assert_eq!(calls.len(), 3);
     assert!(

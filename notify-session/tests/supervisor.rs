@@ -12,8 +12,8 @@ use notify_loop::LoopConfig;
 use notify_session::{ProcessSpec, Session, StopSignal, SuperviseError, Supervisor, restore};
 use notify_testkit::MemoryJournal;
 use notify_types::{
-    Disposition, LoopId, ProcessLifecycleKind, ProcessLifecycleState as S,
-    ProcessTerminalReason as R, SessionEvent, SessionId,
+    LoopId, Notified, ProcessLifecycleKind, ProcessLifecycleState as S, ProcessTerminalReason as R,
+    SessionEvent, SessionId,
 };
 
 /// The next lifecycle event matching `pred`, skipping everything else.
@@ -74,7 +74,7 @@ async fn real_processes_end_with_the_expected_pairs() {
         assert_eq!(outcome.command_id, command_id);
         assert_eq!(
             outcome.delivery.as_ref().ok(),
-            Some(&Disposition::Accepted),
+            Some(&Notified::Accepted),
             "{handle}"
         );
         assert!(
@@ -254,5 +254,5 @@ async fn a_completion_that_cannot_be_journaled_leaves_an_orphan_not_a_completed_
     assert!(report.pending.is_empty());
     // Declaring it lost tells the loop after all.
     let lost = session.declare_lost(&report.orphans[0]).await.unwrap();
-    assert_eq!(lost.completion, Ok(Disposition::Accepted));
+    assert_eq!(lost.completion, Ok(Notified::Accepted));
 }

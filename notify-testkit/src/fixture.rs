@@ -6,13 +6,13 @@
 //!
 //! ```
 //! use notify_testkit::fixture::{self, SessionFixture};
-//! use notify_types::Disposition;
+//! use notify_types::Notified;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut fx = SessionFixture::headless(2)?;
 //! let n = fx.notification(1);
-//! assert_eq!(fx.session.notify_process_completion(n.clone()).await?, Disposition::Accepted);
+//! assert_eq!(fx.session.notify_process_completion(n.clone()).await?, Notified::Accepted);
 //!
 //! let acked = fixture::ack_next(&mut fx.consumers[1], 1).await?;
 //! assert_eq!(acked[0].notification(), &n);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use notify_journal::JournalBackend;
 use notify_testkit::MemoryJournal;
 use notify_testkit::fixture::{self, FixtureBuilder, FixtureError, SessionFixture};
-use notify_types::{Disposition, NotifyError, ProcessNotification, StopCause};
+use notify_types::{Notified, NotifyError, ProcessNotification, StopCause};
 
 #[tokio::test]
 async fn a_journaled_fixture_registers_every_loop_and_journals() {
@@ -32,7 +32,7 @@ async fn a_journaled_fixture_registers_every_loop_and_journals() {
             .notify_process_completion(n.clone())
             .await
             .unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     assert_eq!(journal.last_seq(fx.session_id()).await.unwrap(), 1);
     let loop_id = fx.loop_ids[2];
@@ -55,7 +55,7 @@ async fn the_builder_sets_capacity_and_a_headless_session_has_no_journal() {
     let second = fx.notification(0);
     assert_eq!(
         fx.session.notify_process_completion(first).await.unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     assert!(matches!(
         fx.session.notify_process_completion(second).await,

@@ -36,7 +36,7 @@ use notify_session::{
 use notify_testkit::fixture::{self, FixtureBuilder, SessionFixture};
 use notify_testkit::sample;
 use notify_types::{
-    CommandId, Disposition, EventId, JournalRecord, LoopId, NotifyError,
+    CommandId, EventId, JournalRecord, LoopId, Notified, NotifyError,
     ProcessCompletionNotification, ProcessLifecycleKind, ProcessLifecycleMetadata,
     ProcessLifecycleState, ProcessTerminalReason, SessionEvent, SessionId, StopCause, Uuid,
     consumed_event_id, lost_command_id, lost_event_id,
@@ -172,10 +172,10 @@ enum Outcome {
 }
 
 impl Outcome {
-    fn of(result: &Result<Disposition, NotifyError>) -> Self {
+    fn of(result: &Result<Notified, NotifyError>) -> Self {
         match result {
-            Ok(Disposition::Accepted) => Self::Accepted,
-            Ok(Disposition::Duplicate) => Self::Duplicate,
+            Ok(Notified::Accepted) => Self::Accepted,
+            Ok(Notified::Duplicate) => Self::Duplicate,
             Err(NotifyError::Collision { seq, .. }) => Self::Collision { seq: *seq },
             Err(NotifyError::DeliveryStopped {
                 cause: StopCause::Full,
@@ -824,9 +824,9 @@ async fn declare_lost(
     match (&completion, &got) {
         (Outcome::Accepted | Outcome::Duplicate, Ok(outcome)) => {
             let d = if completion == Outcome::Accepted {
-                Disposition::Accepted
+                Notified::Accepted
             } else {
-                Disposition::Duplicate
+                Notified::Duplicate
             };
             prop_assert_eq!(&outcome.completion, &Ok(d));
             prop_assert_eq!(Some(outcome.event), want_event);

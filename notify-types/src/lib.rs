@@ -10,9 +10,17 @@
 //!   ([`ProcessCompletionNotification`], [`ProcessLifecycleMetadata`]);
 //! * the journaled records ([`ProcessNotification`], [`SessionEvent`],
 //!   [`JournalRecord`]) with a strict, deterministic JSON codec;
-//! * the notifier contract ([`ProcessCompletionNotifier`], [`NotifyError`]).
+//! * the notifier contract ([`ProcessCompletionNotifier`], its success [`Notified`] and
+//!   its error [`NotifyError`]).
 //!
 //! It does no I/O and knows nothing of tokio or redb.
+//!
+//! With the `serde` feature, the IDs (serialized as their canonical strings), the enums
+//! (by variant name), [`ProcessCompletionNotification`], [`ProcessLifecycleMetadata`],
+//! [`ProcessNotification`] (as its notification), [`Notified`] and [`StopCause`]
+//! implement `Serialize` and `Deserialize`, for embedding them in your own APIs. The
+//! journal never uses that form: its encoding is the hand-written codec above, and a
+//! value read through serde encodes to the same codec bytes as the original.
 //!
 //! ```
 //! use notify_types::*;
@@ -31,6 +39,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(unsafe_code)]
+// On docs.rs (all features), mark what the `serde` feature adds.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
 mod event;
@@ -56,7 +66,7 @@ pub use notifier::{
     StopCause,
 };
 pub use state::{
-    Disposition, ProcessLifecycleKind, ProcessLifecycleState, ProcessTerminalReason,
+    Disposition, Notified, ProcessLifecycleKind, ProcessLifecycleState, ProcessTerminalReason,
     is_completion_pair,
 };
 pub use uuid::Uuid;

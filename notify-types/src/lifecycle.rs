@@ -19,6 +19,7 @@ pub const ZERO_TIME: Timestamp = Timestamp::constant(-62_135_596_800, 0);
 /// Fields are public, as in the reference DTO; call [`validate`](Self::validate) before
 /// trusting a value. On the wire the exit code is the pair `has_exit_code`/`exit_code`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProcessLifecycleMetadata {
     /// The event's ID (its idempotency key in the journal).
     pub event_id: EventId,

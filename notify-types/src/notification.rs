@@ -28,6 +28,7 @@ use crate::validation::{ValidationError, ValidationField as F, check, is_valid_h
 /// assert_eq!(bad.validate().unwrap_err().field(), ValidationField::ProcessHandle);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProcessCompletionNotification {
     /// The stable command ID, allocated by the publisher before publishing.
     pub command_id: CommandId,
@@ -65,6 +66,16 @@ impl ProcessCompletionNotification {
 /// and the decoder refuses a mismatch. The command does not validate the notification
 /// (a loop must be able to hold and refuse an invalid one); the codec does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+// With serde, a command is its notification: the envelope's ID is derived from it, so
+// no serialized form can break the invariant.
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(
+        from = "ProcessCompletionNotification",
+        into = "ProcessCompletionNotification"
+    )
+)]
 pub struct ProcessNotification {
     command_id: CommandId,
     notification: ProcessCompletionNotification,
@@ -126,5 +137,11 @@ impl ProcessNotification {
 impl From<ProcessCompletionNotification> for ProcessNotification {
     fn from(n: ProcessCompletionNotification) -> Self {
         Self::new(n)
+    }
+}
+
+impl From<ProcessNotification> for ProcessCompletionNotification {
+    fn from(c: ProcessNotification) -> Self {
+        c.into_notification()
     }
 }

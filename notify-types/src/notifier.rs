@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use crate::id::{CommandId, LoopId, SessionId};
 use crate::notification::ProcessCompletionNotification;
-use crate::state::Disposition;
+use crate::state::{Disposition, Notified};
 use crate::validation::{ValidationError, ValidationField};
 
 /// Why a loop refused delivery with `Stopped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum StopCause {
     /// The loop's bounded live set is full; retry after the consumer catches up.
@@ -80,15 +81,40 @@ impl JournalFailure {
 
 /// Why a completion notification was not accepted.
 ///
-/// | variant | disposition | caller action |
+/// What to do with each answer (the same table is in the README and ARCHITECTURE.md):
+///
+/// | answer | disposition | caller action |
 /// | --- | --- | --- |
-/// | `Invalid` | none | fix the bug; never retry |
-/// | `OwnerMismatch` | none | never retry |
-/// | `LoopNotFound` | Stopped | do not retry blindly |
-/// | `Unsupported` | Stopped | never retry |
-/// | `DeliveryStopped` | Stopped | retry with the same ID and identical DTO |
+/// | `Ok(Accepted)` | Accepted | done |
+/// | `Ok(Duplicate)` | Duplicate | done: treat as success, keep the ID |
+/// | `DeliveryStopped` (`Full`, `Exited`) | Stopped | retry later with the same ID and identical DTO ([`is_retryable`](Self::is_retryable)) |
+/// | `DeliveryStopped` (`Refused`) | Stopped | never retry: the loop refused it as invalid or misaddressed |
+/// | `LoopNotFound` | Stopped | do not retry blindly: register the loop (e.g. after restore), then retry with the same ID |
+/// | `Unsupported` (foreign engine) | Stopped | never retry |
 /// | `Collision` | Collision | fail closed; investigate ID reuse or forgery |
-/// | `Journal` | none | surface it |
+/// | `Invalid`, `OwnerMismatch` | none | fix the bug; never retry |
+/// | `Journal` | none | surface it; an `OutcomeUnknown` commit may be retried with the same ID |
+///
+/// ```
+/// use notify_types::{Disposition, LoopId, NotifyError, StopCause};
+///
+/// fn next_step(answer: &NotifyError) -> &'static str {
+///     if answer.is_retryable() {
+///         return "retry later with the same notification";
+///     }
+///     match answer.disposition() {
+///         Some(Disposition::Collision) => "fail closed",
+///         Some(Disposition::Stopped) => "give up on this loop",
+///         _ => "report the bug or the storage failure",
+///     }
+/// }
+///
+/// let full = NotifyError::DeliveryStopped { loop_id: LoopId::new(), cause: StopCause::Full };
+/// assert_eq!(full.disposition(), Some(Disposition::Stopped));
+/// assert_eq!(next_step(&full), "retry later with the same notification");
+/// let foreign = NotifyError::Unsupported { loop_id: LoopId::new() };
+/// assert_eq!(next_step(&foreign), "give up on this loop");
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum NotifyError {
@@ -175,13 +201,13 @@ impl From<ValidationError> for NotifyError {
 
 /// The future returned by [`ProcessCompletionNotifier::notify_process_completion`].
 pub type NotifyFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Disposition, NotifyError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Notified, NotifyError>> + Send + 'a>>;
 
 /// Receives process completion notifications from a supervisor.
 ///
-/// Object safe: `Arc<dyn ProcessCompletionNotifier>` works. `Ok` is only
-/// [`Disposition::Accepted`] or [`Disposition::Duplicate`]; every other outcome is a
-/// [`NotifyError`], whose [`disposition`](NotifyError::disposition) gives the rest.
+/// Object safe: `Arc<dyn ProcessCompletionNotifier>` works. Success is [`Notified`]
+/// (`Accepted` or `Duplicate`); every other outcome is a [`NotifyError`], whose
+/// [`disposition`](NotifyError::disposition) gives the rest.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -192,7 +218,7 @@ pub type NotifyFuture<'a> =
 ///     fn notify_process_completion(&self, n: ProcessCompletionNotification) -> NotifyFuture<'_> {
 ///         Box::pin(async move {
 ///             n.validate()?;
-///             Ok(Disposition::Accepted)
+///             Ok(Notified::Accepted)
 ///         })
 ///     }
 /// }

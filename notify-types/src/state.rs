@@ -11,6 +11,7 @@ macro_rules! wire_enum {
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         #[repr(u8)]
         pub enum $name {
             $( $(#[$vmeta])* $variant = $code, )+
@@ -125,8 +126,58 @@ wire_enum! {
         Duplicate = 2,
         /// The command ID names a different persisted payload: fail closed.
         Collision = 3,
-        /// The owner exited, its live set is full, or it cannot accept notifications: retry with the same ID.
+        /// The loop did not take the notification: it is full or exited (retry with the same
+        /// ID and identical notification), unknown (do not retry blindly) or a foreign
+        /// engine's (never retry). See [`NotifyError`](crate::NotifyError) for which is which.
         Stopped = 4,
+    }
+}
+
+/// The success of [`notify_process_completion`](crate::ProcessCompletionNotifier::notify_process_completion):
+/// the two [`Disposition`]s that are not errors.
+///
+/// `Collision` and `Stopped` only ever come as a [`NotifyError`](crate::NotifyError)
+/// (see [`NotifyError::disposition`](crate::NotifyError::disposition)), so this type
+/// cannot hold them. Both variants mean the same thing to a supervisor: the notification
+/// is durably owned by its loop, stop retrying.
+///
+/// ```
+/// use notify_types::{Disposition, Notified};
+///
+/// assert_eq!(Disposition::from(Notified::Duplicate), Disposition::Duplicate);
+/// assert_eq!(Notified::Accepted.to_string(), "Accepted");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Notified {
+    /// A new durable frame was appended (or the session is headless) and the loop took
+    /// ownership.
+    Accepted,
+    /// The same command ID with an identical payload was already appended or accepted:
+    /// treat it as success and keep the ID.
+    Duplicate,
+}
+
+impl Notified {
+    /// The disposition this success stands for.
+    #[must_use]
+    pub const fn disposition(self) -> Disposition {
+        match self {
+            Self::Accepted => Disposition::Accepted,
+            Self::Duplicate => Disposition::Duplicate,
+        }
+    }
+}
+
+impl From<Notified> for Disposition {
+    fn from(n: Notified) -> Self {
+        n.disposition()
+    }
+}
+
+impl fmt::Display for Notified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.disposition().fmt(f)
     }
 }
 

@@ -154,9 +154,9 @@ impl ProcessCompletionNotifier for Trivial {
             n.validate()?;
             let fresh = self.seen.lock().unwrap().insert(n.command_id);
             Ok(if fresh {
-                Disposition::Accepted
+                Notified::Accepted
             } else {
-                Disposition::Duplicate
+                Notified::Duplicate
             })
         })
     }
@@ -182,9 +182,9 @@ fn arc_dyn_notifier_is_object_safe_and_works() {
     let n = notification();
 
     let first = ready(assert_send(notifier.notify_process_completion(n.clone())));
-    assert_eq!(first.unwrap(), Disposition::Accepted);
+    assert_eq!(first.unwrap(), Notified::Accepted);
     let again = ready(notifier.notify_process_completion(n.clone()));
-    assert_eq!(again.unwrap(), Disposition::Duplicate);
+    assert_eq!(again.unwrap(), Notified::Duplicate);
 
     let bad = ProcessCompletionNotification {
         session_id: SessionId::NIL,
@@ -209,7 +209,7 @@ fn arc_dyn_notifier_is_object_safe_and_works() {
         };
         ready(shared.notify_process_completion(n))
     });
-    assert_eq!(handle.join().unwrap().unwrap(), Disposition::Accepted);
+    assert_eq!(handle.join().unwrap().unwrap(), Notified::Accepted);
     let wrapped: Arc<Arc<dyn ProcessCompletionNotifier>> = Arc::new(notifier);
     let n = ProcessCompletionNotification {
         command_id: CommandId::new(),
@@ -217,11 +217,11 @@ fn arc_dyn_notifier_is_object_safe_and_works() {
     };
     assert_eq!(
         ready(wrapped.notify_process_completion(n)).unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
     let boxed: Box<dyn ProcessCompletionNotifier> = Box::new(Trivial::default());
     assert_eq!(
         ready(boxed.notify_process_completion(notification())).unwrap(),
-        Disposition::Accepted
+        Notified::Accepted
     );
 }

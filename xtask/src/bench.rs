@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context as _, bail};
+use anyhow::{Context as _, anyhow};
 use serde_json::Value;
 
-use crate::{cargo, run};
+use crate::{TaskResult, cargo, run, target_dir};
 
 /// One measured benchmark.
 struct Measured {
@@ -185,30 +185,21 @@ fn rows() -> Vec<Row> {
     rows
 }
 
-pub(crate) fn run_bench(root: &Path, args: &[String]) -> anyhow::Result<()> {
-    let mut measure = true;
-    let mut postgres = std::env::var_os("NOTIFY_TEST_DATABASE_URL").is_some();
-    for arg in args {
-        match arg.as_str() {
-            "--no-run" => measure = false,
-            "--postgres" => postgres = true,
-            other => {
-                bail!("unknown option {other:?} (usage: cargo xtask bench [--no-run] [--postgres])")
-            }
-        }
-    }
+/// What `bench` was asked to do.
+pub(crate) struct BenchArgs {
+    /// Measure (false: re-summarise the last run).
+    pub(crate) measure: bool,
+    /// Also benchmark the PostgreSQL journal.
+    pub(crate) postgres: bool,
+}
+
+pub(crate) fn run_bench(args: &BenchArgs) -> TaskResult {
+    let measure = args.measure;
+    let postgres = args.postgres || std::env::var_os("NOTIFY_TEST_DATABASE_URL").is_some();
     // Criterion resolves a relative CARGO_TARGET_DIR against each package's directory,
-    // cargo against ours: hand both the same absolute path.
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => root.join(dir),
-        None => root.join("target"),
-    };
-    let bench = |args: &[&str]| {
-        run(cargo()
-            .env("CARGO_TARGET_DIR", &target)
-            .arg("bench")
-            .args(args))
-    };
+    // cargo against ours: `cargo()` hands both the same absolute path.
+    let target = target_dir()?;
+    let bench = |args: &[&str]| -> TaskResult { run(cargo()?.arg("bench").args(args)) };
     if measure {
         bench(&["-p", "notify-journal", "--bench", "journal"])?;
         bench(&["-p", "notify-loop"])?;
@@ -226,10 +217,11 @@ pub(crate) fn run_bench(root: &Path, args: &[String]) -> anyhow::Result<()> {
     }
     let results = collect(&target.join("criterion"))?;
     if results.is_empty() {
-        bail!(
+        return Err(anyhow!(
             "no criterion results under {}",
             target.join("criterion").display()
-        );
+        )
+        .into());
     }
     let table = render(&results);
     println!("\n{table}");

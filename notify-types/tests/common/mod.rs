@@ -40,9 +40,22 @@ pub(crate) fn notification() -> ProcessCompletionNotification {
     }
 }
 
-/// The eleven completion pairs, written out in the testkit independently of the
-/// crate's own table.
-pub(crate) use notify_testkit::strategy::COMPLETION_PAIRS;
+/// The eleven completion pairs of the specification, written out here independently
+/// of the crate's own table. (The testkit has the same list; it is not used here so that
+/// notify-types needs no dev-dependency on a crate that depends on it.)
+pub(crate) const COMPLETION_PAIRS: [(S, R); 11] = [
+    (S::Exited, R::Exited),
+    (S::Failed, R::Failed),
+    (S::TimedOut, R::TimedOut),
+    (S::Interrupted, R::Interrupted),
+    (S::Terminated, R::Terminated),
+    (S::Terminated, R::RunnerShutdown),
+    (S::Terminated, R::OutputLimit),
+    (S::Killed, R::Killed),
+    (S::Killed, R::RunnerShutdown),
+    (S::Killed, R::OutputLimit),
+    (S::LostOnRestore, R::LostOnRestore),
+];
 
 /// Whether the spec allows `(state, reason)` for an event of `kind`.
 pub(crate) fn state_reason_allowed(kind: K, state: S, reason: Option<R>) -> bool {

@@ -2,36 +2,31 @@
 //! supervisor running real processes, every disposition, and a real crash (a child
 //! process killed with SIGKILL) followed by restore.
 //!
-//! Run it with `cargo xtask demo` (or `cargo run -p notify-session --example demo`).
-//! `--journal PATH` keeps the journal file; by default it lives in a fresh temp dir.
+//! Run it with `cargo xtask demo`. `--journal PATH` keeps the journal file; by default
+//! it lives in a fresh temp dir. Every part says what it runs and what it is meant to
+//! show before it shows it.
 #![allow(clippy::print_stdout, reason = "a command-line demo prints its report")]
+#![allow(clippy::print_stderr, reason = "and its error")]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
-use notify_loop::LoopConfig;
-use notify_session::{ProcessSpec, Session, StopSignal, Supervisor, restore};
-use notify_types::{
-    CommandId, Disposition, LoopId, NotifyError, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessTerminalReason, SessionEvent, SessionId,
-};
+use notify_session::notify_journal::replay_all;
+use notify_session::prelude::*;
 
 /// Counts every answer the demo received, for the summary.
 #[derive(Default)]
 struct Tally(BTreeMap<&'static str, usize>);
 
 impl Tally {
-    fn record(&mut self, answer: &Result<Disposition, NotifyError>) -> String {
+    fn record(&mut self, answer: &Result<Notified, NotifyError>) -> String {
         let (key, text) = match answer {
-            Ok(Disposition::Accepted) => ("Accepted", "Accepted".to_owned()),
-            Ok(Disposition::Duplicate) => ("Duplicate", "Duplicate".to_owned()),
-            Ok(other) => ("Other", format!("{other}")),
+            Ok(Notified::Accepted) => ("Accepted", "Accepted".to_owned()),
+            Ok(Notified::Duplicate) => ("Duplicate", "Duplicate".to_owned()),
             Err(e) => match e.disposition() {
                 Some(Disposition::Collision) => ("Collision", format!("Collision ({e})")),
                 Some(Disposition::Stopped) => ("Stopped", format!("Stopped ({e})")),
@@ -55,23 +50,38 @@ fn heading(text: &str) {
     println!("\n== {text}");
 }
 
+/// Prints an introduction, one indented line each.
+fn intro(lines: &[&str]) {
+    for line in lines {
+        println!("   {line}");
+    }
+}
+
 fn pair(state: ProcessLifecycleState, reason: ProcessTerminalReason) -> String {
     format!("{state}/{reason}")
 }
 
 fn short(id: impl std::fmt::Display) -> String {
-    id.to_string()
-        .chars()
-        .rev()
-        .take(8)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect()
+    let id = id.to_string();
+    let start = id.len().saturating_sub(8);
+    id.get(start..).unwrap_or(&id).to_owned()
 }
 
+const USAGE: &str = "usage: notify-demo [--journal PATH]";
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The whole cause chain on one line, once; no backtrace.
+            eprintln!("demo failed: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut journal_path: Option<PathBuf> = None;
     let mut child: Option<(SessionId, LoopId)> = None;
@@ -79,16 +89,17 @@ async fn main() -> anyhow::Result<()> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--journal" => journal_path = Some(it.next().context("--journal needs a path")?.into()),
+            // Internal: the crashing child of part 4 (this same binary).
             "--child" => {
                 let session = it.next().context("--child needs a session id")?.parse()?;
                 let loop_id = it.next().context("--child needs a loop id")?.parse()?;
                 child = Some((session, loop_id));
             }
             "-h" | "--help" => {
-                println!("usage: demo [--journal PATH]");
+                println!("{USAGE}");
                 return Ok(());
             }
-            other => bail!("unknown argument {other:?} (usage: demo [--journal PATH])"),
+            other => bail!("unknown argument {other:?} ({USAGE})"),
         }
     }
     if let Some((session, loop_id)) = child {
@@ -104,9 +115,15 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
     let clock = Clock(Instant::now());
     let mut tally = Tally::default();
     println!("notify demo: durable process-completion notifications");
+    intro(&[
+        "One session journals to a redb file and owns two loops (agent inboxes). A",
+        "supervisor runs real OS processes; each completion is journaled, then delivered to",
+        "its loop, whose consumer acknowledges it. Then: every answer a retry can get, a",
+        "real crash (a child process killed with SIGKILL) and restore from the file.",
+    ]);
     println!("journal file: {}", path.display());
 
-    let journal = Arc::new(RedbJournal::open(path, JournalOptions::default())?);
+    let journal = RedbJournal::open(path, JournalOptions::default())?;
     let session_id = SessionId::new();
     let session = Session::new(session_id, journal.clone());
     let loop_a = LoopId::new();
@@ -118,6 +135,16 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
 
     // ---------------------------------------------------------------------------
     heading("1. Real processes, supervised; lifecycle events as they are journaled");
+    intro(&[
+        "Four processes, each under an opaque handle (the session never sees the command):",
+        "  ok        loop-a  sh -c 'exit 0'      exits 0        -> Exited/Exited",
+        "  exit-3    loop-a  sh -c 'exit 3'      exits 3        -> Exited/Exited too: the",
+        "                                                          exit code is in ProcessCompleted",
+        "  deadline  loop-b  sleep 30, 300 ms deadline          -> killed: TimedOut/TimedOut",
+        "  stop-me   loop-b  sleep 30, SIGTERM after 100 ms     -> ProcessStopRequested, then",
+        "                                                          Terminated/Terminated",
+        "Shows: each process's events (journaled, then streamed), then its completion's answer.",
+    ]);
     println!(
         "{:<9} {:<22} {:<10} {:<8} {:<26} detail",
         "time", "event", "handle", "loop", "state/reason"
@@ -181,6 +208,11 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
     }
 
     heading("2. The loops' consumers receive in order and acknowledge");
+    intro(&[
+        "Each loop's consumer takes its two completions in acceptance order and acks them;",
+        "each ack journals NotificationConsumed before the loop lets go. A completion has no",
+        "exit code: the consumer reads it from the matching ProcessCompleted (completed_event).",
+    ]);
     for (name, consumer, count) in [
         ("loop-a", &mut consumer_a, 2),
         ("loop-b", &mut consumer_b, 2),
@@ -188,27 +220,32 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
         for _ in 0..count {
             let got = consumer.recv().await.context("loop exited")?;
             let n = got.command().notification().clone();
+            let exit = match completed_event(&journal, &n)
+                .await?
+                .and_then(|m| m.exit_code)
+            {
+                Some(code) => format!("exit code {code}"),
+                None => "no exit code".to_owned(),
+            };
             got.ack().await?;
             println!(
-                "{} {name} received {:<10} {:<26} acked (NotificationConsumed journaled)",
+                "{} {name} received {:<10} {:<26} {:<13} acked",
                 clock.stamp(),
                 n.process_handle,
-                pair(n.state, n.reason)
+                pair(n.state, n.reason),
+                exit
             );
         }
     }
 
     // ---------------------------------------------------------------------------
-    heading("3. Retries: duplicate, collision, inbox full");
-    let (_, first) = &completed[0];
-    let original = ProcessCompletionNotification {
-        command_id: first.command_id,
-        session_id,
-        loop_id: loop_a,
-        process_handle: "ok".into(),
-        state: first.state,
-        reason: first.reason,
-    };
+    heading("3. Retries: duplicate, collision, inbox full, a foreign loop");
+    intro(&[
+        "A supervisor resends a completion with the same command ID until it is accepted.",
+        "Shows the answer to each kind of resend, and that the journal keeps one frame per ID.",
+    ]);
+    let (_, first) = completed.first().context("no process completed")?;
+    let original = first.notification.clone();
     let answer = session.notify_process_completion(original.clone()).await;
     println!(
         "retry of `ok` with the same ID and payload   -> {}",
@@ -236,7 +273,8 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
             tally.record(&answer)
         );
     }
-    let answer = session.notify_process_completion(fill[2].clone()).await;
+    let burst2 = fill.last().context("no burst")?;
+    let answer = session.notify_process_completion(burst2.clone()).await;
     println!(
         "retry burst-2 with the same ID (still full)   -> {}",
         tally.record(&answer)
@@ -247,15 +285,15 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
         got.command().notification().process_handle
     );
     got.ack().await?;
-    let answer = session.notify_process_completion(fill[2].clone()).await;
+    let answer = session.notify_process_completion(burst2.clone()).await;
     println!(
         "retry burst-2 with the same ID after the ack  -> {}",
         tally.record(&answer)
     );
-    let copies = notify_journal::replay_all(journal.as_ref(), session_id)
+    let copies = replay_all(&journal, session_id)
         .await?
         .iter()
-        .filter(|(_, r)| r.key() == *fill[2].command_id.as_uuid())
+        .filter(|(_, r)| r.key() == *burst2.command_id.as_uuid())
         .count();
     println!("journal frames for burst-2 after 3 attempts: {copies}");
     let foreign = LoopId::new();
@@ -264,7 +302,7 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
         .notify_process_completion(completion(session_id, foreign, "foreign"))
         .await;
     println!(
-        "a loop of a foreign engine                     -> {}",
+        "a loop of a foreign engine (never retry)       -> {}",
         tally.record(&answer)
     );
     // Drain loop-b so only the crash leaves work pending.
@@ -279,6 +317,13 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
 
     // ---------------------------------------------------------------------------
     heading("4. Crash: a child process appends, then is killed with SIGKILL mid-way");
+    intro(&[
+        "The parent closes the journal. A child (this binary again) opens the same file for",
+        "the same session and loop-a, starts two processes that outlive it (long-build and",
+        "long-test, sleep 5), notifies job-0 to job-4, acks job-0 and job-1, says READY, and",
+        "keeps notifying job-5, job-6, ... every 20 ms until the parent SIGKILLs it.",
+        "Shows: the kill lands in the middle of work, with nothing shut down cleanly.",
+    ]);
     let before = journal.last_seq(session_id).await?;
     drop((consumer_a, consumer_b, session, sup_a, sup_b));
     printer.abort();
@@ -300,7 +345,8 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
     let mut acked_by_child = 0;
     for line in lines.by_ref() {
         let line = line?;
-        if line == "READY" {
+        if line.starts_with("READY") {
+            println!("  child: {line}");
             break;
         }
         if line.starts_with("acked") {
@@ -317,8 +363,14 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
     );
 
     heading("5. Restore from the same file");
-    let journal = Arc::new(RedbJournal::open(path, JournalOptions::default())?);
-    let mut report = restore(session_id, journal.as_ref()).await?;
+    intro(&[
+        "A new session reopens the file and restores: every notification the child appended",
+        "and never acknowledged (job-2 onward, including those sent after READY) goes back to",
+        "loop-a; the two processes left running are declared lost (LostOnRestore). Doing it",
+        "again changes nothing. Shows: nothing acknowledged is lost, nothing is redelivered twice.",
+    ]);
+    let journal = RedbJournal::open(path, JournalOptions::default())?;
+    let mut report = restore(session_id, &journal).await?;
     println!(
         "journal holds {} frames for the session ({} before the crash); {} notifications pending, {} orphaned processes",
         report.last_seq,
@@ -345,16 +397,7 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
     }
     for orphan in &report.orphans {
         let outcome = session.declare_lost(orphan).await?;
-        let answer =
-            tally.record(
-                &outcome
-                    .completion
-                    .clone()
-                    .map_err(|s| NotifyError::DeliveryStopped {
-                        loop_id: s.loop_id,
-                        cause: s.cause,
-                    }),
-            );
+        let answer = tally.record(&outcome.completion.clone().map_err(NotifyError::from));
         println!(
             "orphan {:<12} declared lost: ProcessLost journaled, LostOnRestore completion {answer}",
             orphan.process_handle
@@ -369,7 +412,7 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
             orphan.process_handle, again.completion, again.event
         );
     }
-    let after = restore(session_id, journal.as_ref()).await?;
+    let after = restore(session_id, &journal).await?;
     println!(
         "restore again: {} pending, {} orphans",
         after.pending_count(),
@@ -410,7 +453,7 @@ fn completion(
 /// The child: appends work to the same journal, acknowledges some of it, leaves two
 /// processes running, says READY and keeps appending until it is killed.
 async fn crashing_child(path: &Path, session_id: SessionId, loop_id: LoopId) -> anyhow::Result<()> {
-    let journal = Arc::new(RedbJournal::open(path, JournalOptions::default())?);
+    let journal = RedbJournal::open(path, JournalOptions::default())?;
     let session = Session::new(session_id, journal);
     let mut consumer = session.register_loop(LoopConfig::new(session_id, loop_id))?;
     let supervisor = Supervisor::new(session.clone(), loop_id);
@@ -432,7 +475,7 @@ async fn crashing_child(path: &Path, session_id: SessionId, loop_id: LoopId) -> 
     }
     // Let the supervisor publish ProcessStarted for both long processes.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    println!("READY");
+    println!("READY (now notifying job-5, job-6, ... until killed)");
     let mut i = 5;
     loop {
         let n = completion(session_id, loop_id, &format!("job-{i}"));
