@@ -1,7 +1,7 @@
 //! `cargo xtask`: project automation, in Rust so it runs wherever cargo does.
 //!
 //! * `demo [--journal PATH]`: the main job; builds and runs the end-to-end demo
-//!   (the `notify-demo` crate beside this one).
+//!   (`src/bin/notify-demo.rs`, this crate's second binary).
 //! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary
 //!   table (each rate beside its same-run baseline and the ratio to the target), also
 //!   written as markdown to `target/bench-summary.md`.
@@ -206,7 +206,7 @@ pub(crate) fn run(cmd: &mut Command) -> TaskResult {
 fn demo(args: &DemoArgs) -> TaskResult {
     let mut cmd = cargo()?;
     // No `--quiet`: the first build takes a while and cargo's progress shows it.
-    cmd.args(["run", "-p", "notify-demo", "--"]);
+    cmd.args(["run", "-p", "xtask", "--bin", "notify-demo", "--"]);
     if let Some(journal) = &args.journal {
         cmd.arg("--journal").arg(from_caller(journal)?);
     }
