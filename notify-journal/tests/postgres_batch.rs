@@ -177,8 +177,11 @@ async fn an_unanswered_batch_is_commit_failed_even_when_all_duplicates() {
         .close()
         .await;
     let via_proxy = conninfo_with(&url, Some(proxy.port), "").unwrap();
+    // One writer, so the second append goes out on the connection that is stalled
+    // (another writer would still have to connect, and fail before sending).
     let opts = PgOptions::default()
         .schema(&schema)
+        .writers(1)
         .operation_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_millis(500));
     let j = PgJournal::connect(&via_proxy, opts).await.unwrap();

@@ -8,8 +8,10 @@
 //! the shared read connection and the reads: `reader.rs`; leases: `lease.rs`;
 //! connecting: `connect.rs`.
 //!
-//! * **Group commit.** One writer task owns a connection and commits every append
-//!   queued meanwhile in one transaction (a lone append commits at once).
+//! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
+//!   connection) take turns gathering every append queued meanwhile and commit
+//!   each gathering as one batch (a lone append commits at once); several batches
+//!   may be in flight at once.
 //! * **Many processes, one session.** Every append transaction locks its sessions'
 //!   rows (`SELECT ... FOR UPDATE`) before reading `last_seq` and the index, so
 //!   writers on any host are totally ordered, sequences stay gap-free, and a retry
@@ -31,8 +33,13 @@
 //!   connect-time migration) is bounded by [`PgOptions::operation_timeout`]; a
 //!   connection that timed out is dropped and replaced, so a partition yields
 //!   typed errors, never a hang.
-//! * TLS is not supported yet (`NoTls`): use it on a trusted network or a local
-//!   socket / tunnel.
+//! * **TLS** through rustls with libpq's modes ([`PgTls`], [`PgSslMode`]): a
+//!   remote host gets `verify-full` with the system's roots unless told otherwise;
+//!   plain text is the default only for Unix sockets and loopback.
+//! * **One round trip per batch**: the schema's `append_batch` function does the
+//!   whole batch (lock, lease check, key resolution, inserts) as one statement
+//!   whose implicit transaction commits before it answers. See
+//!   `docs/postgres.md`.
 
 mod connect;
 mod error;
@@ -40,6 +47,7 @@ mod lease;
 mod options;
 mod reader;
 mod schema;
+mod tls;
 mod writer;
 
 use std::collections::HashMap;
@@ -51,10 +59,11 @@ use notify_types::{JournalRecord, SessionId, Uuid};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use error::{LeaseError, PgOpenError};
+pub use error::{LeaseError, PgOpenError, PgTlsRefusal};
 pub use lease::{PgLease, PgLeaseInfo};
 pub use options::{LeasePolicy, MigrationMode, PgOptions};
 pub use schema::PG_SCHEMA_VERSION;
+pub use tls::{PgSslMode, PgTls};
 
 use connect::Connector;
 use reader::{ReaderConn, ReaderSlot};
@@ -80,18 +89,23 @@ const QUEUE: usize = 8192;
 ///   `(session, seq)`, unique `(session, key)`: the idempotency index.
 ///
 /// A batch locks its sessions' rows, checks leases, resolves keys, inserts frames
-/// and advances `last_seq` in one transaction. An append resolves after `COMMIT`
-/// returns, so it is as durable as the server's `synchronous_commit` makes it
-/// (durable with the default `on`). A failed `COMMIT` is
-/// [`AppendError::CommitFailed`] (outcome unknown; retry with the same record); a
-/// failure before it is [`AppendError::Storage`] (nothing written). A batch that
-/// takes longer than [`PgOptions::operation_timeout`] fails the same way (by
-/// whether `COMMIT` had been sent). Batches run at `READ COMMITTED` whatever the
-/// server's default; one that hits a serialization failure or deadlock (nothing
-/// written) is retried a few times by the writer. After any other failure the next
+/// and advances `last_seq` in one transaction: one call of the schema's
+/// `append_batch` function, sent as one statement (one round trip) whose implicit
+/// transaction commits before the server answers. An append resolves after that
+/// commit, so it is as durable as the server's `synchronous_commit` makes it
+/// (durable with the default `on`). A batch that was sent but got no usable answer
+/// (lost connection, terminated backend, [`PgOptions::operation_timeout`] exceeded)
+/// is [`AppendError::CommitFailed`] (outcome unknown; retry with the same record),
+/// whether or not it would have written anything; a batch that was never sent, or
+/// that the server refused with an error while running it (rolled back), is
+/// [`AppendError::Storage`] (nothing written). Batches run at `READ COMMITTED`
+/// whatever the server's default; one that hits a serialization failure or deadlock
+/// (nothing written) is retried a few times by the writer. After any other failure the next
 /// batch uses a fresh connection: a PostgreSQL transaction that did not commit
-/// leaves nothing behind, so a failed batch never poisons the journal. Only a
-/// crashed writer task does: later appends get [`AppendError::Poisoned`].
+/// leaves nothing behind, so a failed batch never poisons the journal. Only crashed
+/// writer tasks do: a batch whose writer crashed is
+/// [`AppendError::CommitFailed`], and once every writer has crashed later appends
+/// get [`AppendError::Poisoned`].
 ///
 /// # Leases
 ///
@@ -124,9 +138,11 @@ const QUEUE: usize = 8192;
 ///
 /// # Connections
 ///
-/// Uses two connections: the group-commit writer's and a shared one for reads and
-/// lease statements (pipelined), both at `READ COMMITTED` and with `lock_timeout`
-/// set to the operation timeout. A broken connection is not retried within the call
+/// Uses one connection per group-commit writer ([`PgOptions::writers`], default
+/// 4; all but the first opened on first use) and a shared one for reads and lease
+/// statements (pipelined), both at `READ COMMITTED` and with `lock_timeout`
+/// set to the operation timeout, both over TLS as [`PgOptions::tls`] decides
+/// ([`ssl_mode`](Self::ssl_mode) tells which mode is in force). A broken connection is not retried within the call
 /// that meets it: that call fails with a retryable storage error, and the next call
 /// opens a fresh connection (concurrent callers share one reconnect). An operation
 /// that exceeds [`PgOptions::operation_timeout`] drops its connection the same way.
@@ -159,7 +175,7 @@ pub struct PgJournal {
     reader: Mutex<ReaderSlot>,
     /// The writer's queue; `None` once closed.
     queue: Mutex<Option<mpsc::Sender<AppendReq>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writers: Mutex<Vec<JoinHandle<()>>>,
     /// Epoch of every lease this journal acquired and has not released. An entry
     /// outlives the lease itself: a lost lease keeps fencing appends until the
     /// caller acquires anew or releases it.
@@ -213,6 +229,7 @@ impl PgJournal {
         let op_timeout = options.operation_timeout;
         let connector = Arc::new(Connector::new(
             conninfo,
+            options.tls.as_ref(),
             options.connect_timeout,
             op_timeout,
         )?);
@@ -239,27 +256,35 @@ impl PgJournal {
             .map_err(PgOpenError::Storage)?;
 
         let holder = Uuid::now_v7();
-        let writer = Writer::new(
-            Arc::clone(&connector),
-            Arc::clone(&sql),
-            holder,
-            options.max_batch,
-            // At least the lease, so a stall long enough to lose the lease also
-            // frees the rows; never below 5 s, so a busy host is not aborted.
-            u64::try_from(
-                options
-                    .lease_duration
-                    .max(Duration::from_secs(5))
-                    .as_millis(),
-            )
-            .unwrap_or(u64::MAX),
-            op_timeout,
-            write_client,
+        // At least the lease, so a stall long enough to lose the lease also frees the
+        // rows; never below 5 s, so a busy host is not aborted.
+        let idle_ms = u64::try_from(
+            options
+                .lease_duration
+                .max(Duration::from_secs(5))
+                .as_millis(),
         )
-        .await
-        .map_err(PgOpenError::Storage)?;
+        .unwrap_or(u64::MAX);
         let (tx, rx) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(writer.run(rx));
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let mut tasks = Vec::with_capacity(options.writers);
+        // The first writer uses the connection that migrated; the others connect
+        // when they first get a batch.
+        let mut client = Some(write_client);
+        for _ in 0..options.writers {
+            let writer = Writer::new(
+                Arc::clone(&connector),
+                Arc::clone(&sql),
+                holder,
+                options.max_batch,
+                idle_ms,
+                op_timeout,
+                client.take(),
+            )
+            .await
+            .map_err(PgOpenError::Storage)?;
+            tasks.push(tokio::spawn(writer.run(Arc::clone(&rx))));
+        }
 
         Ok(Self {
             holder,
@@ -274,10 +299,16 @@ impl PgJournal {
                 pending: None,
             }),
             queue: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(task)),
+            writers: Mutex::new(tasks),
             leases: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
         })
+    }
+
+    /// The TLS mode its connections use (see [`PgOptions::tls`]).
+    #[must_use]
+    pub fn ssl_mode(&self) -> PgSslMode {
+        self.connector.mode()
     }
 
     /// This journal's identity as a lease holder (fresh for every `connect`).
@@ -305,12 +336,12 @@ impl PgJournal {
     pub async fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         drop(lock(&self.queue).take());
-        let task = lock(&self.writer).take();
-        if let Some(task) = task
-            && let Err(e) = task.await
-        {
-            // A writer that failed to join has nothing left to answer.
-            tracing::error!(error = %e, "journal writer task failed");
+        let tasks = std::mem::take(&mut *lock(&self.writers));
+        for task in tasks {
+            if let Err(e) = task.await {
+                // A writer that failed to join has nothing left to answer.
+                tracing::error!(error = %e, "journal writer task failed");
+            }
         }
         let mut slot = lock(&self.reader);
         slot.current = None;

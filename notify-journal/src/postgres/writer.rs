@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify_types::{SessionId, Uuid};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Statement};
 
@@ -109,6 +109,8 @@ impl Failure {
 }
 
 impl Writer {
+    /// A writer on `client` (its statements prepared now), or, without one, a
+    /// writer that connects for its first batch.
     pub(crate) async fn new(
         connector: Arc<Connector>,
         sql: Arc<Sql>,
@@ -116,9 +118,12 @@ impl Writer {
         max_batch: usize,
         idle_timeout_ms: u64,
         op_timeout: Duration,
-        client: Client,
+        client: Option<Client>,
     ) -> Result<Self, StorageError> {
-        let conn = prepare_within(op_timeout, client, &sql, idle_timeout_ms).await?;
+        let conn = match client {
+            Some(client) => Some(prepare_within(op_timeout, client, &sql, idle_timeout_ms).await?),
+            None => None,
+        };
         Ok(Self {
             connector,
             sql,
@@ -126,21 +131,30 @@ impl Writer {
             max_batch,
             idle_timeout_ms,
             op_timeout,
-            conn: Some(conn),
+            conn,
         })
     }
 
-    /// Runs until every sender is gone, committing one batch per loop.
-    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<AppendReq>) {
+    /// Runs until every sender is gone, committing one batch per loop. Several
+    /// writers share `rx`: one at a time gathers a batch (the first append that
+    /// arrives and whatever queued meanwhile), then commits it while the next
+    /// writer gathers, so batches of different writers are in flight at once.
+    pub(crate) async fn run(mut self, rx: Arc<AsyncMutex<mpsc::Receiver<AppendReq>>>) {
         // Not preallocated: `max_batch` is an upper bound, batches are usually small.
         let mut batch = Vec::new();
-        while let Some(first) = rx.recv().await {
-            batch.push(first);
-            // A lone append commits at once; whatever queued meanwhile joins it.
-            while batch.len() < self.max_batch {
-                match rx.try_recv() {
-                    Ok(req) => batch.push(req),
-                    Err(_) => break,
+        loop {
+            {
+                let mut rx = rx.lock().await;
+                let Some(first) = rx.recv().await else {
+                    return;
+                };
+                batch.push(first);
+                // A lone append commits at once; whatever queued meanwhile joins it.
+                while batch.len() < self.max_batch {
+                    match rx.try_recv() {
+                        Ok(req) => batch.push(req),
+                        Err(_) => break,
+                    }
                 }
             }
             let results = self.commit(&batch).await;
