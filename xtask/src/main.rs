@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation, in Rust so it runs wherever cargo does.
 //!
 //! * `demo [--journal PATH]`: the main job; runs the end-to-end demo.
+//!   `demo --postgres`: the failover demo on PostgreSQL (`demo_postgres.rs`).
 //! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary table (each
 //!   rate beside its same-run baseline and the ratio to the target), also written as
 //!   markdown to `target/bench-summary.md`.
@@ -9,6 +10,7 @@
 #![allow(clippy::print_stdout, reason = "a command-line tool reports on stdout")]
 
 mod bench;
+mod demo_postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,6 +45,7 @@ fn print_usage() {
         "usage: cargo xtask <task>\n\n\
          tasks:\n  \
          demo [--journal PATH]   run the end-to-end demo (the main job)\n  \
+         demo --postgres         run the failover demo on PostgreSQL\n  \
          bench [--no-run] [--postgres]\n                          run the benchmarks and print the summary table\n  \
          soak [--cases N]        run the model-based test with N cases (default 10000)\n  \
          ci                      run .ci/run"
@@ -78,6 +81,9 @@ pub(crate) fn run(cmd: &mut Command) -> anyhow::Result<()> {
 }
 
 fn demo(args: &[String]) -> anyhow::Result<()> {
+    if args.iter().any(|a| a == "--postgres") {
+        return demo_postgres::run(args);
+    }
     run(cargo()
         .args([
             "run",
