@@ -266,7 +266,7 @@ impl PgJournal {
         )
         .unwrap_or(u64::MAX);
         let (tx, rx) = mpsc::channel(QUEUE);
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let queue = Arc::new(writer::Queue::new(rx));
         let mut tasks = Vec::with_capacity(options.writers);
         // The first writer uses the connection that migrated; the others connect
         // when they first get a batch.
@@ -283,7 +283,7 @@ impl PgJournal {
             )
             .await
             .map_err(PgOpenError::Storage)?;
-            tasks.push(tokio::spawn(writer.run(Arc::clone(&rx))));
+            tasks.push(tokio::spawn(writer.run(Arc::clone(&queue))));
         }
 
         Ok(Self {

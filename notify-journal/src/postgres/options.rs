@@ -74,7 +74,7 @@ impl Default for PgOptions {
             lease_duration: Duration::from_secs(30),
             lease_policy: LeasePolicy::Optional,
             max_batch: 1024,
-            writers: 4,
+            writers: 2,
             max_record_bytes: crate::DEFAULT_MAX_RECORD_BYTES,
             tls: None,
         }
@@ -153,9 +153,10 @@ impl PgOptions {
     }
 
     /// How many group-commit writers, each with its own connection, may have a
-    /// batch in flight at once (default 4, at least 1, at most 64). One writer
-    /// gathers the next batch while the others' commit, so a busy journal keeps
-    /// several commits going; a lone append still commits alone, at once. The first
+    /// batch in flight at once (default 2, at least 1, at most 64). One writer
+    /// gathers the next batch while another's commits (until that commit is done),
+    /// so a busy journal overlaps one batch's commit with the next batch's growth;
+    /// a lone append still commits alone, at once. The first
     /// writer connects at [`connect`](super::PgJournal::connect), the others when
     /// they first get a batch. Appends made concurrently may commit in any order;
     /// each session's sequence stays gap-free (the session row lock orders them).

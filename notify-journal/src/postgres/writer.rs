@@ -5,10 +5,12 @@
 //! commit) costs one round trip.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use notify_types::{SessionId, Uuid};
-use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
+use tokio::sync::{Mutex as AsyncMutex, Notify, mpsc, oneshot};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Statement};
 
@@ -45,9 +47,12 @@ impl WriterConn {
         // If this process stalls inside a batch (a paused or partitioned host), the
         // server aborts the transaction and frees the session rows, so a takeover
         // does not wait on the stalled writer; the stalled batch then fails.
+        // Generic plans: `append_batch`'s statements are planned once per connection
+        // instead of for every batch (custom plans cost more than they save here).
         client
             .batch_execute(&format!(
-                "SET idle_in_transaction_session_timeout = {idle_timeout_ms}"
+                "SET idle_in_transaction_session_timeout = {idle_timeout_ms};
+                 SET plan_cache_mode = force_generic_plan"
             ))
             .await
             .map_err(|e| sanitize("configure session", &e))?;
@@ -59,6 +64,23 @@ impl WriterConn {
             client,
             append_batch,
         })
+    }
+}
+
+/// The writers' shared queue, and how many of them have a batch in flight.
+pub(crate) struct Queue {
+    rx: AsyncMutex<mpsc::Receiver<AppendReq>>,
+    in_flight: AtomicUsize,
+    done: Notify,
+}
+
+impl Queue {
+    pub(crate) fn new(rx: mpsc::Receiver<AppendReq>) -> Self {
+        Self {
+            rx: AsyncMutex::new(rx),
+            in_flight: AtomicUsize::new(0),
+            done: Notify::new(),
+        }
     }
 }
 
@@ -135,29 +157,55 @@ impl Writer {
         })
     }
 
-    /// Runs until every sender is gone, committing one batch per loop. Several
-    /// writers share `rx`: one at a time gathers a batch (the first append that
-    /// arrives and whatever queued meanwhile), then commits it while the next
-    /// writer gathers, so batches of different writers are in flight at once.
-    pub(crate) async fn run(mut self, rx: Arc<AsyncMutex<mpsc::Receiver<AppendReq>>>) {
+    /// Runs until every sender is gone, committing one batch per loop. Writers
+    /// share `queue`; one at a time gathers a batch: the first append that arrives
+    /// and whatever queued meanwhile, and, while another writer's batch is in
+    /// flight, everything that arrives until one of those commits (or the batch is
+    /// full). A lone append commits at once; a busy journal keeps a commit in
+    /// flight while the next batch grows.
+    pub(crate) async fn run(mut self, queue: Arc<Queue>) {
         // Not preallocated: `max_batch` is an upper bound, batches are usually small.
         let mut batch = Vec::new();
         loop {
             {
-                let mut rx = rx.lock().await;
+                let mut rx = queue.rx.lock().await;
                 let Some(first) = rx.recv().await else {
                     return;
                 };
                 batch.push(first);
-                // A lone append commits at once; whatever queued meanwhile joins it.
-                while batch.len() < self.max_batch {
-                    match rx.try_recv() {
-                        Ok(req) => batch.push(req),
-                        Err(_) => break,
+                loop {
+                    while batch.len() < self.max_batch {
+                        match rx.try_recv() {
+                            Ok(req) => batch.push(req),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.len() >= self.max_batch || queue.in_flight.load(Ordering::SeqCst) == 0
+                    {
+                        break;
+                    }
+                    // A commit finished (or a stale permit: commit now anyway), or
+                    // another append arrived.
+                    let mut done = std::pin::pin!(queue.done.notified());
+                    let mut next = std::pin::pin!(rx.recv());
+                    let arrived = std::future::poll_fn(|cx| {
+                        if done.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(None);
+                        }
+                        next.as_mut().poll(cx).map(Some)
+                    })
+                    .await;
+                    match arrived {
+                        Some(Some(req)) => batch.push(req),
+                        // A commit finished, or every sender is gone.
+                        Some(None) | None => break,
                     }
                 }
             }
+            queue.in_flight.fetch_add(1, Ordering::SeqCst);
             let results = self.commit(&batch).await;
+            queue.in_flight.fetch_sub(1, Ordering::SeqCst);
+            queue.done.notify_one();
             for (req, result) in batch.drain(..).zip(results) {
                 // The caller may have gone away (dropped its future); that is normal.
                 let _ = req.reply.send(result);
