@@ -13,7 +13,7 @@ mod postgres_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use notify_journal::{
@@ -309,6 +309,148 @@ async fn terminated_backends_lose_and_double_nothing() {
         assert_eq!(got, expected);
         assert_eq!(j.last_seq(s).await.unwrap(), expected.len() as u64);
     }
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// A TCP proxy in front of the test database that counts round trips: how many
+/// times, on any connection, the client starts sending after the server last sent
+/// (or at the start). Stops by itself after a minute, and when dropped.
+struct RoundTripProxy {
+    port: u16,
+    round_trips: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RoundTripProxy {
+    async fn start(url: &str) -> Self {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let host = match config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => panic!("the test database must be reached over TCP"),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let local = listener.local_addr().unwrap().port();
+        let round_trips = Arc::new(AtomicU64::new(0));
+        let count = Arc::clone(&round_trips);
+        let task = tokio::spawn(async move {
+            let mut pipes = tokio::task::JoinSet::new();
+            let serve = async {
+                loop {
+                    let Ok((client, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let Ok(server) = tokio::net::TcpStream::connect((host.as_str(), port)).await
+                    else {
+                        return;
+                    };
+                    // 0: the server spoke last (or nobody yet); 1: the client.
+                    let last = Arc::new(AtomicU8::new(0));
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    let (l1, c1) = (Arc::clone(&last), Arc::clone(&count));
+                    pipes.spawn(relay(cr, sw, move || {
+                        if l1.swap(1, Ordering::SeqCst) == 0 {
+                            c1.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }));
+                    pipes.spawn(relay(sr, cw, move || last.store(0, Ordering::SeqCst)));
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(60), serve).await;
+        });
+        Self {
+            port: local,
+            round_trips,
+            task,
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.round_trips.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for RoundTripProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn relay(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    on_data: impl Fn(),
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0_u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        on_data();
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A batch costs one round trip to the server, commit included, whether it writes
+/// one frame, many, or only finds duplicates (measured on the wire by a proxy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_one_round_trip() {
+    let Some(url) = database_url("a_batch_is_one_round_trip") else {
+        return;
+    };
+    let schema = fresh_schema("rt");
+    journal(&url, &schema, PgOptions::default())
+        .await
+        .close()
+        .await;
+    let proxy = RoundTripProxy::start(&url).await;
+    let via_proxy = conninfo_with(&url, Some(proxy.port), "").unwrap();
+    let j = Arc::new(
+        PgJournal::connect(&via_proxy, PgOptions::default().schema(&schema).writers(1))
+            .await
+            .unwrap(),
+    );
+    // Warm up: the writer's connection is open and its statement prepared.
+    let s = SessionId::new();
+    j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap();
+
+    let s = SessionId::new();
+    let k = Uuid::now_v7();
+    let before = proxy.count();
+    assert!(j.append(s, command(s, k, 0)).await.unwrap().appended);
+    assert_eq!(proxy.count() - before, 1, "a lone append on a new session");
+
+    let before = proxy.count();
+    assert!(!j.append(s, command(s, k, 0)).await.unwrap().appended);
+    assert_eq!(proxy.count() - before, 1, "a duplicate");
+
+    // Many appends at once: however they are batched, each batch is one round trip,
+    // so there are never more round trips than appends, and far fewer here.
+    let before = proxy.count();
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let j = Arc::clone(&j);
+            tokio::spawn(async move {
+                let s = SessionId::new();
+                j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap()
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert!(t.await.unwrap().appended);
+    }
+    let trips = proxy.count() - before;
+    assert!(
+        (1..200).contains(&trips),
+        "{trips} round trips for 200 appends"
+    );
+    eprintln!("200 concurrent appends: {trips} round trips");
     j.close().await;
     drop_schema(&url, &schema).await;
 }
