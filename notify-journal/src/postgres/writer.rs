@@ -180,13 +180,16 @@ impl Writer {
                             Err(_) => break,
                         }
                     }
-                    if batch.len() >= self.max_batch || queue.in_flight.load(Ordering::SeqCst) == 0
-                    {
+                    if batch.len() >= self.max_batch {
                         break;
                     }
-                    // A commit finished (or a stale permit: commit now anyway), or
-                    // another append arrived.
+                    // Registered before the check, so a commit that finishes after it
+                    // wakes us (`notify_waiters` keeps no permit for later).
                     let mut done = std::pin::pin!(queue.done.notified());
+                    done.as_mut().enable();
+                    if queue.in_flight.load(Ordering::SeqCst) == 0 {
+                        break;
+                    }
                     let mut next = std::pin::pin!(rx.recv());
                     let arrived = std::future::poll_fn(|cx| {
                         if done.as_mut().poll(cx).is_ready() {
@@ -205,7 +208,7 @@ impl Writer {
             queue.in_flight.fetch_add(1, Ordering::SeqCst);
             let results = self.commit(&batch).await;
             queue.in_flight.fetch_sub(1, Ordering::SeqCst);
-            queue.done.notify_one();
+            queue.done.notify_waiters();
             for (req, result) in batch.drain(..).zip(results) {
                 // The caller may have gone away (dropped its future); that is normal.
                 let _ = req.reply.send(result);
