@@ -454,3 +454,26 @@ async fn a_batch_is_one_round_trip() {
     j.close().await;
     drop_schema(&url, &schema).await;
 }
+
+/// The writer count is checked before anything connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_counts_out_of_range_are_refused() {
+    for n in [0, 65] {
+        let err = PgJournal::connect(
+            "host=127.0.0.1 port=1 user=nobody",
+            PgOptions::default().writers(n),
+        )
+        .await
+        .expect_err("out of range");
+        assert!(
+            matches!(
+                err,
+                notify_journal::PgOpenError::InvalidOption {
+                    option: "writers",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}

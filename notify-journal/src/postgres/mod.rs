@@ -139,9 +139,9 @@ const QUEUE: usize = 8192;
 /// # Connections
 ///
 /// Uses one connection per group-commit writer ([`PgOptions::writers`], default
-/// 4; all but the first opened on first use) and a shared one for reads and lease
-/// statements (pipelined), both at `READ COMMITTED` and with `lock_timeout`
-/// set to the operation timeout, both over TLS as [`PgOptions::tls`] decides
+/// 3; all but the first opened on first use) and a shared one for reads and lease
+/// statements (pipelined), all at `READ COMMITTED` and with `lock_timeout`
+/// set to the operation timeout, all over TLS as [`PgOptions::tls`] decides
 /// ([`ssl_mode`](Self::ssl_mode) tells which mode is in force). A broken connection is not retried within the call
 /// that meets it: that call fails with a retryable storage error, and the next call
 /// opens a fresh connection (concurrent callers share one reconnect). An operation
@@ -266,7 +266,7 @@ impl PgJournal {
         )
         .unwrap_or(u64::MAX);
         let (tx, rx) = mpsc::channel(QUEUE);
-        let queue = Arc::new(writer::Queue::new(rx));
+        let queue = Arc::new(writer::Queue::new(rx, options.writers));
         let mut tasks = Vec::with_capacity(options.writers);
         // The first writer uses the connection that migrated; the others connect
         // when they first get a batch.

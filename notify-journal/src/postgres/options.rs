@@ -74,7 +74,7 @@ impl Default for PgOptions {
             lease_duration: Duration::from_secs(30),
             lease_policy: LeasePolicy::Optional,
             max_batch: 1024,
-            writers: 2,
+            writers: 3,
             max_record_bytes: crate::DEFAULT_MAX_RECORD_BYTES,
             tls: None,
         }
@@ -153,10 +153,11 @@ impl PgOptions {
     }
 
     /// How many group-commit writers, each with its own connection, may have a
-    /// batch in flight at once (default 2, at least 1, at most 64). One writer
-    /// gathers the next batch while another's commits (until that commit is done),
-    /// so a busy journal overlaps one batch's commit with the next batch's growth;
-    /// a lone append still commits alone, at once. The first
+    /// batch in flight at once (default 3, at least 1, at most 64). One writer at
+    /// a time gathers a batch; it commits at once while another writer is free,
+    /// and when every other writer has a batch in flight it keeps gathering until
+    /// one of those commits. So a lone append commits alone, at once, and a busy
+    /// journal keeps several commits going while the next batch grows. The first
     /// writer connects at [`connect`](super::PgJournal::connect), the others when
     /// they first get a batch. Appends made concurrently may commit in any order;
     /// each session's sequence stays gap-free (the session row lock orders them).

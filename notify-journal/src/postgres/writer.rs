@@ -72,11 +72,14 @@ pub(crate) struct Queue {
     rx: AsyncMutex<mpsc::Receiver<AppendReq>>,
     in_flight: AtomicUsize,
     done: Notify,
+    /// How many writers share the queue.
+    writers: usize,
 }
 
 impl Queue {
-    pub(crate) fn new(rx: mpsc::Receiver<AppendReq>) -> Self {
+    pub(crate) fn new(rx: mpsc::Receiver<AppendReq>, writers: usize) -> Self {
         Self {
+            writers,
             rx: AsyncMutex::new(rx),
             in_flight: AtomicUsize::new(0),
             done: Notify::new(),
@@ -159,10 +162,10 @@ impl Writer {
 
     /// Runs until every sender is gone, committing one batch per loop. Writers
     /// share `queue`; one at a time gathers a batch: the first append that arrives
-    /// and whatever queued meanwhile, and, while another writer's batch is in
+    /// and whatever queued meanwhile; then, if every other writer has a batch in
     /// flight, everything that arrives until one of those commits (or the batch is
-    /// full). A lone append commits at once; a busy journal keeps a commit in
-    /// flight while the next batch grows.
+    /// full). A lone append commits at once; a busy journal keeps several commits
+    /// in flight while the next batch grows.
     pub(crate) async fn run(mut self, queue: Arc<Queue>) {
         // Not preallocated: `max_batch` is an upper bound, batches are usually small.
         let mut batch = Vec::new();
@@ -187,7 +190,9 @@ impl Writer {
                     // wakes us (`notify_waiters` keeps no permit for later).
                     let mut done = std::pin::pin!(queue.done.notified());
                     done.as_mut().enable();
-                    if queue.in_flight.load(Ordering::SeqCst) == 0 {
+                    // Commit now if nothing is in flight, or another writer is free.
+                    let in_flight = queue.in_flight.load(Ordering::SeqCst);
+                    if in_flight == 0 || in_flight + 1 < queue.writers {
                         break;
                     }
                     let mut next = std::pin::pin!(rx.recv());
