@@ -5,6 +5,11 @@
 //!   concurrent appenders (each on its own session, each awaiting its
 //!   acknowledgement), on redb (`Durability::Immediate`, a temporary file) and on the
 //!   PostgreSQL at `NOTIFY_TEST_DATABASE_URL` (default: the local test database).
+//! * `concurrent_appenders/bare_insert/N`: the same load as plain autocommit
+//!   `INSERT ... ON CONFLICT (id) DO NOTHING RETURNING seq` statements on the same
+//!   database, one connection per appender (a pool capped at 64 connections, each
+//!   used by one appender at a time): the floor of a durable single-row write, the
+//!   baseline `PgJournal` is compared with (`postgres/N` over `bare_insert/N`).
 //! * `one_session/postgres/{1,3}_process`: appends per second to ONE session from one
 //!   process vs from three processes at once (the bench re-executes itself as the
 //!   children), each with 16 concurrent appenders: the cost of cross-process row
@@ -93,6 +98,69 @@ async fn drive<J: JournalBackend + 'static>(
     start.elapsed().mul_f64(iters as f64 / (per * n) as f64)
 }
 
+/// The bare baseline's pool size cap.
+const BARE_POOL: u64 = 64;
+
+/// Opens `n` connections (at most [`BARE_POOL`]) and creates the baseline table.
+async fn bare_pool(n: u64) -> Arc<Vec<tokio::sync::Mutex<tokio_postgres::Client>>> {
+    let mut pool = Vec::new();
+    for _ in 0..n.min(BARE_POOL) {
+        let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("the postgres bench needs a database ({URL_VAR}): {e}"));
+        tokio::spawn(conn);
+        pool.push(tokio::sync::Mutex::new(client));
+    }
+    pool[0]
+        .lock()
+        .await
+        .batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {SCHEMA};
+             CREATE TABLE IF NOT EXISTS {SCHEMA}.bare (
+                 id uuid PRIMARY KEY, seq bigserial NOT NULL, bytes bytea NOT NULL)"
+        ))
+        .await
+        .unwrap();
+    Arc::new(pool)
+}
+
+/// `iters` bare inserts spread over `n` concurrent appenders; appender `i` uses
+/// pooled connection `i % pool size`, one statement at a time.
+async fn drive_bare(
+    pool: &Arc<Vec<tokio::sync::Mutex<tokio_postgres::Client>>>,
+    n: u64,
+    iters: u64,
+) -> Duration {
+    let per = iters.div_ceil(n).max(1);
+    let sql = format!(
+        "INSERT INTO {SCHEMA}.bare (id, bytes) VALUES ($1, $2)
+         ON CONFLICT (id) DO NOTHING RETURNING seq"
+    );
+    let bytes = record(SessionId::new()).encode();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let pool = Arc::clone(pool);
+            let (sql, bytes) = (sql.clone(), bytes.clone());
+            tokio::spawn(async move {
+                let slot = &pool[(i % pool.len() as u64) as usize];
+                for _ in 0..per {
+                    let client = slot.lock().await;
+                    let row = client
+                        .query_opt(&sql, &[&Uuid::now_v7(), &bytes])
+                        .await
+                        .unwrap();
+                    assert!(row.is_some());
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    start.elapsed().mul_f64(iters as f64 / (per * n) as f64)
+}
+
 fn concurrent_appenders(c: &mut Criterion) {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
@@ -111,6 +179,10 @@ fn concurrent_appenders(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("postgres", n), &n, |b, &n| {
             b.iter_custom(|iters| rt.block_on(drive(&pg, n, iters, None)));
+        });
+        let bare = rt.block_on(bare_pool(n));
+        g.bench_with_input(BenchmarkId::new("bare_insert", n), &n, |b, &n| {
+            b.iter_custom(|iters| rt.block_on(drive_bare(&bare, n, iters)));
         });
     }
     g.finish();

@@ -35,5 +35,5 @@ mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
     LeaseError, LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
-    PgOpenError, PgOptions,
+    PgOpenError, PgOptions, PgSslMode, PgTls, PgTlsRefusal,
 };

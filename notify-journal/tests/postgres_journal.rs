@@ -383,7 +383,11 @@ async fn leases_and_appends_survive_connection_turnover() {
         )
         .await
         .unwrap();
-    assert_eq!(killed, 2, "the writer's and the reader's connections");
+    // The reader's and every writer's that has connected (at least one).
+    assert!(
+        killed >= 2,
+        "the writers' and the reader's connections: {killed}"
+    );
 
     // Each call may see the dead connection once; a retry reconnects. The lease,
     // kept in the database, is still ours.
@@ -643,8 +647,12 @@ async fn a_partition_yields_typed_errors_not_hangs() {
         return;
     };
     let via_proxy = conninfo_with(&url, Some(proxy.port), "").unwrap();
+    // One writer, so the appends below meet its connection in a known order
+    // (stalled, then dropped and replaced); with more, an idle writer's stalled
+    // connection would answer an append after the first reconnect.
     let opts = PgOptions::default()
         .schema(SHARED)
+        .writers(1)
         .operation_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_millis(500));
     let j = PgJournal::connect(&via_proxy, opts).await.unwrap();

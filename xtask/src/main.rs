@@ -1,7 +1,8 @@
 //! `cargo xtask`: project automation, in Rust so it runs wherever cargo does.
 //!
 //! * `demo [--journal PATH]`: the main job; builds and runs the end-to-end demo
-//!   (`src/bin/notify-demo.rs`, this crate's second binary).
+//!   (`src/bin/notify-demo.rs`, this crate's second binary). `demo --postgres`: the
+//!   failover story on PostgreSQL (`demo_postgres.rs`).
 //! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary
 //!   table (each rate beside its same-run baseline and the ratio to the target), also
 //!   written as markdown to `target/bench-summary.md`.
@@ -19,6 +20,7 @@
 )]
 
 mod bench;
+mod demo_postgres;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -93,8 +95,7 @@ fn cli() -> clap::Command {
         )
 }
 
-/// `demo`'s arguments. Another scenario (say `--postgres`) is one more `Arg` here and
-/// one more field in [`DemoArgs`].
+/// `demo`'s arguments.
 fn demo_command() -> clap::Command {
     clap::Command::new("demo")
         .about("Build and run the end-to-end demo (the main job)")
@@ -110,17 +111,26 @@ fn demo_command() -> clap::Command {
                 .value_parser(value_parser!(PathBuf))
                 .help("Keep the journal in this file (relative to the current directory); default: a fresh temp dir"),
         )
+        .arg(
+            Arg::new("postgres")
+                .long("postgres")
+                .action(ArgAction::SetTrue)
+                .conflicts_with("journal")
+                .help("Run the failover story on PostgreSQL instead: two hosts share a session through its lease; host A dies with notifications pending, host B takes over (database: NOTIFY_TEST_DATABASE_URL, default the local test database)"),
+        )
 }
 
 /// What `demo` was asked to do.
 struct DemoArgs {
     journal: Option<PathBuf>,
+    postgres: bool,
 }
 
 impl DemoArgs {
     fn from_matches(m: &ArgMatches) -> Self {
         Self {
             journal: m.get_one::<PathBuf>("journal").cloned(),
+            postgres: m.get_flag("postgres"),
         }
     }
 }
@@ -204,6 +214,9 @@ pub(crate) fn run(cmd: &mut Command) -> TaskResult {
 }
 
 fn demo(args: &DemoArgs) -> TaskResult {
+    if args.postgres {
+        return demo_postgres::run_demo();
+    }
     let mut cmd = cargo()?;
     // No `--quiet`: the first build takes a while and cargo's progress shows it.
     cmd.args(["run", "-p", "xtask", "--bin", "notify-demo", "--"]);

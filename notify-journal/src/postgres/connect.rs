@@ -1,15 +1,22 @@
-//! Opening connections with a bounded wait.
+//! Opening connections with a bounded wait, over TLS unless the settings say
+//! otherwise (see `tls.rs`).
 
 use std::time::Duration;
 
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::error::{PgOpenError, sanitize};
+use super::error::{PgOpenError, PgTlsRefusal, sanitize};
+use super::tls::{self, PgSslMode, PgTls};
 use crate::error::StorageError;
 
 /// Opens connections to one server; holds the parsed config, never its text.
 pub(crate) struct Connector {
     config: Config,
+    /// `None`: plain text.
+    tls: Option<MakeRustlsConnect>,
+    mode: PgSslMode,
     timeout: Duration,
     /// Bounds lock waits on the server (`lock_timeout`).
     op_timeout: Duration,
@@ -18,6 +25,7 @@ pub(crate) struct Connector {
 /// Why a connection could not be opened.
 pub(crate) enum ConnectFailure {
     Timeout(Duration),
+    Tls(PgTlsRefusal),
     Failed(StorageError),
 }
 
@@ -27,6 +35,9 @@ impl ConnectFailure {
             Self::Timeout(after) => {
                 StorageError::msg(format!("postgres: connect timed out after {after:?}"))
             }
+            Self::Tls(refusal) => {
+                StorageError::msg(format!("postgres: connect failed (TLS: {refusal})"))
+            }
             Self::Failed(e) => e,
         }
     }
@@ -34,6 +45,7 @@ impl ConnectFailure {
     pub(crate) fn into_open_error(self) -> PgOpenError {
         match self {
             Self::Timeout(after) => PgOpenError::ConnectTimeout { after },
+            Self::Tls(refusal) => PgOpenError::TlsRefused(refusal),
             Self::Failed(e) => PgOpenError::Unreachable(e),
         }
     }
@@ -43,6 +55,7 @@ impl std::fmt::Debug for Connector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The config may hold a password: never print it.
         f.debug_struct("Connector")
+            .field("tls", &self.mode)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
@@ -51,10 +64,21 @@ impl std::fmt::Debug for Connector {
 impl Connector {
     pub(crate) fn new(
         conninfo: &str,
+        tls_options: Option<&PgTls>,
         timeout: Duration,
         op_timeout: Duration,
     ) -> Result<Self, PgOpenError> {
-        let mut config: Config = conninfo.parse().map_err(|_| PgOpenError::InvalidConfig)?;
+        let (from_conninfo, rest) = tls::split_conninfo(conninfo)?;
+        let mut config: Config = rest.parse().map_err(|_| PgOpenError::InvalidConfig)?;
+        let settings = tls::resolve(tls_options, from_conninfo, tls::all_hosts_local(&config));
+        let mode = settings.mode();
+        let tls = tls::client_config(&settings)?.map(MakeRustlsConnect::new);
+        // Never the driver's `prefer`: TLS is required or off, as decided above.
+        config.ssl_mode(if tls.is_some() {
+            SslMode::Require
+        } else {
+            SslMode::Disable
+        });
         // The per-address TCP timeout; the whole handshake is bounded in `connect`.
         if config.get_connect_timeout().is_none_or(|t| *t > timeout) {
             config.connect_timeout(timeout);
@@ -82,13 +106,20 @@ impl Connector {
         }
         Ok(Self {
             config,
+            tls,
+            mode,
             timeout,
             op_timeout,
         })
     }
 
-    /// Connects (TLS is not supported: `NoTls`), spawning the connection's driver
-    /// task on the current runtime, and configures the session: `READ COMMITTED` as
+    /// The TLS mode in force.
+    pub(crate) fn mode(&self) -> PgSslMode {
+        self.mode
+    }
+
+    /// Connects (over TLS unless the mode is `disable`), spawning the connection's
+    /// driver task on the current runtime, and configures the session: `READ COMMITTED` as
     /// the default isolation (whatever the server's or the connection string's
     /// default; the journal's statements are written for it) and `lock_timeout` set
     /// to the operation timeout. Never waits longer than the connect timeout.
@@ -98,16 +129,23 @@ impl Connector {
             "SET default_transaction_isolation = 'read committed'; SET lock_timeout = {lock_ms}"
         );
         let attempt = async {
-            let (client, connection) = self
-                .config
-                .connect(NoTls)
-                .await
-                .map_err(|e| ConnectFailure::Failed(sanitize("connect", &e)))?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::debug!(error = %sanitize("connection", &e), "postgres connection ended");
+            let failed = |e: tokio_postgres::Error| match tls::refusal(&e) {
+                Some(refusal) => ConnectFailure::Tls(refusal),
+                None => ConnectFailure::Failed(sanitize("connect", &e)),
+            };
+            let client = match &self.tls {
+                Some(tls) => {
+                    let (client, connection) =
+                        self.config.connect(tls.clone()).await.map_err(failed)?;
+                    tokio::spawn(drive(connection));
+                    client
                 }
-            });
+                None => {
+                    let (client, connection) = self.config.connect(NoTls).await.map_err(failed)?;
+                    tokio::spawn(drive(connection));
+                    client
+                }
+            };
             client
                 .batch_execute(&setup)
                 .await
@@ -118,5 +156,15 @@ impl Connector {
             Err(_) => Err(ConnectFailure::Timeout(self.timeout)),
             Ok(result) => result,
         }
+    }
+}
+
+/// Runs a connection until it ends; its error is logged sanitized.
+async fn drive<F>(connection: F)
+where
+    F: Future<Output = Result<(), tokio_postgres::Error>>,
+{
+    if let Err(e) = connection.await {
+        tracing::debug!(error = %sanitize("connection", &e), "postgres connection ended");
     }
 }

@@ -53,9 +53,51 @@ pub enum PgOpenError {
         /// The version this code needs.
         required: u32,
     },
+    /// The TLS settings could not be used: a CA file, client certificate or key
+    /// that is unreadable or malformed, or no trusted roots on the system.
+    #[error("PostgreSQL TLS setting `{setting}` is unusable: {reason}")]
+    TlsConfig {
+        /// The setting (`root_cert`, `client_cert`, `client_key`, `tls`).
+        setting: &'static str,
+        /// What is wrong with it (names the file, never its content).
+        reason: String,
+    },
+    /// The TLS handshake with the server failed, or the server offered no TLS.
+    #[error("the PostgreSQL server's TLS was refused: {0}")]
+    TlsRefused(PgTlsRefusal),
     /// Any other storage failure while opening (e.g. migrations lacked privileges).
     #[error(transparent)]
     Storage(StorageError),
+}
+
+/// Why a TLS handshake with the server failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum PgTlsRefusal {
+    /// The server's certificate does not chain to a trusted root (wrong CA, or
+    /// self-signed).
+    #[error("its certificate is not signed by a trusted CA")]
+    UntrustedCertificate,
+    /// The certificate is trusted but does not name the host connected to
+    /// (`verify-full`).
+    #[error("its certificate does not name the host connected to")]
+    WrongHostName,
+    /// The certificate has expired or is not valid yet.
+    #[error("its certificate is expired or not yet valid")]
+    CertificateNotCurrent,
+    /// The certificate is unusable for another reason.
+    #[error("its certificate is invalid")]
+    InvalidCertificate,
+    /// The server aborted the handshake (for example, it wanted a client
+    /// certificate it did not get or trust).
+    #[error("the server aborted the handshake")]
+    RefusedByServer,
+    /// The server does not offer TLS.
+    #[error("the server does not offer TLS")]
+    NotOffered,
+    /// Another handshake failure.
+    #[error("the handshake failed")]
+    Handshake,
 }
 
 /// Why a lease operation failed.

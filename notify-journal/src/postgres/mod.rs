@@ -4,10 +4,14 @@
 //! Same contract as every [`JournalBackend`]: per-session gap-free sequences from 1,
 //! the idempotency index (duplicate -> original seq, different bytes or kind ->
 //! collision), frame and index entry in one transaction, replay in order. Storage
-//! layout and migrations: see `schema.rs`.
+//! layout and migrations: see `schema.rs`; the group-commit writer: `writer.rs`;
+//! the shared read connection and the reads: `reader.rs`; leases: `lease.rs`;
+//! connecting: `connect.rs`.
 //!
-//! * **Group commit.** One writer task owns a connection and commits every append
-//!   queued meanwhile in one transaction (a lone append commits at once).
+//! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
+//!   connection) take turns gathering every append queued meanwhile and commit
+//!   each gathering as one batch (a lone append commits at once); several batches
+//!   may be in flight at once.
 //! * **Many processes, one session.** Every append transaction locks its sessions'
 //!   rows (`SELECT ... FOR UPDATE`) before reading `last_seq` and the index, so
 //!   writers on any host are totally ordered, sequences stay gap-free, and a retry
@@ -29,32 +33,40 @@
 //!   connect-time migration) is bounded by [`PgOptions::operation_timeout`]; a
 //!   connection that timed out is dropped and replaced, so a partition yields
 //!   typed errors, never a hang.
-//! * TLS is not supported yet (`NoTls`): use it on a trusted network or a local
-//!   socket / tunnel.
+//! * **TLS** through rustls with libpq's modes ([`PgTls`], [`PgSslMode`]): a
+//!   remote host gets `verify-full` with the system's roots unless told otherwise;
+//!   plain text is the default only for Unix sockets and loopback.
+//! * **One round trip per batch**: the schema's `append_batch` function does the
+//!   whole batch (lock, lease check, key resolution, inserts) as one statement
+//!   whose implicit transaction commits before it answers. See
+//!   `docs/postgres.md`.
 
 mod connect;
 mod error;
+mod lease;
 mod options;
+mod reader;
 mod schema;
+mod tls;
 mod writer;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use notify_types::{JournalRecord, SessionId, Uuid};
-use tokio::sync::{OnceCell, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, Row, Statement};
 
-pub use error::{LeaseError, PgOpenError};
+pub use error::{LeaseError, PgOpenError, PgTlsRefusal};
+pub use lease::{PgLease, PgLeaseInfo};
 pub use options::{LeasePolicy, MigrationMode, PgOptions};
 pub use schema::PG_SCHEMA_VERSION;
+pub use tls::{PgSslMode, PgTls};
 
 use connect::Connector;
-use error::sanitize;
+use reader::{ReaderConn, ReaderSlot};
 use schema::Sql;
 use writer::{AppendReq, Writer};
 
@@ -63,123 +75,6 @@ use crate::error::{AppendError, JournalError, StorageError};
 
 /// How many appends may wait for the writer before `append` waits for room.
 const QUEUE: usize = 8192;
-
-/// A lease this journal holds on a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PgLease {
-    session: SessionId,
-    epoch: u64,
-}
-
-impl PgLease {
-    /// The leased session.
-    #[must_use]
-    pub fn session(&self) -> SessionId {
-        self.session
-    }
-
-    /// The lease's epoch: it grows by one each time the lease changes hands or is
-    /// acquired again after expiring or being released.
-    #[must_use]
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-}
-
-/// A session's lease as the database sees it now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PgLeaseInfo {
-    epoch: u64,
-    holder: Option<Uuid>,
-    live: bool,
-}
-
-impl PgLeaseInfo {
-    /// The latest epoch handed out (0: never leased).
-    #[must_use]
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-
-    /// The holder's identity ([`PgJournal::holder_id`]), if the lease has not been
-    /// released (it may have expired).
-    #[must_use]
-    pub fn holder(&self) -> Option<Uuid> {
-        self.holder
-    }
-
-    /// Whether the lease is held and unexpired by the database's clock.
-    #[must_use]
-    pub fn is_live(&self) -> bool {
-        self.live
-    }
-}
-
-/// How many times `acquire_lease` retries when the lease it found held was freed
-/// before it could be reported.
-const ACQUIRE_ATTEMPTS: usize = 3;
-
-/// A reconnect of the read connection, shared by every caller that needs it.
-type PendingReader = Arc<OnceCell<Result<Arc<ReaderConn>, StorageError>>>;
-
-/// The read connection, and the reconnect in progress if it broke.
-#[derive(Default)]
-struct ReaderSlot {
-    current: Option<Arc<ReaderConn>>,
-    pending: Option<PendingReader>,
-}
-
-/// The read connection's prepared statements.
-struct ReaderConn {
-    client: Client,
-    lookup: Statement,
-    replay: Statement,
-    last_seq: Statement,
-    sessions: Statement,
-    acquire: Statement,
-    renew: Statement,
-    release: Statement,
-    lease_info: Statement,
-}
-
-impl ReaderConn {
-    async fn prepare_within(
-        op_timeout: Duration,
-        client: Client,
-        sql: &Sql,
-    ) -> Result<Self, StorageError> {
-        tokio::time::timeout(op_timeout, Self::prepare(client, sql))
-            .await
-            .map_err(|_| timed_out("preparing the read connection", op_timeout))?
-    }
-
-    async fn prepare(client: Client, sql: &Sql) -> Result<Self, StorageError> {
-        let p = |q: &str| {
-            let q = q.to_owned();
-            let c = &client;
-            async move { c.prepare(&q).await.map_err(|e| sanitize("prepare", &e)) }
-        };
-        let lookup = p(&sql.lookup).await?;
-        let replay = p(&sql.replay).await?;
-        let last_seq = p(&sql.last_seq).await?;
-        let sessions = p(&sql.sessions).await?;
-        let acquire = p(&sql.acquire).await?;
-        let renew = p(&sql.renew).await?;
-        let release = p(&sql.release).await?;
-        let lease_info = p(&sql.lease_info).await?;
-        Ok(Self {
-            client,
-            lookup,
-            replay,
-            last_seq,
-            sessions,
-            acquire,
-            renew,
-            release,
-            lease_info,
-        })
-    }
-}
 
 /// A journal stored in PostgreSQL. Implements [`JournalBackend`].
 ///
@@ -194,18 +89,23 @@ impl ReaderConn {
 ///   `(session, seq)`, unique `(session, key)`: the idempotency index.
 ///
 /// A batch locks its sessions' rows, checks leases, resolves keys, inserts frames
-/// and advances `last_seq` in one transaction. An append resolves after `COMMIT`
-/// returns, so it is as durable as the server's `synchronous_commit` makes it
-/// (durable with the default `on`). A failed `COMMIT` is
-/// [`AppendError::CommitFailed`] (outcome unknown; retry with the same record); a
-/// failure before it is [`AppendError::Storage`] (nothing written). A batch that
-/// takes longer than [`PgOptions::operation_timeout`] fails the same way (by
-/// whether `COMMIT` had been sent). Batches run at `READ COMMITTED` whatever the
-/// server's default; one that hits a serialization failure or deadlock (nothing
-/// written) is retried a few times by the writer. After any other failure the next
+/// and advances `last_seq` in one transaction: one call of the schema's
+/// `append_batch` function, sent as one statement (one round trip) whose implicit
+/// transaction commits before the server answers. An append resolves after that
+/// commit, so it is as durable as the server's `synchronous_commit` makes it
+/// (durable with the default `on`). A batch that was sent but got no usable answer
+/// (lost connection, terminated backend, [`PgOptions::operation_timeout`] exceeded)
+/// is [`AppendError::CommitFailed`] (outcome unknown; retry with the same record),
+/// whether or not it would have written anything; a batch that was never sent, or
+/// that the server refused with an error while running it (rolled back), is
+/// [`AppendError::Storage`] (nothing written). Batches run at `READ COMMITTED`
+/// whatever the server's default; one that hits a serialization failure or deadlock
+/// (nothing written) is retried a few times by the writer. After any other failure the next
 /// batch uses a fresh connection: a PostgreSQL transaction that did not commit
-/// leaves nothing behind, so a failed batch never poisons the journal. Only a
-/// crashed writer task does: later appends get [`AppendError::Poisoned`].
+/// leaves nothing behind, so a failed batch never poisons the journal. Only crashed
+/// writer tasks do: a batch whose writer crashed is
+/// [`AppendError::CommitFailed`], and once every writer has crashed later appends
+/// get [`AppendError::Poisoned`].
 ///
 /// # Leases
 ///
@@ -238,9 +138,11 @@ impl ReaderConn {
 ///
 /// # Connections
 ///
-/// Uses two connections: the group-commit writer's and a shared one for reads and
-/// lease statements (pipelined), both at `READ COMMITTED` and with `lock_timeout`
-/// set to the operation timeout. A broken connection is not retried within the call
+/// Uses one connection per group-commit writer ([`PgOptions::writers`], default
+/// 3; all but the first opened on first use) and a shared one for reads and lease
+/// statements (pipelined), all at `READ COMMITTED` and with `lock_timeout`
+/// set to the operation timeout, all over TLS as [`PgOptions::tls`] decides
+/// ([`ssl_mode`](Self::ssl_mode) tells which mode is in force). A broken connection is not retried within the call
 /// that meets it: that call fails with a retryable storage error, and the next call
 /// opens a fresh connection (concurrent callers share one reconnect). An operation
 /// that exceeds [`PgOptions::operation_timeout`] drops its connection the same way.
@@ -273,7 +175,7 @@ pub struct PgJournal {
     reader: Mutex<ReaderSlot>,
     /// The writer's queue; `None` once closed.
     queue: Mutex<Option<mpsc::Sender<AppendReq>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writers: Mutex<Vec<JoinHandle<()>>>,
     /// Epoch of every lease this journal acquired and has not released. An entry
     /// outlives the lease itself: a lost lease keeps fencing appends until the
     /// caller acquires anew or releases it.
@@ -327,6 +229,7 @@ impl PgJournal {
         let op_timeout = options.operation_timeout;
         let connector = Arc::new(Connector::new(
             conninfo,
+            options.tls.as_ref(),
             options.connect_timeout,
             op_timeout,
         )?);
@@ -353,27 +256,35 @@ impl PgJournal {
             .map_err(PgOpenError::Storage)?;
 
         let holder = Uuid::now_v7();
-        let writer = Writer::new(
-            Arc::clone(&connector),
-            Arc::clone(&sql),
-            holder,
-            options.max_batch,
-            // At least the lease, so a stall long enough to lose the lease also
-            // frees the rows; never below 5 s, so a busy host is not aborted.
-            u64::try_from(
-                options
-                    .lease_duration
-                    .max(Duration::from_secs(5))
-                    .as_millis(),
-            )
-            .unwrap_or(u64::MAX),
-            op_timeout,
-            write_client,
+        // At least the lease, so a stall long enough to lose the lease also frees the
+        // rows; never below 5 s, so a busy host is not aborted.
+        let idle_ms = u64::try_from(
+            options
+                .lease_duration
+                .max(Duration::from_secs(5))
+                .as_millis(),
         )
-        .await
-        .map_err(PgOpenError::Storage)?;
+        .unwrap_or(u64::MAX);
         let (tx, rx) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(writer.run(rx));
+        let queue = Arc::new(writer::Queue::new(rx, options.writers));
+        let mut tasks = Vec::with_capacity(options.writers);
+        // The first writer uses the connection that migrated; the others connect
+        // when they first get a batch.
+        let mut client = Some(write_client);
+        for _ in 0..options.writers {
+            let writer = Writer::new(
+                Arc::clone(&connector),
+                Arc::clone(&sql),
+                holder,
+                options.max_batch,
+                idle_ms,
+                op_timeout,
+                client.take(),
+            )
+            .await
+            .map_err(PgOpenError::Storage)?;
+            tasks.push(tokio::spawn(writer.run(Arc::clone(&queue))));
+        }
 
         Ok(Self {
             holder,
@@ -388,10 +299,16 @@ impl PgJournal {
                 pending: None,
             }),
             queue: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(task)),
+            writers: Mutex::new(tasks),
             leases: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
         })
+    }
+
+    /// The TLS mode its connections use (see [`PgOptions::tls`]).
+    #[must_use]
+    pub fn ssl_mode(&self) -> PgSslMode {
+        self.connector.mode()
     }
 
     /// This journal's identity as a lease holder (fresh for every `connect`).
@@ -419,263 +336,16 @@ impl PgJournal {
     pub async fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         drop(lock(&self.queue).take());
-        let task = lock(&self.writer).take();
-        if let Some(task) = task
-            && let Err(e) = task.await
-        {
-            // A writer that failed to join has nothing left to answer.
-            tracing::error!(error = %e, "journal writer task failed");
+        let tasks = std::mem::take(&mut *lock(&self.writers));
+        for task in tasks {
+            if let Err(e) = task.await {
+                // A writer that failed to join has nothing left to answer.
+                tracing::error!(error = %e, "journal writer task failed");
+            }
         }
         let mut slot = lock(&self.reader);
         slot.current = None;
         slot.pending = None;
-    }
-
-    /// The read connection, reopened if it broke. Concurrent callers that find it
-    /// broken share one reconnect (bounded by the connect and operation timeouts)
-    /// and its outcome.
-    async fn reader(&self) -> Result<Arc<ReaderConn>, ReadFailure> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(ReadFailure::Closed);
-        }
-        let pending = {
-            let mut slot = lock(&self.reader);
-            if let Some(conn) = slot.current.as_ref().filter(|c| !c.client.is_closed()) {
-                return Ok(Arc::clone(conn));
-            }
-            slot.current = None;
-            Arc::clone(slot.pending.get_or_insert_with(Default::default))
-        };
-        let result = pending
-            .get_or_init(|| async {
-                let client = self
-                    .connector
-                    .connect()
-                    .await
-                    .map_err(connect::ConnectFailure::into_storage)?;
-                ReaderConn::prepare_within(self.op_timeout, client, &self.sql)
-                    .await
-                    .map(Arc::new)
-            })
-            .await
-            .clone();
-        let mut slot = lock(&self.reader);
-        if slot
-            .pending
-            .as_ref()
-            .is_some_and(|p| Arc::ptr_eq(p, &pending))
-        {
-            // The first to get here publishes the outcome; a failure is not kept,
-            // so the next call tries again.
-            slot.pending = None;
-            if let Ok(conn) = &result
-                && !self.closed.load(Ordering::SeqCst)
-            {
-                slot.current = Some(Arc::clone(conn));
-            }
-        }
-        result.map_err(ReadFailure::Storage)
-    }
-
-    /// Runs one statement on the read connection within the operation timeout. On
-    /// expiry the connection is dropped (the next call reconnects).
-    async fn read<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, ReadFailure>
-    where
-        F: FnOnce(Arc<ReaderConn>) -> Fut,
-        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
-    {
-        let conn = self.reader().await?;
-        match tokio::time::timeout(self.op_timeout, f(Arc::clone(&conn))).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(ReadFailure::Storage(sanitize(op, &e))),
-            Err(_) => {
-                let mut slot = lock(&self.reader);
-                if slot.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
-                    slot.current = None;
-                }
-                Err(ReadFailure::Storage(timed_out(op, self.op_timeout)))
-            }
-        }
-    }
-
-    /// Acquires this journal's lease on `session` for the configured lease duration.
-    ///
-    /// A free, released or expired lease is taken with a new epoch (one more than
-    /// the last one handed out); a live lease this journal already holds is extended
-    /// under its current epoch. Appends made from now on check the lease.
-    ///
-    /// # Errors
-    ///
-    /// [`LeaseError::Held`] if another writer holds a live lease. Its epoch is read
-    /// by a second statement right after the refused one; should the lease be freed
-    /// in between, acquiring is retried (three times); if the lease keeps changing
-    /// hands that fast, `Held` may report one that is no longer live: retry. [`LeaseError::Storage`] (also after the operation
-    /// timeout; retrying is safe) or [`LeaseError::Closed`].
-    ///
-    /// # Cancel safety
-    ///
-    /// If dropped, the lease may have been taken in the database without this
-    /// journal knowing; acquiring again returns it.
-    pub async fn acquire_lease(&self, session: SessionId) -> Result<PgLease, LeaseError> {
-        let s = *session.as_uuid();
-        let (holder, lease_ms) = (self.holder, self.lease_ms);
-        let mut held = 0;
-        for _ in 0..ACQUIRE_ATTEMPTS {
-            let row = self
-                .read("acquire lease", |c| async move {
-                    c.client
-                        .query_opt(&c.acquire, &[&s, &holder, &lease_ms])
-                        .await
-                })
-                .await?;
-            if let Some(row) = row {
-                let epoch = row
-                    .try_get::<_, i64>(0)
-                    .map_err(|e| LeaseError::Storage(sanitize("acquire lease", &e)))
-                    .and_then(|v| seq_u64(v).map_err(LeaseError::Storage))?;
-                lock(&self.leases).insert(session, epoch);
-                return Ok(PgLease { session, epoch });
-            }
-            let info = self.lease_info(session).await?;
-            held = info.epoch;
-            if info.live {
-                break;
-            }
-        }
-        Err(LeaseError::Held {
-            session,
-            epoch: held,
-        })
-    }
-
-    /// Extends this journal's live lease on `session` by the lease duration, under
-    /// the same epoch.
-    ///
-    /// # Errors
-    ///
-    /// [`LeaseError::Lost`] if this journal holds no lease on the session, or it
-    /// expired (judged once the session row lock is held) or was taken over
-    /// (appends stay fenced: acquire a new lease); [`LeaseError::Storage`] (also
-    /// after the operation timeout; retrying is safe) or [`LeaseError::Closed`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the lease is either extended or not.
-    pub async fn renew_lease(&self, session: SessionId) -> Result<PgLease, LeaseError> {
-        let Some(epoch) = lock(&self.leases).get(&session).copied() else {
-            return Err(LeaseError::Lost { session });
-        };
-        let epoch_i = i64::try_from(epoch).map_err(|_| LeaseError::Lost { session })?;
-        let s = *session.as_uuid();
-        let (holder, lease_ms) = (self.holder, self.lease_ms);
-        let row = self
-            .read("renew lease", |c| async move {
-                c.client
-                    .query_opt(&c.renew, &[&s, &holder, &epoch_i, &lease_ms])
-                    .await
-            })
-            .await?;
-        let renewed_by = match row {
-            Some(row) => row
-                .try_get::<_, Option<Uuid>>(0)
-                .map_err(|e| LeaseError::Storage(sanitize("renew lease", &e)))?,
-            None => None,
-        };
-        if renewed_by == Some(self.holder) {
-            Ok(PgLease { session, epoch })
-        } else {
-            Err(LeaseError::Lost { session })
-        }
-    }
-
-    /// Gives up this journal's lease on `session` and stops checking it: later
-    /// appends behave as if it had never been acquired. The epoch is kept, so the
-    /// next lease on the session has a higher one. Releasing when this journal holds
-    /// no lease on the session is not an error.
-    ///
-    /// # Errors
-    ///
-    /// [`LeaseError::Lost`] if the lease had already been taken over (a higher epoch,
-    /// or another holder): every append made since it was lost was fenced. A release
-    /// retried after an earlier attempt committed unseen is not an error. The lease is
-    /// forgotten all the same (appends no longer check it), as the caller asked.
-    /// An expired lease nobody took over is released normally.
-    /// [`LeaseError::Storage`] (also after the operation timeout; the lease is still
-    /// considered held; retry) or [`LeaseError::Closed`].
-    ///
-    /// # Cancel safety
-    ///
-    /// If dropped, the lease may or may not be released; it expires anyway.
-    pub async fn release_lease(&self, session: SessionId) -> Result<(), LeaseError> {
-        let Some(epoch) = lock(&self.leases).get(&session).copied() else {
-            return Ok(());
-        };
-        let forget = || {
-            let mut leases = lock(&self.leases);
-            if leases.get(&session) == Some(&epoch) {
-                leases.remove(&session);
-            }
-        };
-        let Ok(epoch_i) = i64::try_from(epoch) else {
-            forget();
-            return Err(LeaseError::Lost { session });
-        };
-        let s = *session.as_uuid();
-        let holder = self.holder;
-        let released = self
-            .read("release lease", |c| async move {
-                c.client.execute(&c.release, &[&s, &holder, &epoch_i]).await
-            })
-            .await?;
-        forget();
-        if released == 0 {
-            // A retried release whose first attempt did commit (its answer was lost to
-            // a timeout or a broken connection) matches nothing either: the lease is
-            // still at our epoch with no holder. Only a higher epoch, or another
-            // holder, means it was lost.
-            let info = self.lease_info(session).await?;
-            if info.epoch == epoch && info.holder.is_none() {
-                return Ok(());
-            }
-            return Err(LeaseError::Lost { session });
-        }
-        Ok(())
-    }
-
-    /// The session's lease as the database sees it now.
-    ///
-    /// # Errors
-    ///
-    /// [`LeaseError::Storage`] (also after the operation timeout) or
-    /// [`LeaseError::Closed`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe (read only).
-    pub async fn lease_info(&self, session: SessionId) -> Result<PgLeaseInfo, LeaseError> {
-        let s = *session.as_uuid();
-        let row = self
-            .read("read lease", |c| async move {
-                c.client.query_opt(&c.lease_info, &[&s]).await
-            })
-            .await?;
-        let Some(row) = row else {
-            return Ok(PgLeaseInfo {
-                epoch: 0,
-                holder: None,
-                live: false,
-            });
-        };
-        let read = || -> Result<(i64, Option<Uuid>, bool), tokio_postgres::Error> {
-            Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
-        };
-        let (epoch, holder, live) =
-            read().map_err(|e| LeaseError::Storage(sanitize("read lease", &e)))?;
-        Ok(PgLeaseInfo {
-            epoch: seq_u64(epoch).map_err(LeaseError::Storage)?,
-            holder,
-            live,
-        })
     }
 
     async fn append_inner(
@@ -718,119 +388,6 @@ impl PgJournal {
         } else {
             tracing::error!("journal writer task ended unexpectedly");
             AppendError::Poisoned
-        }
-    }
-
-    async fn lookup_inner(
-        &self,
-        session: SessionId,
-        key: Uuid,
-    ) -> Result<Option<u64>, JournalError> {
-        let s = *session.as_uuid();
-        let row = self
-            .read("lookup", |c| async move {
-                c.client.query_opt(&c.lookup, &[&s, &key]).await
-            })
-            .await?;
-        match row {
-            None => Ok(None),
-            Some(row) => {
-                let seq: i64 = row
-                    .try_get(0)
-                    .map_err(|e| JournalError::Storage(sanitize("lookup", &e)))?;
-                Ok(Some(seq_u64(seq).map_err(JournalError::Storage)?))
-            }
-        }
-    }
-
-    async fn replay_inner(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
-        // A start beyond any storable sequence has no frames; a huge limit is "all".
-        let Ok(from) = i64::try_from(from_seq) else {
-            return Ok(Vec::new());
-        };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let s = *session.as_uuid();
-        let rows: Vec<Row> = self
-            .read("replay", |c| async move {
-                c.client.query(&c.replay, &[&s, &from, &limit]).await
-            })
-            .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let seq: i64 = row
-                .try_get(0)
-                .map_err(|e| JournalError::Storage(sanitize("replay", &e)))?;
-            let seq = seq_u64(seq).map_err(JournalError::Storage)?;
-            let bytes: &[u8] = row
-                .try_get(1)
-                .map_err(|e| JournalError::Storage(sanitize("replay", &e)))?;
-            out.push(crate::decode_frame(session, seq, bytes)?);
-        }
-        Ok(out)
-    }
-
-    async fn last_seq_inner(&self, session: SessionId) -> Result<u64, JournalError> {
-        let s = *session.as_uuid();
-        let row = self
-            .read("last seq", |c| async move {
-                c.client.query_opt(&c.last_seq, &[&s]).await
-            })
-            .await?;
-        match row {
-            None => Ok(0),
-            Some(row) => {
-                let seq: i64 = row
-                    .try_get(0)
-                    .map_err(|e| JournalError::Storage(sanitize("last seq", &e)))?;
-                seq_u64(seq).map_err(JournalError::Storage)
-            }
-        }
-    }
-
-    async fn sessions_inner(&self) -> Result<Vec<SessionId>, JournalError> {
-        let rows: Vec<Row> = self
-            .read("list sessions", |c| async move {
-                c.client.query(&c.sessions, &[]).await
-            })
-            .await?;
-        rows.iter()
-            .map(|row| {
-                row.try_get::<_, Uuid>(0)
-                    .map(SessionId::from_uuid)
-                    .map_err(|e| JournalError::Storage(sanitize("list sessions", &e)))
-            })
-            .collect()
-    }
-}
-
-/// Why the read connection is not available.
-enum ReadFailure {
-    Closed,
-    Storage(StorageError),
-}
-
-impl From<ReadFailure> for JournalError {
-    fn from(f: ReadFailure) -> Self {
-        match f {
-            ReadFailure::Closed => Self::Closed,
-            ReadFailure::Storage(e) => Self::Storage(e),
-        }
-    }
-}
-
-impl From<ReadFailure> for LeaseError {
-    fn from(f: ReadFailure) -> Self {
-        match f {
-            ReadFailure::Closed => Self::Closed,
-            ReadFailure::Storage(e) => Self::Storage(e),
         }
     }
 }

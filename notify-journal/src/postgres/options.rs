@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::error::PgOpenError;
 use super::schema::valid_schema_name;
+use super::tls::PgTls;
 
 /// The largest accepted [`PgOptions::max_batch`].
 pub(crate) const PG_MAX_BATCH_LIMIT: usize = 65_536;
@@ -58,7 +59,9 @@ pub struct PgOptions {
     pub(crate) lease_duration: Duration,
     pub(crate) lease_policy: LeasePolicy,
     pub(crate) max_batch: usize,
+    pub(crate) writers: usize,
     pub(crate) max_record_bytes: usize,
+    pub(crate) tls: Option<PgTls>,
 }
 
 impl Default for PgOptions {
@@ -71,7 +74,9 @@ impl Default for PgOptions {
             lease_duration: Duration::from_secs(30),
             lease_policy: LeasePolicy::Optional,
             max_batch: 1024,
+            writers: 3,
             max_record_bytes: crate::DEFAULT_MAX_RECORD_BYTES,
+            tls: None,
         }
     }
 }
@@ -147,6 +152,21 @@ impl PgOptions {
         self
     }
 
+    /// How many group-commit writers, each with its own connection, may have a
+    /// batch in flight at once (default 3, at least 1, at most 64). One writer at
+    /// a time gathers a batch; it commits at once while another writer is free,
+    /// and when every other writer has a batch in flight it keeps gathering until
+    /// one of those commits. So a lone append commits alone, at once, and a busy
+    /// journal keeps several commits going while the next batch grows. The first
+    /// writer connects at [`connect`](super::PgJournal::connect), the others when
+    /// they first get a batch. Appends made concurrently may commit in any order;
+    /// each session's sequence stays gap-free (the session row lock orders them).
+    #[must_use]
+    pub fn writers(mut self, writers: usize) -> Self {
+        self.writers = writers;
+        self
+    }
+
     /// The largest encoded record accepted (default
     /// [`DEFAULT_MAX_RECORD_BYTES`](crate::DEFAULT_MAX_RECORD_BYTES), 1 MiB, as for the
     /// redb journal; at most the codec's decode limit
@@ -156,6 +176,21 @@ impl PgOptions {
     #[must_use]
     pub fn max_record_bytes(mut self, max: usize) -> Self {
         self.max_record_bytes = max;
+        self
+    }
+
+    /// How connections are secured (they all are, including reconnects). Without
+    /// this, the connection string decides through libpq's keys (`sslmode` =
+    /// `disable`, `require`, `verify-ca` or `verify-full`; `sslrootcert`; `sslcert`
+    /// and `sslkey`), and without those: [`PgSslMode::VerifyFull`] with the system's
+    /// root certificates for a remote host, plain text only when every host is a
+    /// Unix socket or loopback. `prefer` and `allow` never fall back to plain text
+    /// here; they count as unset. These settings win over the connection string's.
+    ///
+    /// [`PgSslMode::VerifyFull`]: super::PgSslMode::VerifyFull
+    #[must_use]
+    pub fn tls(mut self, tls: PgTls) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -201,6 +236,12 @@ impl PgOptions {
             return Err(PgOpenError::InvalidOption {
                 option: "max_record_bytes",
                 reason: "must be between 1 and the codec's decode limit",
+            });
+        }
+        if self.writers == 0 || self.writers > 64 {
+            return Err(PgOpenError::InvalidOption {
+                option: "writers",
+                reason: "must be between 1 and 64",
             });
         }
         if self.max_batch == 0 || self.max_batch > PG_MAX_BATCH_LIMIT {

@@ -1,15 +1,18 @@
 //! The group-commit writer: one task owns the write connection and commits every
-//! append waiting in its channel in one transaction.
+//! append waiting in its channel in one transaction: one call of the schema's
+//! `append_batch` function, sent as one statement outside any explicit transaction,
+//! so the whole batch (lease check, key resolution, frame inserts, `last_seq`,
+//! commit) costs one round trip.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use notify_types::{SessionId, Uuid};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex as AsyncMutex, Notify, mpsc, oneshot};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, IsolationLevel, Row, Statement};
+use tokio_postgres::{Client, Statement};
 
 use super::connect::Connector;
 use super::error::sanitize;
@@ -29,15 +32,10 @@ pub(crate) struct AppendReq {
     pub(crate) reply: oneshot::Sender<Result<AppendOutcome, AppendError>>,
 }
 
-/// The write connection with its prepared statements.
+/// The write connection with its prepared statement.
 struct WriterConn {
     client: Client,
-    ensure_sessions: Statement,
-    lock_sessions: Statement,
-    read_sessions: Statement,
-    find_keys: Statement,
-    insert_frames: Statement,
-    set_last_seq: Statement,
+    append_batch: Statement,
 }
 
 impl WriterConn {
@@ -49,32 +47,43 @@ impl WriterConn {
         // If this process stalls inside a batch (a paused or partitioned host), the
         // server aborts the transaction and frees the session rows, so a takeover
         // does not wait on the stalled writer; the stalled batch then fails.
+        // Generic plans: `append_batch`'s statements are planned once per connection
+        // instead of for every batch (custom plans cost more than they save here).
         client
             .batch_execute(&format!(
-                "SET idle_in_transaction_session_timeout = {idle_timeout_ms}"
+                "SET idle_in_transaction_session_timeout = {idle_timeout_ms};
+                 SET plan_cache_mode = force_generic_plan"
             ))
             .await
             .map_err(|e| sanitize("configure session", &e))?;
-        let prep = |q: &str| {
-            let q = q.to_owned();
-            let c = &client;
-            async move { c.prepare(&q).await.map_err(|e| sanitize("prepare", &e)) }
-        };
-        let ensure_sessions = prep(&sql.ensure_sessions).await?;
-        let lock_sessions = prep(&sql.lock_sessions).await?;
-        let read_sessions = prep(&sql.read_sessions).await?;
-        let find_keys = prep(&sql.find_keys).await?;
-        let insert_frames = prep(&sql.insert_frames).await?;
-        let set_last_seq = prep(&sql.set_last_seq).await?;
+        let append_batch = client
+            .prepare(&sql.append_batch)
+            .await
+            .map_err(|e| sanitize("prepare", &e))?;
         Ok(Self {
             client,
-            ensure_sessions,
-            lock_sessions,
-            read_sessions,
-            find_keys,
-            insert_frames,
-            set_last_seq,
+            append_batch,
         })
+    }
+}
+
+/// The writers' shared queue, and how many of them have a batch in flight.
+pub(crate) struct Queue {
+    rx: AsyncMutex<mpsc::Receiver<AppendReq>>,
+    in_flight: AtomicUsize,
+    done: Notify,
+    /// How many writers share the queue.
+    writers: usize,
+}
+
+impl Queue {
+    pub(crate) fn new(rx: mpsc::Receiver<AppendReq>, writers: usize) -> Self {
+        Self {
+            writers,
+            rx: AsyncMutex::new(rx),
+            in_flight: AtomicUsize::new(0),
+            done: Notify::new(),
+        }
     }
 }
 
@@ -100,16 +109,18 @@ pub(crate) struct Writer {
 /// appends get the error.
 const TRANSIENT_RETRIES: u32 = 4;
 
-/// How a batch transaction failed.
+/// How a batch failed.
 enum Failure {
-    /// Before `COMMIT` was sent: the transaction rolled back, nothing was written.
-    /// `transient`: a serialization failure or deadlock, worth retrying at once on
-    /// the same connection; any other failure drops the connection.
+    /// The batch was not sent, or the server reported an error while running it:
+    /// its transaction rolled back, nothing was written. `transient`: a
+    /// serialization failure or deadlock, worth retrying at once on the same
+    /// connection; any other failure drops the connection.
     Before {
         error: StorageError,
         transient: bool,
     },
-    /// `COMMIT` itself failed: the outcome is unknown.
+    /// The batch was sent but its answer never came or made no sense (lost
+    /// connection, terminated backend, timeout): whether it committed is unknown.
     Commit(StorageError),
 }
 
@@ -122,25 +133,9 @@ impl Failure {
     }
 }
 
-fn before(op: &'static str) -> impl Fn(tokio_postgres::Error) -> Failure {
-    move |e| Failure::Before {
-        error: sanitize(op, &e),
-        transient: matches!(
-            e.code(),
-            Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
-        ),
-    }
-}
-
-/// A session row as locked by the batch.
-struct SessionRow {
-    last_seq: u64,
-    epoch: u64,
-    holder: Option<Uuid>,
-    live: bool,
-}
-
 impl Writer {
+    /// A writer on `client` (its statements prepared now), or, without one, a
+    /// writer that connects for its first batch.
     pub(crate) async fn new(
         connector: Arc<Connector>,
         sql: Arc<Sql>,
@@ -148,9 +143,12 @@ impl Writer {
         max_batch: usize,
         idle_timeout_ms: u64,
         op_timeout: Duration,
-        client: Client,
+        client: Option<Client>,
     ) -> Result<Self, StorageError> {
-        let conn = prepare_within(op_timeout, client, &sql, idle_timeout_ms).await?;
+        let conn = match client {
+            Some(client) => Some(prepare_within(op_timeout, client, &sql, idle_timeout_ms).await?),
+            None => None,
+        };
         Ok(Self {
             connector,
             sql,
@@ -158,24 +156,64 @@ impl Writer {
             max_batch,
             idle_timeout_ms,
             op_timeout,
-            conn: Some(conn),
+            conn,
         })
     }
 
-    /// Runs until every sender is gone, committing one batch per loop.
-    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<AppendReq>) {
+    /// Runs until every sender is gone, committing one batch per loop. Writers
+    /// share `queue`; one at a time gathers a batch: the first append that arrives
+    /// and whatever queued meanwhile; then, if every other writer has a batch in
+    /// flight, everything that arrives until one of those commits (or the batch is
+    /// full). A lone append commits at once; a busy journal keeps several commits
+    /// in flight while the next batch grows.
+    pub(crate) async fn run(mut self, queue: Arc<Queue>) {
         // Not preallocated: `max_batch` is an upper bound, batches are usually small.
         let mut batch = Vec::new();
-        while let Some(first) = rx.recv().await {
-            batch.push(first);
-            // A lone append commits at once; whatever queued meanwhile joins it.
-            while batch.len() < self.max_batch {
-                match rx.try_recv() {
-                    Ok(req) => batch.push(req),
-                    Err(_) => break,
+        loop {
+            {
+                let mut rx = queue.rx.lock().await;
+                let Some(first) = rx.recv().await else {
+                    return;
+                };
+                batch.push(first);
+                loop {
+                    while batch.len() < self.max_batch {
+                        match rx.try_recv() {
+                            Ok(req) => batch.push(req),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.len() >= self.max_batch {
+                        break;
+                    }
+                    // Registered before the check, so a commit that finishes after it
+                    // wakes us (`notify_waiters` keeps no permit for later).
+                    let mut done = std::pin::pin!(queue.done.notified());
+                    done.as_mut().enable();
+                    // Commit now if nothing is in flight, or another writer is free.
+                    let in_flight = queue.in_flight.load(Ordering::SeqCst);
+                    if in_flight == 0 || in_flight + 1 < queue.writers {
+                        break;
+                    }
+                    let mut next = std::pin::pin!(rx.recv());
+                    let arrived = std::future::poll_fn(|cx| {
+                        if done.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(None);
+                        }
+                        next.as_mut().poll(cx).map(Some)
+                    })
+                    .await;
+                    match arrived {
+                        Some(Some(req)) => batch.push(req),
+                        // A commit finished, or every sender is gone.
+                        Some(None) | None => break,
+                    }
                 }
             }
+            queue.in_flight.fetch_add(1, Ordering::SeqCst);
             let results = self.commit(&batch).await;
+            queue.in_flight.fetch_sub(1, Ordering::SeqCst);
+            queue.done.notify_waiters();
             for (req, result) in batch.drain(..).zip(results) {
                 // The caller may have gone away (dropped its future); that is normal.
                 let _ = req.reply.send(result);
@@ -246,63 +284,20 @@ impl Writer {
         let Some(conn) = self.conn.as_mut() else {
             return Err(Failure::msg("postgres: no write connection"));
         };
-        let commit_sent = AtomicBool::new(false);
-        match tokio::time::timeout(
-            self.op_timeout,
-            transact(conn, self.holder, batch, &commit_sent),
-        )
-        .await
-        {
+        match tokio::time::timeout(self.op_timeout, transact(conn, self.holder, batch)).await {
             Ok(result) => result,
             Err(_) => {
                 // The connection is stuck (partition, stalled server): abandon it.
-                // The server rolls the transaction back when it notices.
+                // The batch was sent as one statement that commits by itself, so
+                // whether it committed is unknown.
                 self.conn = None;
-                let error = StorageError::msg(format!(
+                Err(Failure::Commit(StorageError::msg(format!(
                     "postgres: journal batch timed out after {:?}",
                     self.op_timeout
-                ));
-                if commit_sent.load(Ordering::SeqCst) {
-                    Err(Failure::Commit(error))
-                } else {
-                    Err(Failure::Before {
-                        error,
-                        transient: false,
-                    })
-                }
+                ))))
             }
         }
     }
-}
-
-/// Polls both futures to completion concurrently (so their statements are
-/// pipelined on one connection, sent in order), returning both results.
-async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    let mut a = std::pin::pin!(a);
-    let mut b = std::pin::pin!(b);
-    let mut ra = None;
-    let mut rb = None;
-    std::future::poll_fn(|cx| {
-        if ra.is_none()
-            && let std::task::Poll::Ready(v) = a.as_mut().poll(cx)
-        {
-            ra = Some(v);
-        }
-        if rb.is_none()
-            && let std::task::Poll::Ready(v) = b.as_mut().poll(cx)
-        {
-            rb = Some(v);
-        }
-        match (ra.take(), rb.take()) {
-            (Some(x), Some(y)) => std::task::Poll::Ready((x, y)),
-            (x, y) => {
-                ra = x;
-                rb = y;
-                std::task::Poll::Pending
-            }
-        }
-    })
-    .await
 }
 
 /// Prepares a write connection within `op_timeout`.
@@ -324,189 +319,100 @@ async fn prepare_within(
     })?
 }
 
-fn fenced(epoch: Option<u64>, row: &SessionRow, me: Uuid) -> bool {
-    match epoch {
-        // Our lease, exactly: same holder, same epoch, not expired by the DB clock.
-        Some(e) => !(row.live && row.holder == Some(me) && row.epoch == e),
-        // No lease of ours: refused only while someone else holds a live lease.
-        None => row.live && row.holder.is_some_and(|h| h != me),
+/// SQLSTATE classes that the server raises while executing a statement, before
+/// its implicit transaction commits: the batch was rolled back, nothing written.
+/// Any other failure (a lost connection, a terminated backend, a server crash,
+/// errors of classes 08, 57, 58, XX, ...) leaves the outcome unknown.
+const ROLLED_BACK_CLASSES: &[&str] = &["22", "23", "25", "40", "42", "54", "55", "P0"];
+
+/// Classifies a failure of the batch statement.
+fn classify(e: &tokio_postgres::Error) -> Failure {
+    let error = sanitize("journal batch", e);
+    match e.code() {
+        Some(c) if ROLLED_BACK_CLASSES.contains(&c.code().get(..2).unwrap_or_default()) => {
+            Failure::Before {
+                error,
+                transient: *c == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *c == SqlState::T_R_DEADLOCK_DETECTED,
+            }
+        }
+        _ => Failure::Commit(error),
     }
 }
 
-type SessionFields = (Uuid, i64, i64, Option<Uuid>, bool);
-
-fn read_session(row: &Row) -> Result<SessionFields, tokio_postgres::Error> {
-    Ok((
-        row.try_get(0)?,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-        row.try_get(4)?,
-    ))
-}
-
-fn read_frame(row: &Row) -> Result<(Uuid, Uuid, i64, &str, &[u8]), tokio_postgres::Error> {
-    Ok((
-        row.try_get(0)?,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-        row.try_get(4)?,
-    ))
-}
-
 fn to_u64(v: i64) -> Result<u64, Failure> {
-    u64::try_from(v).map_err(|_| Failure::msg("postgres: negative sequence"))
+    u64::try_from(v).map_err(|_| Failure::Commit(StorageError::msg("postgres: negative sequence")))
 }
 
-fn to_i64(v: u64) -> Result<i64, Failure> {
-    i64::try_from(v).map_err(|_| Failure::msg("postgres: sequence overflow"))
-}
+/// The batch's status codes from `append_batch` (see migration 2).
+const APPENDED: i16 = 0;
+const DUPLICATE: i16 = 1;
+const COLLISION: i16 = 2;
+const FENCED: i16 = 3;
 
-/// One batch, one `READ COMMITTED` transaction. Statements take whole-batch arrays,
-/// so a batch costs the same round trips whatever its size. `commit_sent` is set
-/// just before `COMMIT` is sent.
+/// One batch, one statement: `append_batch` in the statement's implicit
+/// `READ COMMITTED` transaction (one round trip: Bind, Execute, Sync; the rows
+/// arrive after the commit). Its answer is one row per append, in order.
 async fn transact(
     conn: &mut WriterConn,
     me: Uuid,
     batch: &[AppendReq],
-    commit_sent: &AtomicBool,
 ) -> Result<Vec<Result<AppendOutcome, AppendError>>, Failure> {
-    let mut sessions: Vec<Uuid> = batch.iter().map(|r| r.session).collect();
-    sessions.sort_unstable();
-    sessions.dedup();
-
-    let tx = conn
-        .client
-        .build_transaction()
-        .isolation_level(IsolationLevel::ReadCommitted)
-        .start()
-        .await
-        .map_err(before("begin"))?;
-    tx.execute(&conn.ensure_sessions, &[&sessions])
-        .await
-        .map_err(before("register sessions"))?;
-    // Locks every session row of the batch until commit: writers of a session, in
-    // any process, are serialized here, and a lease cannot change under us. The rows
-    // are read by the next statement (pipelined: no extra round trip), so the lease
-    // expiry is judged by the clock after the lock was granted.
-    let (locked, rows) = join(
-        tx.query(&conn.lock_sessions, &[&sessions]),
-        tx.query(&conn.read_sessions, &[&sessions]),
-    )
-    .await;
-    locked.map_err(before("lock sessions"))?;
-    let rows = rows.map_err(before("read sessions"))?;
-    let mut state = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let (session, last_seq, epoch, holder, live) =
-            read_session(row).map_err(before("read session"))?;
-        state.insert(
-            session,
-            SessionRow {
-                last_seq: to_u64(last_seq)?,
-                epoch: to_u64(epoch)?,
-                holder,
-                live,
-            },
-        );
-    }
-    let mut is_fenced = Vec::with_capacity(batch.len());
+    let mut sessions = Vec::with_capacity(batch.len());
+    let mut keys = Vec::with_capacity(batch.len());
+    let mut kinds = Vec::with_capacity(batch.len());
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(batch.len());
+    let mut epochs: Vec<Option<i64>> = Vec::with_capacity(batch.len());
     for req in batch {
-        let row = state
-            .get(&req.session)
-            .ok_or_else(|| Failure::msg("postgres: session row missing after insert"))?;
-        is_fenced.push(fenced(req.epoch, row, me));
+        sessions.push(req.session);
+        keys.push(req.key);
+        kinds.push(req.kind);
+        bytes.push(&req.bytes);
+        // An epoch beyond i64 cannot match any stored one: fenced, as it should be.
+        epochs.push(req.epoch.map(|e| i64::try_from(e).unwrap_or(-1)));
     }
-
-    let (q_sessions, q_keys): (Vec<Uuid>, Vec<Uuid>) = batch
-        .iter()
-        .zip(&is_fenced)
-        .filter(|(_, f)| !**f)
-        .map(|(r, _)| (r.session, r.key))
-        .unzip();
-    let existing = if q_keys.is_empty() {
-        Vec::new()
-    } else {
-        tx.query(&conn.find_keys, &[&q_sessions, &q_keys])
-            .await
-            .map_err(before("look up keys"))?
-    };
-    // (session, key) -> (seq, kind, bytes): committed frames, then this batch's.
-    let mut known: HashMap<(Uuid, Uuid), (u64, &str, &[u8])> = HashMap::new();
-    for row in &existing {
-        let (s, k, seq, kind, bytes) = read_frame(row).map_err(before("read frame"))?;
-        known.insert((s, k), (to_u64(seq)?, kind, bytes));
+    let rows = conn
+        .client
+        .query(
+            &conn.append_batch,
+            &[&me, &sessions, &keys, &kinds, &bytes, &epochs],
+        )
+        .await
+        .map_err(|e| classify(&e))?;
+    if rows.len() != batch.len() {
+        // Committed, but the answer does not fit the batch: unknown per append.
+        return Err(Failure::Commit(StorageError::msg(
+            "postgres: journal batch answered the wrong number of rows",
+        )));
     }
-
     let mut out = Vec::with_capacity(batch.len());
-    let mut n_session = Vec::new();
-    let mut n_seq = Vec::new();
-    let mut n_key = Vec::new();
-    let mut n_kind = Vec::new();
-    let mut n_bytes: Vec<&[u8]> = Vec::new();
-    for (req, fenced) in batch.iter().zip(&is_fenced) {
-        if *fenced {
-            out.push(Err(AppendError::Fenced {
-                session: SessionId::from_uuid(req.session),
-            }));
-            continue;
-        }
-        if let Some(&(seq, kind, bytes)) = known.get(&(req.session, req.key)) {
-            out.push(if kind == req.kind && bytes == req.bytes.as_slice() {
-                Ok(AppendOutcome {
-                    seq,
-                    appended: false,
-                })
-            } else {
-                Err(AppendError::Collision { key: req.key, seq })
-            });
-            continue;
-        }
-        let Some(row) = state.get_mut(&req.session) else {
-            return Err(Failure::msg("postgres: session row missing after insert"));
+    for (req, row) in batch.iter().zip(&rows) {
+        let read = || -> Result<(i16, i64), tokio_postgres::Error> {
+            Ok((row.try_get(0)?, row.try_get(1)?))
         };
-        row.last_seq += 1;
-        let seq = row.last_seq;
-        known.insert((req.session, req.key), (seq, req.kind, &req.bytes));
-        n_session.push(req.session);
-        n_seq.push(to_i64(seq)?);
-        n_key.push(req.key);
-        n_kind.push(req.kind);
-        n_bytes.push(&req.bytes);
-        out.push(Ok(AppendOutcome {
-            seq,
-            appended: true,
-        }));
+        let (status, seq) = read().map_err(|e| Failure::Commit(sanitize("journal batch", &e)))?;
+        out.push(match status {
+            APPENDED => Ok(AppendOutcome {
+                seq: to_u64(seq)?,
+                appended: true,
+            }),
+            DUPLICATE => Ok(AppendOutcome {
+                seq: to_u64(seq)?,
+                appended: false,
+            }),
+            COLLISION => Err(AppendError::Collision {
+                key: req.key,
+                seq: to_u64(seq)?,
+            }),
+            FENCED => Err(AppendError::Fenced {
+                session: SessionId::from_uuid(req.session),
+            }),
+            _ => {
+                return Err(Failure::Commit(StorageError::msg(
+                    "postgres: journal batch answered an unknown status",
+                )));
+            }
+        });
     }
-    if n_key.is_empty() {
-        // Nothing written: a failed commit here loses nothing.
-        commit_sent.store(false, Ordering::SeqCst);
-        tx.commit().await.map_err(before("commit"))?;
-        return Ok(out);
-    }
-    tx.execute(
-        &conn.insert_frames,
-        &[&n_session, &n_seq, &n_key, &n_kind, &n_bytes],
-    )
-    .await
-    .map_err(before("insert frames"))?;
-    let mut u_session = n_session.clone();
-    u_session.sort_unstable();
-    u_session.dedup();
-    let mut u_seq = Vec::with_capacity(u_session.len());
-    for s in &u_session {
-        let row = state
-            .get(s)
-            .ok_or_else(|| Failure::msg("postgres: session row missing after insert"))?;
-        u_seq.push(to_i64(row.last_seq)?);
-    }
-    tx.execute(&conn.set_last_seq, &[&u_session, &u_seq])
-        .await
-        .map_err(before("advance sequences"))?;
-    commit_sent.store(true, Ordering::SeqCst);
-    tx.commit()
-        .await
-        .map_err(|e| Failure::Commit(sanitize("commit", &e)))?;
     Ok(out)
 }

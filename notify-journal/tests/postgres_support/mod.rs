@@ -2,6 +2,8 @@
 //! skip, fresh schemas and record builders.
 #![allow(dead_code, unused_imports, unreachable_pub, clippy::expect_used)]
 
+pub mod tls_server;
+
 use notify_journal::{PgJournal, PgOptions};
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
