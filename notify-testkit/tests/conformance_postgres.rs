@@ -50,3 +50,150 @@ mod small_cap {
         max_record_bytes = CAP,
     }
 }
+
+mod integrity {
+    //! Rows changed or deleted behind the journal's back are named, never answered.
+    use notify_journal::{
+        AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, PgJournal,
+        PgOptions, Problem,
+    };
+    use notify_testkit::conformance::Tamper;
+    use notify_types::{JournalRecord, LoopId, SessionId, Uuid};
+
+    /// The journal, and a plain connection to damage its rows with.
+    pub(super) struct PgTamper {
+        journal: PgJournal,
+        client: tokio_postgres::Client,
+    }
+
+    #[expect(
+        clippy::panic,
+        reason = "test setup outside a #[test] fn: an unreachable database must fail the test"
+    )]
+    pub(super) async fn open() -> Option<PgTamper> {
+        let journal = super::connect(PgOptions::default()).await?;
+        let url = notify_testkit::postgres::database_url("PostgreSQL integrity check")?;
+        let (client, connection) = match tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+        {
+            Ok(c) => c,
+            Err(e) => panic!("cannot connect to damage rows: {e}"),
+        };
+        tokio::spawn(connection);
+        Some(PgTamper { journal, client })
+    }
+
+    impl PgTamper {
+        async fn exec(&self, sql: &str, session: SessionId, seq: u64) -> Result<(), String> {
+            let seq = i64::try_from(seq).map_err(|e| e.to_string())?;
+            let n = self
+                .client
+                .execute(
+                    &sql.replace("{s}", super::SCHEMA),
+                    &[session.as_uuid(), &seq],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(format!("no frame {seq} of {session}"))
+            }
+        }
+    }
+
+    impl Tamper for PgTamper {
+        fn damage_frame(&self, session: SessionId, seq: u64) -> BoxFuture<'_, Result<(), String>> {
+            Box::pin(self.exec(
+                "UPDATE {s}.frames
+                 SET bytes = set_byte(bytes, length(bytes) - 1, get_byte(bytes, length(bytes) - 1) # 1)
+                 WHERE session = $1 AND seq = $2",
+                session,
+                seq,
+            ))
+        }
+
+        fn remove_frame(&self, session: SessionId, seq: u64) -> BoxFuture<'_, Result<(), String>> {
+            Box::pin(self.exec(
+                "DELETE FROM {s}.frames WHERE session = $1 AND seq = $2",
+                session,
+                seq,
+            ))
+        }
+    }
+
+    impl JournalBackend for PgTamper {
+        fn append(
+            &self,
+            session: SessionId,
+            record: JournalRecord,
+        ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
+            self.journal.append(session, record)
+        }
+        fn lookup(
+            &self,
+            session: SessionId,
+            key: Uuid,
+        ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
+            self.journal.lookup(session, key)
+        }
+        fn replay(
+            &self,
+            session: SessionId,
+            from_seq: u64,
+            limit: usize,
+        ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+            self.journal.replay(session, from_seq, limit)
+        }
+        fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
+            self.journal.last_seq(session)
+        }
+        fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+            self.journal.sessions()
+        }
+    }
+
+    notify_testkit::conformance_integrity_tests! {
+        setup = match open().await {
+            Some(t) => t,
+            None => return Ok(()),
+        },
+        backend = |fixture| &fixture,
+    }
+
+    /// An `UPDATE` of a row's bytes is named by replay, restore and verify; a clean
+    /// session verifies clean.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_updated_row_is_named_by_replay_restore_and_verify() {
+        let Some(t) = open().await else { return };
+        let s = SessionId::new();
+        let loop_id = LoopId::new();
+        for r in notify_testkit::sample::one_of_each(s, loop_id) {
+            t.journal.append(s, r).await.unwrap();
+        }
+        let before = t.journal.verify(1000).await.unwrap();
+        assert!(
+            !before
+                .problems
+                .iter()
+                .any(|p| matches!(p, Problem::Frame { session, .. } if *session == s)),
+            "{before}"
+        );
+        t.damage_frame(s, 3).await.unwrap();
+        assert!(matches!(
+            t.journal.replay(s, 1, 100).await,
+            Err(JournalError::Corrupt { seq: 3, .. })
+        ));
+        assert!(
+            notify_session::restore(s, &t.journal).await.is_err(),
+            "restore answered a damaged log"
+        );
+        let after = t.journal.verify(1000).await.unwrap();
+        assert!(
+            after.problems.iter().any(|p| matches!(
+                p,
+                Problem::Frame { session, seq: 3, .. } if *session == s
+            )),
+            "verify missed the updated row: {after}"
+        );
+    }
+}

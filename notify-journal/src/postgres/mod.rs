@@ -66,7 +66,7 @@ pub use schema::PG_SCHEMA_VERSION;
 pub use tls::{PgSslMode, PgTls};
 
 use connect::Connector;
-use reader::{ReaderConn, ReaderSlot};
+use reader::{ReaderConn, ReaderSlot, pg_checksum};
 use schema::Sql;
 use writer::{AppendReq, Writer};
 
@@ -85,7 +85,7 @@ const QUEUE: usize = 8192;
 /// connect under a transaction-scoped advisory lock, or are only validated):
 ///
 /// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at)`;
-/// * `frames(session, seq, key, kind, bytes, committed_at)`, primary key
+/// * `frames(session, seq, key, kind, bytes, checksum, committed_at)`, primary key
 ///   `(session, seq)`, unique `(session, key)`: the idempotency index.
 ///
 /// A batch locks its sessions' rows, checks leases, resolves keys, inserts frames
@@ -366,6 +366,7 @@ impl PgJournal {
             session: *session.as_uuid(),
             key: record.key(),
             kind: record.type_name(),
+            checksum: pg_checksum(&bytes),
             bytes,
             epoch,
             reply,

@@ -14,7 +14,8 @@ use super::error::{LeaseError, sanitize};
 use super::schema::Sql;
 use super::{PgJournal, lock, seq_u64, timed_out};
 use crate::backend::Frame;
-use crate::error::{JournalError, StorageError};
+use crate::error::{Corruption, JournalError, StorageError};
+use crate::verify::{EngineCheck, Problem, VerifyReport};
 
 /// A reconnect of the read connection, shared by every caller that needs it.
 type PendingReader = Arc<OnceCell<Result<Arc<ReaderConn>, StorageError>>>;
@@ -37,6 +38,8 @@ pub(super) struct ReaderConn {
     pub(super) renew: Statement,
     pub(super) release: Statement,
     pub(super) lease_info: Statement,
+    pub(super) verify_frames: Statement,
+    pub(super) verify_heads: Statement,
 }
 
 impl ReaderConn {
@@ -64,6 +67,8 @@ impl ReaderConn {
         let renew = p(&sql.renew).await?;
         let release = p(&sql.release).await?;
         let lease_info = p(&sql.lease_info).await?;
+        let verify_frames = p(&sql.verify_frames).await?;
+        let verify_heads = p(&sql.verify_heads).await?;
         Ok(Self {
             client,
             lookup,
@@ -74,6 +79,8 @@ impl ReaderConn {
             renew,
             release,
             lease_info,
+            verify_frames,
+            verify_heads,
         })
     }
 }
@@ -157,15 +164,26 @@ impl PgJournal {
                 c.client.query_opt(&c.lookup, &[&s, &key]).await
             })
             .await?;
-        match row {
-            None => Ok(None),
-            Some(row) => {
-                let seq: i64 = row
-                    .try_get(0)
-                    .map_err(|e| JournalError::Storage(sanitize("lookup", &e)))?;
-                Ok(Some(seq_u64(seq).map_err(JournalError::Storage)?))
-            }
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("lookup", &e));
+        let seq: i64 = row.try_get(0).map_err(get)?;
+        let seq = seq_u64(seq).map_err(JournalError::Storage)?;
+        let bytes: &[u8] = row.try_get(1).map_err(get)?;
+        let checksum: Option<i32> = row.try_get(2).map_err(get)?;
+        // A hit is confirmed against its frame: intact, and carrying the key.
+        let (_, record) = decode_row(session, seq, bytes, checksum)?;
+        if record.key() != key {
+            return Err(JournalError::Corrupt {
+                session,
+                seq,
+                source: Corruption::Misplaced {
+                    found: format!("a frame of key {}", record.key()),
+                },
+            });
         }
+        Ok(Some(seq))
     }
 
     pub(super) async fn replay_inner(
@@ -188,17 +206,23 @@ impl PgJournal {
                 c.client.query(&c.replay, &[&s, &from, &limit]).await
             })
             .await?;
+        let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("replay", &e));
         let mut out = Vec::with_capacity(rows.len());
+        let mut head = 0;
         for row in rows {
-            let seq: i64 = row
-                .try_get(0)
-                .map_err(|e| JournalError::Storage(sanitize("replay", &e)))?;
+            let last: i64 = row.try_get(3).map_err(get)?;
+            head = seq_u64(last).map_err(JournalError::Storage)?;
+            // The one row of an empty page has no frame.
+            let Some(seq) = row.try_get::<_, Option<i64>>(0).map_err(get)? else {
+                continue;
+            };
             let seq = seq_u64(seq).map_err(JournalError::Storage)?;
-            let bytes: &[u8] = row
-                .try_get(1)
-                .map_err(|e| JournalError::Storage(sanitize("replay", &e)))?;
-            out.push(crate::decode_frame(session, seq, bytes)?);
+            let bytes: &[u8] = row.try_get(1).map_err(get)?;
+            let checksum: Option<i32> = row.try_get(2).map_err(get)?;
+            out.push(decode_row(session, seq, bytes, checksum)?);
         }
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        crate::check_replay_page(session, from_seq, limit, Some(head), &out)?;
         Ok(out)
     }
 
@@ -258,4 +282,177 @@ impl From<ReadFailure> for LeaseError {
             ReadFailure::Storage(e) => Self::Storage(e),
         }
     }
+}
+
+impl PgJournal {
+    /// Whether frame `last + 1` of `session` exists now: a head found ahead of the
+    /// frames verify read is then an append made during the check.
+    async fn appended_meanwhile(&self, session: Uuid, last: u64) -> Result<bool, JournalError> {
+        let from = i64::try_from(last.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows: Vec<Row> = self
+            .read("verify", |c| async move {
+                c.client.query(&c.replay, &[&session, &from, &1_i64]).await
+            })
+            .await?;
+        let next = rows
+            .first()
+            .map(|row| row.try_get::<_, Option<i64>>(0))
+            .transpose()
+            .map_err(|e| JournalError::Storage(sanitize("verify", &e)))?
+            .flatten();
+        Ok(next == Some(from))
+    }
+}
+
+/// Rows read per page by [`PgJournal::verify`].
+const VERIFY_PAGE: i64 = 2048;
+
+impl PgJournal {
+    /// The deep integrity check: every frame's checksum (frames written before schema
+    /// version 3 have none and are only decoded) and decoding, each frame's key and
+    /// session against its row, every session's log contiguous from 1, and every
+    /// session's `last_seq` equal to its last frame. Reads page by page (each page its
+    /// own statement, bounded by the operation timeout), so memory is bounded and
+    /// appends go on; the pages are not one snapshot, so a frame appended meanwhile
+    /// can show as a head ahead of what was read, never as damage. Keeps the first
+    /// `max_problems` problems and counts them all.
+    ///
+    /// The frames' unique `(session, key)` index is PostgreSQL's own: one frame per key
+    /// holds by construction, and each frame's key column is checked against its
+    /// record. PostgreSQL's page checks (data checksums, `amcheck`) are the server's:
+    /// [`VerifyReport::engine`] is `NotRun`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future abandons the report; the check only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Storage`] or [`JournalError::Closed`] when the check itself
+    /// cannot read; damage is reported in the report, not as an error.
+    pub async fn verify(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
+        let mut report = VerifyReport::new(max_problems);
+        report.engine = EngineCheck::NotRun;
+        // The last frame seen per session, to compare with the heads.
+        let mut lasts: std::collections::BTreeMap<Uuid, u64> = std::collections::BTreeMap::new();
+        let mut cursor = (Uuid::nil(), 0_i64);
+        let mut current: Option<(Uuid, u64)> = None;
+        loop {
+            let (s, q) = cursor;
+            let rows: Vec<Row> = self
+                .read("verify", |c| async move {
+                    c.client
+                        .query(&c.verify_frames, &[&s, &q, &VERIFY_PAGE])
+                        .await
+                })
+                .await?;
+            let n = rows.len();
+            for row in rows {
+                let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("verify", &e));
+                let session: Uuid = row.try_get(0).map_err(get)?;
+                let seq_raw: i64 = row.try_get(1).map_err(get)?;
+                let key: Uuid = row.try_get(2).map_err(get)?;
+                let bytes: &[u8] = row.try_get(3).map_err(get)?;
+                let checksum: Option<i32> = row.try_get(4).map_err(get)?;
+                cursor = (session, seq_raw);
+                let seq = seq_u64(seq_raw).map_err(JournalError::Storage)?;
+                let sid = SessionId::from_uuid(session);
+                report.frames += 1;
+                report.keys += 1;
+                report.bytes += bytes.len() as u64;
+                let expected = match current {
+                    Some((s, last)) if s == session => last + 1,
+                    _ => {
+                        report.sessions += 1;
+                        1
+                    }
+                };
+                if seq != expected {
+                    report.push(Problem::Gap {
+                        session: sid,
+                        seq: expected,
+                    });
+                }
+                current = Some((session, seq));
+                lasts.insert(session, seq);
+                match decode_row(sid, seq, bytes, checksum) {
+                    Err(JournalError::Corrupt { source, .. }) => report.push(Problem::Frame {
+                        session: sid,
+                        seq,
+                        cause: source,
+                    }),
+                    Err(other) => return Err(other),
+                    Ok((_, record)) if record.key() != key => report.push(Problem::IndexEntry {
+                        session: sid,
+                        key,
+                        detail: format!("names frame {seq}, whose record has key {}", record.key()),
+                    }),
+                    Ok(_) => {}
+                }
+            }
+            if i64::try_from(n).unwrap_or(i64::MAX) < VERIFY_PAGE {
+                break;
+            }
+        }
+        let mut after = Uuid::nil();
+        loop {
+            let a = after;
+            let rows: Vec<Row> = self
+                .read("verify", |c| async move {
+                    c.client.query(&c.verify_heads, &[&a, &VERIFY_PAGE]).await
+                })
+                .await?;
+            let n = rows.len();
+            for row in rows {
+                let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("verify", &e));
+                let session: Uuid = row.try_get(0).map_err(get)?;
+                let head: i64 = row.try_get(1).map_err(get)?;
+                after = session;
+                let head = seq_u64(head).map_err(JournalError::Storage)?;
+                let last = lasts.get(&session).copied().unwrap_or(0);
+                let sid = SessionId::from_uuid(session);
+                if head < last {
+                    report.push(Problem::Head {
+                        session: sid,
+                        head,
+                        last,
+                    });
+                } else if head > last && !self.appended_meanwhile(session, last).await? {
+                    // Not an append made during the check: the log's tail is gone.
+                    report.push(Problem::Gap {
+                        session: sid,
+                        seq: last + 1,
+                    });
+                }
+            }
+            if i64::try_from(n).unwrap_or(i64::MAX) < VERIFY_PAGE {
+                break;
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// A stored frame checked and decoded: against its checksum when it has one (frames
+/// written before schema version 3 have none and are only decoded).
+pub(super) fn decode_row(
+    session: SessionId,
+    seq: u64,
+    bytes: &[u8],
+    checksum: Option<i32>,
+) -> Result<Frame, JournalError> {
+    match checksum {
+        Some(sum) => crate::decode_checked_frame(session, seq, bytes, from_pg(sum)),
+        None => crate::decode_frame(session, seq, bytes),
+    }
+}
+
+/// A frame checksum as PostgreSQL's `int4` (the same 32 bits).
+pub(super) fn pg_checksum(bytes: &[u8]) -> i32 {
+    i32::from_be_bytes(crate::frame_checksum(bytes).to_be_bytes())
+}
+
+/// A stored `int4` checksum back as the `u32` it is.
+pub(super) fn from_pg(sum: i32) -> u32 {
+    u32::from_be_bytes(sum.to_be_bytes())
 }

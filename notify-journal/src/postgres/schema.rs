@@ -8,7 +8,7 @@
 //!   frame; appends lock this row (`FOR UPDATE`), which totally orders every writer of
 //!   the session, in any process, and makes the lease check and the frame insert one
 //!   atomic step.
-//! * `frames(session, seq, key, kind, bytes, committed_at)`: primary key
+//! * `frames(session, seq, key, kind, bytes, checksum, committed_at)`: primary key
 //!   `(session, seq)`, unique `(session, key)` (the idempotency index). A frame, its
 //!   index entry and the session's `last_seq` commit in one transaction.
 //!
@@ -23,7 +23,7 @@ use super::error::{PgOpenError, sanitize};
 use super::options::MigrationMode;
 
 /// The journal schema version this code writes and understands.
-pub const PG_SCHEMA_VERSION: u32 = 2;
+pub const PG_SCHEMA_VERSION: u32 = 3;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`. `{s}` is the schema.
 const MIGRATIONS: &[&str] = &[
@@ -127,6 +127,95 @@ const MIGRATIONS: &[&str] = &[
          SELECT (CASE
                      WHEN j.fenced THEN 3
                      WHEN r.old_seq IS NULL AND r.i = j.i THEN 0
+                     WHEN coalesce(r.old_kind, r.kd) = j.kd
+                          AND coalesce(r.old_bytes, r.b) = j.b THEN 1
+                     ELSE 2
+                 END)::int2,
+                CASE WHEN j.fenced THEN 0::int8 ELSE coalesce(r.old_seq, w.seq) END
+         FROM judged j
+         LEFT JOIN resolved r ON NOT j.fenced AND r.s = j.s AND r.k = j.k
+         LEFT JOIN fresh w ON w.s = r.s AND w.k = r.k
+         ORDER BY j.i;
+     END
+     $fn$;",
+    // 3: every frame carries the CRC-32C of its bytes (`checksum`; NULL on frames
+    // written before this version), stored by `append_batch` from the caller's
+    // `p_checksum` and checked by every read. The duplicate check also judges the
+    // stored frame: same bytes under another checksum, or other bytes under this very
+    // record's checksum, means the stored row changed behind the journal's back:
+    // `o_status` 4 (damaged, `o_seq` the frame's), never a duplicate or a collision.
+    "ALTER TABLE {s}.frames ADD COLUMN checksum int4;
+     DROP FUNCTION {s}.append_batch(uuid, uuid[], uuid[], text[], bytea[], int8[]);
+     CREATE FUNCTION {s}.append_batch(
+         p_holder   uuid,
+         p_session  uuid[],
+         p_key      uuid[],
+         p_kind     text[],
+         p_bytes    bytea[],
+         p_epoch    int8[],
+         p_checksum int4[]
+     ) RETURNS TABLE (o_status int2, o_seq int8)
+     LANGUAGE plpgsql VOLATILE AS $fn$
+     BEGIN
+         INSERT INTO {s}.sessions (session)
+         SELECT DISTINCT u FROM unnest(p_session) AS t(u) ORDER BY u
+         ON CONFLICT (session) DO NOTHING;
+         PERFORM 1 FROM {s}.sessions
+         WHERE session = ANY (p_session) ORDER BY session FOR UPDATE;
+         RETURN QUERY
+         WITH input AS (
+             SELECT t.i, t.s, t.k, t.kd, t.b, t.e, t.c
+             FROM unnest(p_session, p_key, p_kind, p_bytes, p_epoch, p_checksum)
+                  WITH ORDINALITY AS t(s, k, kd, b, e, c, i)
+         ),
+         st AS (
+             SELECT x.session, x.last_seq, x.lease_epoch, x.lease_holder,
+                    coalesce(x.lease_expires_at > clock_timestamp(), false) AS live
+             FROM {s}.sessions x WHERE x.session = ANY (p_session)
+         ),
+         judged AS (
+             SELECT n.i, n.s, n.k, n.kd, n.b, n.c,
+                    CASE WHEN n.e IS NOT NULL THEN
+                         NOT (st.live AND st.lease_holder IS NOT DISTINCT FROM p_holder
+                              AND st.lease_epoch = n.e)
+                    ELSE st.live AND st.lease_holder IS NOT NULL
+                         AND st.lease_holder <> p_holder
+                    END AS fenced
+             FROM input n JOIN st ON st.session = n.s
+         ),
+         firsts AS (
+             SELECT DISTINCT ON (j.s, j.k) j.s, j.k, j.i, j.kd, j.b, j.c
+             FROM judged j WHERE NOT j.fenced ORDER BY j.s, j.k, j.i
+         ),
+         resolved AS (
+             SELECT f.s, f.k, f.i, f.kd, f.b, f.c,
+                    fr.seq AS old_seq, fr.kind AS old_kind, fr.bytes AS old_bytes,
+                    fr.checksum AS old_sum
+             FROM firsts f
+             LEFT JOIN {s}.frames fr ON fr.session = f.s AND fr.key = f.k
+         ),
+         fresh AS (
+             SELECT r.s, r.k, st.last_seq
+                        + row_number() OVER (PARTITION BY r.s ORDER BY r.i) AS seq,
+                    r.kd, r.b, r.c
+             FROM resolved r JOIN st ON st.session = r.s
+             WHERE r.old_seq IS NULL
+         ),
+         ins AS (
+             INSERT INTO {s}.frames (session, seq, key, kind, bytes, checksum)
+             SELECT w.s, w.seq, w.k, w.kd, w.b, w.c FROM fresh w
+         ),
+         upd AS (
+             UPDATE {s}.sessions x SET last_seq = m.top
+             FROM (SELECT w.s, max(w.seq) AS top FROM fresh w GROUP BY w.s) m
+             WHERE x.session = m.s
+         )
+         SELECT (CASE
+                     WHEN j.fenced THEN 3
+                     WHEN r.old_seq IS NULL AND r.i = j.i THEN 0
+                     WHEN r.old_sum IS NOT NULL
+                          AND ((r.old_bytes = j.b AND r.old_sum <> j.c)
+                               OR (r.old_bytes <> j.b AND r.old_sum = j.c)) THEN 4
                      WHEN coalesce(r.old_kind, r.kd) = j.kd
                           AND coalesce(r.old_bytes, r.b) = j.b THEN 1
                      ELSE 2
@@ -260,6 +349,8 @@ pub(crate) struct Sql {
     pub(crate) append_batch: String,
     pub(crate) lookup: String,
     pub(crate) replay: String,
+    pub(crate) verify_frames: String,
+    pub(crate) verify_heads: String,
     pub(crate) last_seq: String,
     pub(crate) sessions: String,
     pub(crate) acquire: String,
@@ -274,12 +365,30 @@ impl Sql {
         Self {
             // The whole batch: see migration 2.
             append_batch: format!(
-                "SELECT o_status, o_seq FROM {s}.append_batch($1, $2, $3, $4, $5, $6)"
+                "SELECT o_status, o_seq FROM {s}.append_batch($1, $2, $3, $4, $5, $6, $7)"
             ),
-            lookup: format!("SELECT seq FROM {s}.frames WHERE session = $1 AND key = $2"),
+            lookup: format!(
+                "SELECT seq, bytes, checksum FROM {s}.frames WHERE session = $1 AND key = $2"
+            ),
+            // The page and the session's head in one snapshot: a row with NULL frame
+            // columns when the page is empty, none when the session is unknown.
             replay: format!(
-                "SELECT seq, bytes FROM {s}.frames
-                 WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT $3"
+                "SELECT f.seq, f.bytes, f.checksum, h.last_seq
+                 FROM {s}.sessions h
+                 LEFT JOIN LATERAL (
+                     SELECT seq, bytes, checksum FROM {s}.frames
+                     WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT $3
+                 ) f ON true
+                 WHERE h.session = $1
+                 ORDER BY f.seq"
+            ),
+            verify_frames: format!(
+                "SELECT session, seq, key, bytes, checksum FROM {s}.frames
+                 WHERE (session, seq) > ($1, $2) ORDER BY session, seq LIMIT $3"
+            ),
+            verify_heads: format!(
+                "SELECT session, last_seq FROM {s}.sessions
+                 WHERE session > $1 ORDER BY session LIMIT $2"
             ),
             last_seq: format!("SELECT last_seq FROM {s}.sessions WHERE session = $1"),
             sessions: format!(

@@ -18,7 +18,7 @@ use super::connect::Connector;
 use super::error::sanitize;
 use super::schema::Sql;
 use crate::backend::AppendOutcome;
-use crate::error::{AppendError, StorageError};
+use crate::error::{AppendError, Corruption, StorageError};
 
 /// One append waiting for its batch.
 pub(crate) struct AppendReq {
@@ -26,6 +26,8 @@ pub(crate) struct AppendReq {
     pub(crate) key: Uuid,
     pub(crate) kind: &'static str,
     pub(crate) bytes: Vec<u8>,
+    /// [`frame_checksum`](crate::frame_checksum) of `bytes`, as PostgreSQL's `int4`.
+    pub(crate) checksum: i32,
     /// The epoch of this journal's lease on the session when the append was made;
     /// `None` when it held none.
     pub(crate) epoch: Option<u64>,
@@ -344,11 +346,12 @@ fn to_u64(v: i64) -> Result<u64, Failure> {
     u64::try_from(v).map_err(|_| Failure::Commit(StorageError::msg("postgres: negative sequence")))
 }
 
-/// The batch's status codes from `append_batch` (see migration 2).
+/// The batch's status codes from `append_batch` (see migrations 2 and 3).
 const APPENDED: i16 = 0;
 const DUPLICATE: i16 = 1;
 const COLLISION: i16 = 2;
 const FENCED: i16 = 3;
+const DAMAGED: i16 = 4;
 
 /// One batch, one statement: `append_batch` in the statement's implicit
 /// `READ COMMITTED` transaction (one round trip: Bind, Execute, Sync; the rows
@@ -363,7 +366,9 @@ async fn transact(
     let mut kinds = Vec::with_capacity(batch.len());
     let mut bytes: Vec<&[u8]> = Vec::with_capacity(batch.len());
     let mut epochs: Vec<Option<i64>> = Vec::with_capacity(batch.len());
+    let mut checksums: Vec<i32> = Vec::with_capacity(batch.len());
     for req in batch {
+        checksums.push(req.checksum);
         sessions.push(req.session);
         keys.push(req.key);
         kinds.push(req.kind);
@@ -375,7 +380,7 @@ async fn transact(
         .client
         .query(
             &conn.append_batch,
-            &[&me, &sessions, &keys, &kinds, &bytes, &epochs],
+            &[&me, &sessions, &keys, &kinds, &bytes, &epochs, &checksums],
         )
         .await
         .map_err(|e| classify(&e))?;
@@ -406,6 +411,13 @@ async fn transact(
             }),
             FENCED => Err(AppendError::Fenced {
                 session: SessionId::from_uuid(req.session),
+            }),
+            DAMAGED => Err(AppendError::Corrupt {
+                session: SessionId::from_uuid(req.session),
+                seq: to_u64(seq)?,
+                source: Corruption::Inconsistent(
+                    "the stored frame's bytes and its checksum disagree".to_owned(),
+                ),
             }),
             _ => {
                 return Err(Failure::Commit(StorageError::msg(
