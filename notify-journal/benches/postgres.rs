@@ -10,6 +10,8 @@
 //!   database, one connection per appender (a pool capped at 64 connections, each
 //!   used by one appender at a time): the floor of a durable single-row write, the
 //!   baseline `PgJournal` is compared with (`postgres/N` over `bare_insert/N`).
+//!   Both sides start from at least 50,000 rows, analyzed (a steady state, not an
+//!   empty table the run fills faster than autovacuum refreshes its statistics).
 //! * `one_session/postgres/{1,3}_process`: appends per second to ONE session from one
 //!   process vs from three processes at once (the bench re-executes itself as the
 //!   children), each with 16 concurrent appenders: the cost of cross-process row
@@ -98,6 +100,62 @@ async fn drive<J: JournalBackend + 'static>(
     start.elapsed().mul_f64(iters as f64 / (per * n) as f64)
 }
 
+/// Rows both the journal's tables and the bare table hold before measuring.
+const POPULATED: u64 = 50_000;
+
+/// Brings both sides to a steady state before measuring: at least
+/// [`POPULATED`] rows each (the journal's through the journal), then `ANALYZE`, so
+/// neither is planned for an empty table that the run then fills (plans follow
+/// the statistics, which autovacuum refreshes only every minute or so).
+async fn populate(pg: &Arc<PgJournal>) {
+    let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("the postgres bench needs a database ({URL_VAR}): {e}"));
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {SCHEMA}.bare (
+                 id uuid PRIMARY KEY, seq bigserial NOT NULL, bytes bytea NOT NULL)"
+        ))
+        .await
+        .unwrap();
+    let count = |table: &'static str| {
+        let client = &client;
+        async move {
+            let n: i64 = client
+                .query_one(&format!("SELECT count(*) FROM {SCHEMA}.{table}"), &[])
+                .await
+                .unwrap()
+                .get(0);
+            u64::try_from(n).unwrap()
+        }
+    };
+    let frames = count("frames").await;
+    if frames < POPULATED {
+        drive(pg, 1024, POPULATED - frames, None).await;
+    }
+    let bare = count("bare").await;
+    if bare < POPULATED {
+        let bytes = record(SessionId::new()).encode();
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO {SCHEMA}.bare (id, bytes)
+                     SELECT gen_random_uuid(), $1 FROM generate_series(1, $2::int8)"
+                ),
+                &[&bytes, &i64::try_from(POPULATED - bare).unwrap()],
+            )
+            .await
+            .unwrap();
+    }
+    client
+        .batch_execute(&format!(
+            "ANALYZE {SCHEMA}.sessions; ANALYZE {SCHEMA}.frames; ANALYZE {SCHEMA}.bare"
+        ))
+        .await
+        .unwrap();
+}
+
 /// The bare baseline's pool size cap.
 const BARE_POOL: u64 = 64;
 
@@ -168,6 +226,7 @@ fn concurrent_appenders(c: &mut Criterion) {
         RedbJournal::open(dir.path().join("bench.redb"), JournalOptions::default()).unwrap(),
     );
     let pg = Arc::new(rt.block_on(pg()));
+    rt.block_on(populate(&pg));
     let mut g = c.benchmark_group("concurrent_appenders");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
