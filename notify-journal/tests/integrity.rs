@@ -491,3 +491,50 @@ async fn an_upgrade_cut_by_a_crash_at_any_sync_completes_on_the_next_open() {
     }
     assert!(crash_points >= 2, "only {crash_points} crash points");
 }
+
+#[test]
+fn verify_file_leaves_an_empty_redb_database_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.redb");
+    drop(redb::Database::create(&path).unwrap());
+    assert!(matches!(
+        RedbJournal::verify_file(&path, 10),
+        Err(OpenError::NotAJournal { .. })
+    ));
+    let db = redb::Database::open(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    assert_eq!(
+        txn.list_tables().unwrap().count(),
+        0,
+        "verify laid out a journal"
+    );
+}
+
+#[test]
+fn a_format_1_table_missing_mid_upgrade_is_damage_not_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = fixture(dir.path());
+    // What a crash after the first upgrade step looks like, with one old table lost.
+    tamper::with_txn(&path, |txn| {
+        let mut meta = txn.open_table(tamper::META).unwrap();
+        meta.insert("format_version", 2).unwrap();
+        meta.insert("upgrading_from", 1).unwrap();
+        txn.open_table(LOG).unwrap();
+        txn.open_table(POSITIONS).unwrap();
+        txn.open_table(KEYS).unwrap();
+        txn.open_table(SESSIONS).unwrap();
+        drop(meta);
+        txn.delete_table(redb::TableDefinition::<u128, u64>::new(
+            "notify_journal_heads",
+        ))
+        .unwrap();
+        Ok(())
+    })
+    .unwrap();
+    match RedbJournal::open(&path, JournalOptions::default()) {
+        Err(OpenError::Damaged { reason, .. }) => {
+            assert!(reason.contains("mid-upgrade"), "{reason}")
+        }
+        other => panic!("expected Damaged, got {other:?}"),
+    }
+}

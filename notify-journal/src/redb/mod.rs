@@ -386,7 +386,9 @@ impl RedbJournal {
     /// problem.
     ///
     /// redb's page check runs as its integrity check at open, which also rebuilds the
-    /// allocator state and commits; it changes no journal data.
+    /// allocator state and commits. Like [`open`](Self::open), a format-1 file is
+    /// upgraded first (its frames checked as they move); an empty redb database is not a
+    /// journal and is left as it is.
     ///
     /// # Errors
     ///

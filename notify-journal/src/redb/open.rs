@@ -210,6 +210,11 @@ pub(crate) fn map_database_error(path: &Path, e: DatabaseError) -> OpenError {
 /// a fresh one in an empty database. Reads only the metadata and table list (an upgrade
 /// reads the old log once).
 pub(crate) fn prepare(db: &Database, path: &Path) -> Result<(), OpenError> {
+    prepare_with(db, path, true)
+}
+
+/// [`prepare`], laying out a fresh journal in an empty database only when `init`.
+pub(crate) fn prepare_with(db: &Database, path: &Path, init: bool) -> Result<(), OpenError> {
     let fail = |context: &'static str| {
         let path = path.to_path_buf();
         move |e: redb::Error| OpenError::Storage {
@@ -284,6 +289,13 @@ pub(crate) fn prepare(db: &Database, path: &Path) -> Result<(), OpenError> {
                 }
                 drop(txn);
                 if upgrading {
+                    // The old tables go only in the step that clears the mark: a
+                    // missing one here is damage, never "nothing left to move".
+                    for name in [v1::FRAMES.name(), v1::INDEX.name(), v1::HEADS.name()] {
+                        if !has(name) {
+                            return Err(damaged("a format-1 table is missing mid-upgrade"));
+                        }
+                    }
                     upgrade::from_v1(db, path)
                 } else {
                     Ok(())
@@ -297,7 +309,7 @@ pub(crate) fn prepare(db: &Database, path: &Path) -> Result<(), OpenError> {
             None => Err(not_a_journal("its metadata has no format version")),
         };
     }
-    if !tables.is_empty() || multimaps > 0 {
+    if !tables.is_empty() || multimaps > 0 || !init {
         return Err(not_a_journal("a redb database without journal metadata"));
     }
     drop(txn);

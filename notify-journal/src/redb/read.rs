@@ -139,7 +139,9 @@ impl Snapshot {
                 )),
             ));
         }
-        Ok(Some(f.seq))
+        // And the body itself: it decodes to this session's record of this key.
+        let (seq, _) = self.frame_at(session, f.seq, Some(key), pos)?;
+        Ok(Some(seq))
     }
 
     /// Frames of `session` from `from_seq`, at most `limit`, contiguous and ending at the

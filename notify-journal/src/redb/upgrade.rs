@@ -7,7 +7,8 @@
 //! continues its session's log, and its index entry names it). A crash between steps
 //! loses nothing: the moved frames are committed in their new place and gone from the
 //! old tables, and the next open continues. The last step checks the old heads against
-//! the moved logs, drops the old tables and clears the mark.
+//! the moved logs, drops the old tables and clears the mark. A step is bounded in frames
+//! ([`STEP`]) and in bytes ([`STEP_BYTES`]).
 
 use std::path::Path;
 
@@ -18,8 +19,11 @@ use super::format::{FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGR
 use super::{body, frame};
 use crate::error::{OpenError, StorageError};
 
-/// Frames moved per transaction.
+/// Frames moved per transaction, at most.
 pub(crate) const STEP: usize = 4096;
+/// Bytes of old frames moved per transaction, at most (a step always moves at least
+/// one frame).
+pub(crate) const STEP_BYTES: usize = 32 << 20;
 
 /// Moves every format-1 frame into the format-2 tables.
 pub(crate) fn from_v1(db: &Database, path: &Path) -> Result<(), OpenError> {
@@ -65,8 +69,13 @@ fn step(db: &Database, path: &Path) -> Result<bool, OpenError> {
             .map_err(t("create sessions"))?;
 
         let mut batch = Vec::with_capacity(STEP);
+        let mut bytes_taken = 0;
         for entry in frames.iter().map_err(e("read old frames"))?.take(STEP) {
             let (k, v) = entry.map_err(e("read old frame"))?;
+            if !batch.is_empty() && bytes_taken + v.value().len() > STEP_BYTES {
+                break;
+            }
+            bytes_taken += v.value().len();
             batch.push((k.value(), v.value().to_vec()));
         }
         let first_pos = log

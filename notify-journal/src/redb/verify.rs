@@ -44,7 +44,7 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
                 };
             }
         };
-        open::prepare(&db, path)?;
+        open::prepare_with(&db, path, false)?;
         let mut report = contained(|| logical(&db, max_problems)).unwrap_or_else(|e| {
             let mut report = VerifyReport::new(max_problems);
             report.push(Problem::Engine {

@@ -326,6 +326,9 @@ struct Writer {
     next_pos: Option<u64>,
     /// The frame being built (reused).
     frame: Vec<u8>,
+    /// Set once the batch's commit has started: a panic from then on leaves the
+    /// batch's outcome unknown (`CommitFailed`), not "nothing written".
+    committing: bool,
 }
 
 /// Runs the writer until the queue is closed and drained.
@@ -351,6 +354,7 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         staged: HashMap::new(),
         next_pos: None,
         frame: Vec::new(),
+        committing: false,
     };
     let mut dirty_non_durable = false;
     while w.queue.wait_for_work(&mut w.tuning) {
@@ -367,12 +371,19 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         // A panic inside the storage engine (a damaged page it trusts) must not escape:
         // the batch fails, the handle is poisoned like after a failed commit, and every
         // appender gets a typed error.
+        w.committing = false;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.write_batch()))
             .unwrap_or_else(|panic| {
-                Err(BatchFailure::BeforeCommit(StorageError::msg(format!(
+                let e = StorageError::msg(format!(
                     "the storage engine panicked while writing ({}); the file may be damaged: verify it",
                     panic_message(panic.as_ref())
-                ))))
+                ));
+                // A panic inside the commit leaves its outcome unknown.
+                Err(if w.committing {
+                    BatchFailure::Commit(e)
+                } else {
+                    BatchFailure::BeforeCommit(e)
+                })
             });
         span.record("batch", w.batch.len());
         w.tuning.last_batch = w.batch.len();
@@ -538,6 +549,7 @@ impl Writer {
             staged_pos = next_pos;
         }
         let started = Instant::now();
+        self.committing = true;
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
         self.tuning.observe_commit(started.elapsed());
@@ -664,6 +676,19 @@ impl Tables<'_, '_> {
                 Corruption::Misplaced {
                     found: f.describe(),
                 },
+            );
+        }
+        let positioned = self
+            .positions
+            .get((req.session, f.seq))
+            .map_err(before("read positions"))?
+            .map(|g| g.value());
+        if positioned != Some(pos) {
+            return damaged(
+                f.seq,
+                Corruption::Inconsistent(format!(
+                    "the index names log position {pos}, the session's log {positioned:?}"
+                )),
             );
         }
         Ok(if f.body == req.body.as_slice() {
