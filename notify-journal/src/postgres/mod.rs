@@ -426,4 +426,12 @@ impl JournalBackend for PgJournal {
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         Box::pin(self.sessions_inner())
     }
+
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        Box::pin(self.sessions_after_inner(after, limit))
+    }
 }

@@ -40,6 +40,8 @@ pub(super) struct ReaderConn {
     pub(super) lease_info: Statement,
     pub(super) verify_frames: Statement,
     pub(super) verify_heads: Statement,
+    pub(super) sessions_after: Statement,
+    pub(super) sessions_first: Statement,
 }
 
 impl ReaderConn {
@@ -69,6 +71,8 @@ impl ReaderConn {
         let lease_info = p(&sql.lease_info).await?;
         let verify_frames = p(&sql.verify_frames).await?;
         let verify_heads = p(&sql.verify_heads).await?;
+        let sessions_after = p(&sql.sessions_after).await?;
+        let sessions_first = p(&sql.sessions_first).await?;
         Ok(Self {
             client,
             lookup,
@@ -81,6 +85,8 @@ impl ReaderConn {
             lease_info,
             verify_frames,
             verify_heads,
+            sessions_after,
+            sessions_first,
         })
     }
 }
@@ -258,6 +264,33 @@ impl PgJournal {
             })
             .collect()
     }
+
+    pub(super) async fn sessions_after_inner(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>, JournalError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<Row> = self
+            .read("list sessions", |c| async move {
+                match after {
+                    Some(a) => {
+                        c.client
+                            .query(&c.sessions_after, &[a.as_uuid(), &limit])
+                            .await
+                    }
+                    None => c.client.query(&c.sessions_first, &[&limit]).await,
+                }
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                row.try_get::<_, Uuid>(0)
+                    .map(SessionId::from_uuid)
+                    .map_err(|e| JournalError::Storage(sanitize("list sessions", &e)))
+            })
+            .collect()
+    }
 }
 
 /// Why the read connection is not available.
@@ -312,8 +345,8 @@ impl PgJournal {
     /// version 3 have none and are only decoded) and decoding, each frame's key and
     /// session against its row, every session's log contiguous from 1, and every
     /// session's `last_seq` equal to its last frame. Reads page by page (each page its
-    /// own statement, bounded by the operation timeout), so memory is bounded and
-    /// appends go on; the pages are not one snapshot, so a frame appended meanwhile
+    /// own statement, bounded by the operation timeout), so memory holds a page and one
+    /// entry per session, never the frames, and appends go on; the pages are not one snapshot, so a frame appended meanwhile
     /// can show as a head ahead of what was read, never as damage. Keeps the first
     /// `max_problems` problems and counts them all.
     ///

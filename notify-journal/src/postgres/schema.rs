@@ -141,9 +141,10 @@ const MIGRATIONS: &[&str] = &[
     // 3: every frame carries the CRC-32C of its bytes (`checksum`; NULL on frames
     // written before this version), stored by `append_batch` from the caller's
     // `p_checksum` and checked by every read. The duplicate check also judges the
-    // stored frame: same bytes under another checksum, or other bytes under this very
-    // record's checksum, means the stored row changed behind the journal's back:
-    // `o_status` 4 (damaged, `o_seq` the frame's), never a duplicate or a collision.
+    // stored frame: the same bytes as this record's under another checksum means the
+    // stored checksum changed: `o_status` 4 (damaged, `o_seq` the frame's), never a
+    // duplicate. (Other bytes are a collision here; the writer then checks the stored
+    // row's bytes against its checksum itself, PostgreSQL before 18 having no CRC-32C.)
     "ALTER TABLE {s}.frames ADD COLUMN checksum int4;
      DROP FUNCTION {s}.append_batch(uuid, uuid[], uuid[], text[], bytea[], int8[]);
      CREATE FUNCTION {s}.append_batch(
@@ -213,9 +214,8 @@ const MIGRATIONS: &[&str] = &[
          SELECT (CASE
                      WHEN j.fenced THEN 3
                      WHEN r.old_seq IS NULL AND r.i = j.i THEN 0
-                     WHEN r.old_sum IS NOT NULL
-                          AND ((r.old_bytes = j.b AND r.old_sum <> j.c)
-                               OR (r.old_bytes <> j.b AND r.old_sum = j.c)) THEN 4
+                     WHEN r.old_sum IS NOT NULL AND r.old_bytes = j.b
+                          AND r.old_sum <> j.c THEN 4
                      WHEN coalesce(r.old_kind, r.kd) = j.kd
                           AND coalesce(r.old_bytes, r.b) = j.b THEN 1
                      ELSE 2
@@ -350,6 +350,8 @@ pub(crate) struct Sql {
     pub(crate) lookup: String,
     pub(crate) replay: String,
     pub(crate) verify_frames: String,
+    pub(crate) sessions_after: String,
+    pub(crate) sessions_first: String,
     pub(crate) verify_heads: String,
     pub(crate) last_seq: String,
     pub(crate) sessions: String,
@@ -385,6 +387,14 @@ impl Sql {
             verify_frames: format!(
                 "SELECT session, seq, key, bytes, checksum FROM {s}.frames
                  WHERE (session, seq) > ($1, $2) ORDER BY session, seq LIMIT $3"
+            ),
+            sessions_after: format!(
+                "SELECT session FROM {s}.sessions
+                 WHERE last_seq > 0 AND session > $1 ORDER BY session LIMIT $2"
+            ),
+            sessions_first: format!(
+                "SELECT session FROM {s}.sessions
+                 WHERE last_seq > 0 ORDER BY session LIMIT $1"
             ),
             verify_heads: format!(
                 "SELECT session, last_seq FROM {s}.sessions
