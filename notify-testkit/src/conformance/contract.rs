@@ -17,7 +17,7 @@ use crate::sample;
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn sequences_start_at_one_and_are_gap_free<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -38,7 +38,7 @@ pub async fn sequences_start_at_one_and_are_gap_free<B: JournalBackend + ?Sized>
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn interleaved_sessions_are_independent<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -65,7 +65,7 @@ pub async fn interleaved_sessions_are_independent<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn duplicate_returns_original_seq<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -96,7 +96,7 @@ pub async fn duplicate_returns_original_seq<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn collision_same_kind_different_payload<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -132,7 +132,7 @@ pub async fn collision_same_kind_different_payload<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn collision_across_record_kinds<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("collision_across_record_kinds");
     for command_first in [true, false] {
@@ -163,7 +163,7 @@ pub async fn collision_across_record_kinds<B: JournalBackend + ?Sized>(backend: 
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn keys_are_scoped_per_session<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("keys_are_scoped_per_session");
     let (s1, s2) = (SessionId::new(), SessionId::new());
@@ -186,7 +186,7 @@ pub async fn keys_are_scoped_per_session<B: JournalBackend + ?Sized>(backend: &B
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn replay_from_seq_and_limit<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("replay_from_seq_and_limit");
     let s = SessionId::new();
@@ -224,7 +224,7 @@ pub async fn replay_from_seq_and_limit<B: JournalBackend + ?Sized>(backend: &B) 
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn replay_all_pages_through_everything<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -266,7 +266,7 @@ pub async fn replay_all_pages_through_everything<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn lookup_reports_journaled_keys<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("lookup_reports_journaled_keys");
     let s = SessionId::new();
@@ -288,7 +288,7 @@ pub async fn lookup_reports_journaled_keys<B: JournalBackend + ?Sized>(backend: 
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn last_seq_tracks_appends<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("last_seq_tracks_appends");
     let s = SessionId::new();
@@ -320,7 +320,7 @@ pub async fn last_seq_tracks_appends<B: JournalBackend + ?Sized>(backend: &B) ->
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn sessions_lists_sessions_with_frames<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -359,7 +359,7 @@ pub async fn sessions_lists_sessions_with_frames<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn sessions_page_through_every_session<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -403,7 +403,7 @@ pub async fn sessions_page_through_every_session<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn session_mismatch_is_refused<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("session_mismatch_is_refused");
     let (target, named) = (SessionId::new(), SessionId::new());
@@ -439,7 +439,7 @@ pub async fn session_mismatch_is_refused<B: JournalBackend + ?Sized>(backend: &B
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn invalid_record_is_refused<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("invalid_record_is_refused");
     let session = SessionId::new();
@@ -476,7 +476,7 @@ pub async fn invalid_record_is_refused<B: JournalBackend + ?Sized>(backend: &B) 
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn too_large_is_refused<B: JournalBackend + ?Sized>(
     backend: &B,
     max_record_bytes: usize,
@@ -532,7 +532,7 @@ pub async fn too_large_is_refused<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn concurrent_appends_are_gap_free<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -612,7 +612,7 @@ pub async fn concurrent_appends_are_gap_free<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn concurrent_same_key_resolves_once<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {
@@ -637,7 +637,7 @@ pub async fn concurrent_same_key_resolves_once<B: JournalBackend + ?Sized>(
 ///
 /// # Errors
 ///
-/// A [`ConformanceError`] describing the first violation.
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
 pub async fn concurrent_conflicting_payloads_resolve_to_one_winner<B: JournalBackend + ?Sized>(
     backend: &B,
 ) -> CheckResult {

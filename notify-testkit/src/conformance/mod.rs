@@ -5,7 +5,7 @@
 //! names the check and what was wrong. Checks never panic on a backend's answer.
 //! [`run_all`] runs every check in turn and stops at the first failure.
 //!
-//! Every check uses fresh random [`SessionId`]s and never assumes the backend is empty:
+//! Every check uses fresh random [`SessionId`](notify_types::SessionId)s and never assumes the backend is empty:
 //! several checks (or several test processes) may share one backend, so listings are
 //! checked with "contains", never with equality.
 //!
