@@ -21,6 +21,9 @@
 //!   sample.
 //! * Not a time: per-append latency p50/p99 at 1 and 64 appenders (one pass of
 //!   4,096 and 16,384 appends), recorded as `latency/journal/N/p50|p99` metrics.
+//! * Not a time: the writer thread's CPU per append at 64 appenders over 1, 8, 1,000
+//!   and 100,000 sessions (one pass of 32,768 appends each, from the thread's
+//!   `schedstat`; Linux), recorded as `writer_cpu/spread/S` metrics.
 //! * Not criterion: every ratio with a target measured again as paired rounds (6
 //!   rounds alternating the two sides, `paired/NAME/{a,b}` metrics, appends/s): on a
 //!   machine whose load drifts, the two sides of a ratio see the same load.
@@ -270,6 +273,64 @@ fn bench_spread(c: &mut Criterion) {
     g.finish();
 }
 
+/// The CPU time the journal's writer thread has used so far, in nanoseconds (Linux:
+/// `/proc/self/task/*/schedstat` of the thread named `notify-journal-writer`).
+fn writer_cpu_ns() -> Option<u64> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("notify-journal-") {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            return stat.split_whitespace().next()?.parse().ok();
+        }
+    }
+    None
+}
+
+/// One pass per spread, outside criterion: the writer thread's CPU per append.
+fn bench_writer_cpu(_: &mut Criterion) {
+    let rt = runtime();
+    let routes: [(u64, Route); 4] = [
+        (1, spread_route::<1>),
+        (8, spread_route::<8>),
+        (1_000, spread_route::<1_000>),
+        (100_000, spread_route::<100_000>),
+    ];
+    for (sessions, route) in routes {
+        let dir = tempfile::tempdir().unwrap();
+        let j = RedbJournal::open(dir.path().join("j.redb"), JournalOptions::default()).unwrap();
+        let Some(before) = writer_cpu_ns() else {
+            return;
+        };
+        const PER: u64 = 512;
+        let next_key = Arc::new(AtomicU64::new(0));
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..64)
+                .map(|a| {
+                    let j = j.clone();
+                    let next_key = Arc::clone(&next_key);
+                    tokio::spawn(async move {
+                        for i in 0..PER {
+                            let s = session(route(a, i));
+                            let key = next_key.fetch_add(1, Ordering::Relaxed);
+                            j.append(s, record(s, key)).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let after = writer_cpu_ns().unwrap();
+        j.close();
+        metric(
+            &format!("writer_cpu/spread/{sessions}"),
+            (after - before) as f64 / 1e3 / (64 * PER) as f64,
+            "µs/append",
+        );
+    }
+}
+
 /// One pass per appender count, outside criterion: the latency of every append.
 fn bench_latency(_: &mut Criterion) {
     let rt = runtime();
@@ -384,6 +445,7 @@ criterion_group!(
     bench_append,
     bench_spread,
     bench_latency,
+    bench_writer_cpu,
     bench_paired
 );
 criterion_main!(benches);

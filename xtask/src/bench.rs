@@ -373,6 +373,22 @@ const FIGURES: &[(&str, Src)] = &[
         Src::Crit("spread/journal/100000"),
     ),
     (
+        "writer CPU per append, 64 appenders, 1 session",
+        Src::Metric("writer_cpu/spread/1"),
+    ),
+    (
+        "writer CPU per append, 64 appenders, 8 sessions",
+        Src::Metric("writer_cpu/spread/8"),
+    ),
+    (
+        "writer CPU per append, 64 appenders, 1,000 sessions",
+        Src::Metric("writer_cpu/spread/1000"),
+    ),
+    (
+        "writer CPU per append, 64 appenders, 100,000 sessions",
+        Src::Metric("writer_cpu/spread/100000"),
+    ),
+    (
         "append, format 1, 1 appender",
         Src::Crit("formats/format1/1"),
     ),
