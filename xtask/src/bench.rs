@@ -527,39 +527,55 @@ pub(crate) fn run_bench(root: &Path, args: &[String]) -> anyhow::Result<()> {
         Some(dir) => root.join(dir),
         None => root.join("target"),
     };
-    let bench = |args: &[&str]| {
-        run(cargo()
-            .env("CARGO_TARGET_DIR", &target)
-            .arg("bench")
-            .args(args))
-    };
     if measure {
-        // Figures from an earlier run must not pass for this one's.
-        let metrics = target.join("bench-metrics");
-        if metrics.exists() {
-            std::fs::remove_dir_all(&metrics)
-                .with_context(|| format!("removing {}", metrics.display()))?;
-        }
-        for name in ["append", "open_verify", "restore_memory"] {
-            bench(&["-p", "notify-journal", "--bench", name])?;
-        }
-        match format1_harness(root, &target) {
-            Ok(manifest) => bench(&["--manifest-path", &manifest, "--bench", "formats"])?,
-            Err(e) => eprintln!("format 1 not measured: {e:#}"),
-        }
-        bench(&["-p", "notify-loop"])?;
-        bench(&["-p", "notify-session"])?;
-        if postgres {
-            bench(&[
-                "-p",
-                "notify-journal",
-                "--features",
-                "postgres",
-                "--bench",
-                "postgres",
-            ])?;
-        }
+        measure_all(root, &target, postgres, &|args: &[&str]| {
+            run(cargo()
+                .env("CARGO_TARGET_DIR", &target)
+                .arg("bench")
+                .args(args))
+        })?;
     }
+    summarise(&target)
+}
+
+/// Runs every benchmark, `bench(args)` being `cargo bench ARGS` on `target`.
+fn measure_all<E: From<anyhow::Error>>(
+    root: &Path,
+    target: &Path,
+    postgres: bool,
+    bench: &dyn Fn(&[&str]) -> Result<(), E>,
+) -> Result<(), E> {
+    // Figures from an earlier run must not pass for this one's.
+    let metrics = target.join("bench-metrics");
+    if metrics.exists() {
+        std::fs::remove_dir_all(&metrics)
+            .with_context(|| format!("removing {}", metrics.display()))?;
+    }
+    for name in ["append", "open_verify", "restore_memory"] {
+        bench(&["-p", "notify-journal", "--bench", name])?;
+    }
+    match format1_harness(root, target) {
+        Ok(manifest) => bench(&["--manifest-path", &manifest, "--bench", "formats"])?,
+        Err(e) => eprintln!("format 1 not measured: {e:#}"),
+    }
+    bench(&["-p", "notify-loop"])?;
+    bench(&["-p", "notify-session"])?;
+    if postgres {
+        bench(&[
+            "-p",
+            "notify-journal",
+            "--features",
+            "postgres",
+            "--bench",
+            "postgres",
+        ])?;
+    }
+    Ok(())
+}
+
+/// Reads the last run's results back, prints the tables and writes them to
+/// `target/bench-summary.md`.
+fn summarise(target: &Path) -> anyhow::Result<()> {
     let results = Results {
         criterion: collect(&target.join("criterion"))?,
         metrics: collect_metrics(&target.join("bench-metrics"))?,
