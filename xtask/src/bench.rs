@@ -631,7 +631,16 @@ fn format1_harness(root: &Path, target: &Path) -> anyhow::Result<String> {
         "notify-types/Cargo.toml",
         "notify-types/src",
     ])?;
-    run(Command::new("tar").arg("-xf").arg(&tar).arg("-C").arg(&dir))?;
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(&tar)
+        .arg("-C")
+        .arg(&dir)
+        .status()
+        .context("running tar")?;
+    if !status.success() {
+        bail!("tar -xf {}: {status}", tar.display());
+    }
     // The format-1 crates, renamed, without their tests, benches and dev-dependencies.
     for (krate, renamed) in [
         ("notify-journal", "notify-journal-v1"),
