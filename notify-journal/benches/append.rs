@@ -24,7 +24,7 @@
 //! * Not a time: the writer thread's CPU per append at 64 appenders over 1, 8, 1,000
 //!   and 100,000 sessions (one pass of 32,768 appends each, from the thread's
 //!   `schedstat`; Linux), recorded as `writer_cpu/spread/S` metrics.
-//! * Not criterion: every ratio with a target measured again as paired rounds (6
+//! * Not criterion: every ratio with a target measured again as paired rounds (10
 //!   rounds alternating the two sides, `paired/NAME/{a,b}` metrics, appends/s): on a
 //!   machine whose load drifts, the two sides of a ratio see the same load.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -374,7 +374,7 @@ fn bench_paired(_: &mut Criterion) {
     let rt = runtime();
     let d = JournalOptions::default();
     let qr = JournalOptions::default().quick_repair(true);
-    const ROUNDS: u32 = 6;
+    const ROUNDS: u32 = 10;
     paired(
         "journal_1_vs_raw_minimal_1",
         ROUNDS,

@@ -619,6 +619,24 @@ fn format1_harness(root: &Path, target: &Path) -> anyhow::Result<String> {
         }
         Ok(out.stdout)
     };
+    // `git archive` takes paths relative to the current directory: run it at the top.
+    let top = String::from_utf8(git(&["rev-parse", "--show-toplevel"])?)?;
+    let git = |args: &[&str]| -> anyhow::Result<Vec<u8>> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(top.trim_end())
+            .args(args)
+            .output()
+            .context("running git")?;
+        if !out.status.success() {
+            bail!(
+                "git {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(out.stdout)
+    };
     let tar = dir.join("format1.tar");
     let tar_arg = format!("--output={}", tar.display());
     git(&[

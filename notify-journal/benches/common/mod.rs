@@ -116,15 +116,24 @@ pub fn paired(
     b: &mut dyn FnMut(u64) -> Duration,
 ) -> (f64, f64) {
     let (mut ta, mut tb) = (Duration::ZERO, Duration::ZERO);
+    let mut ratios = Vec::new();
     for round in 0..rounds {
-        if round % 2 == 0 {
-            ta += a(iters);
-            tb += b(iters);
+        let (da, db) = if round % 2 == 0 {
+            let da = a(iters);
+            (da, b(iters))
         } else {
-            tb += b(iters);
-            ta += a(iters);
-        }
+            let db = b(iters);
+            (a(iters), db)
+        };
+        ta += da;
+        tb += db;
+        ratios.push(db.as_secs_f64() / da.as_secs_f64());
     }
+    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    eprintln!(
+        "paired {name}: rate ratio a/b per round {}",
+        shown.join(" ")
+    );
     let done = (u64::from(rounds) * iters) as f64;
     let (ra, rb) = (done / ta.as_secs_f64(), done / tb.as_secs_f64());
     metric(&format!("paired/{name}/a"), ra, "/s");

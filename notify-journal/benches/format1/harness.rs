@@ -10,7 +10,7 @@
 //! * `formats/format1/N`, `formats/format2/N`: the `append/journal/N` benchmark (N
 //!   concurrent appenders, appender `a` on session `a % 8`, keys from one counter,
 //!   durable commits, a fresh file per sample) on each format, for N = 1, 64, 1024.
-//! * Not criterion: the same at each N as 6 paired rounds alternating the formats
+//! * Not criterion: the same at each N as 10 paired rounds alternating the formats
 //!   (`paired/format2_vs_format1_N/{a,b}` metrics, appends/s; `a` is format 2).
 //! * Not a time: bytes on disk per notification (file size / records) after 10,240
 //!   and 1,024,000 durable appends by 1,024 appenders over 16 sessions and a clean
@@ -158,7 +158,7 @@ fn bench_formats(c: &mut Criterion) {
     // robust to the machine's load drifting between two criterion benchmarks.
     for (n, appends) in [(1u64, 400u64), (64, 6_400), (1024, 20_480)] {
         let (mut t1, mut t2) = (Duration::ZERO, Duration::ZERO);
-        const ROUNDS: u32 = 6;
+        const ROUNDS: u32 = 10;
         for round in 0..ROUNDS {
             let mut one = || t1 += per_sample(&rt, v1::drive, n, appends);
             let mut two = || t2 += per_sample(&rt, v2::drive, n, appends);
