@@ -1,0 +1,139 @@
+//! Restore's peak memory (`cargo bench -p notify-journal --bench restore_memory`).
+//!
+//! Not a time, so not criterion: builds one session of 1,000,000 frames (500,500
+//! completions, 499,500 of them consumed: 1,000 pending), then runs
+//! `notify_session::restore` on it in a fresh child process (this executable again)
+//! and reads the child's peak resident set from `/proc/self/status` (`VmHWM`), reset
+//! after the journal is open (`/proc/self/clear_refs`), so the figure is what restore
+//! itself adds on top of an open journal. Two runs: the default options (a 64 MiB
+//! redb page cache, which a long replay fills) and a 1 MiB cache (restore's own
+//! memory). Recorded as `restore/peak_rss_mb/{default_cache,cache_1mib}` metrics.
+//! Linux only; elsewhere it records nothing.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use common::{consumed, metric, record, runtime, session};
+use notify_journal::{Durability, JournalOptions, RedbJournal, VerifyOnOpen};
+
+const COMMANDS: u64 = 500_500;
+const PENDING: u64 = 1_000;
+const CHILD_ENV: &str = "NOTIFY_BENCH_RESTORE_CHILD";
+const CACHE_ENV: &str = "NOTIFY_BENCH_RESTORE_CACHE";
+
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The child: open, reset the peak, restore, report.
+fn child(path: &Path, cache: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = JournalOptions::default()
+        .cache_size(cache)
+        .verify_on_open(VerifyOnOpen::Off);
+    let j = RedbJournal::open(path, options).unwrap();
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let base = status_kib("VmRSS:");
+    let report = rt
+        .block_on(notify_session::restore(session(0), &j))
+        .unwrap();
+    let peak = status_kib("VmHWM:");
+    assert_eq!(report.pending_count() as u64, PENDING);
+    assert_eq!(report.last_seq, 2 * COMMANDS - PENDING);
+    drop(report);
+    j.close();
+    println!("base_kib={base} peak_kib={peak}");
+}
+
+fn fixture(path: &Path) {
+    let rt = runtime();
+    let j = Arc::new(
+        RedbJournal::open(
+            path,
+            JournalOptions::default().durability(Durability::NonDurableForTestsOnly),
+        )
+        .unwrap(),
+    );
+    const WRITERS: u64 = 1024;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let j = Arc::clone(&j);
+                tokio::spawn(async move {
+                    let s = session(0);
+                    for i in (w..COMMANDS).step_by(WRITERS as usize) {
+                        j.append(s, record(s, i)).await.unwrap();
+                        if i < COMMANDS - PENDING {
+                            j.append(s, consumed(s, i)).await.unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    j.close();
+}
+
+fn main() {
+    if let Some(path) = std::env::var_os(CHILD_ENV) {
+        let cache = std::env::var(CACHE_ENV).unwrap().parse().unwrap();
+        child(Path::new(&path), cache);
+        return;
+    }
+    if !Path::new("/proc/self/clear_refs").exists() {
+        eprintln!("restore_memory: no /proc/self/clear_refs here; nothing measured");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("restore.redb");
+    fixture(&path);
+    for (name, cache) in [("default_cache", 64usize << 20), ("cache_1mib", 1 << 20)] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .env(CHILD_ENV, &path)
+            .env(CACHE_ENV, cache.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "restore child failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let field = |k: &str| -> f64 {
+            stdout
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let (base, peak) = (field("base_kib="), field("peak_kib="));
+        metric(
+            &format!("restore/peak_rss_growth_mb/{name}"),
+            (peak - base) / 1024.0,
+            "MB",
+        );
+        metric(&format!("restore/peak_rss_mb/{name}"), peak / 1024.0, "MB");
+    }
+}
