@@ -177,7 +177,7 @@ pub async fn replay_all<B: JournalBackend + ?Sized>(
         check_replay_page(session, from, PAGE, None, &page)?;
         let n = page.len();
         if let Some((seq, _)) = page.last() {
-            from = seq + 1;
+            from = seq.saturating_add(1);
         }
         out.extend(page);
         if n < PAGE {

@@ -135,7 +135,7 @@ pub async fn restore(
             let n = page.len();
             for (seq, record) in page {
                 state.apply(seq, record);
-                from = seq + 1;
+                from = seq.saturating_add(1);
             }
             if n < RESTORE_PAGE {
                 break;
@@ -304,7 +304,7 @@ pub async fn completed_event(
             .map_err(RestoreError::Replay)?;
         let n = page.len();
         for (seq, record) in page {
-            from = seq + 1;
+            from = seq.saturating_add(1);
             match record {
                 JournalRecord::Command(c) if c.command_id() == notification.command_id => {
                     after_completion = true;
