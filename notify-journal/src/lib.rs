@@ -5,8 +5,13 @@
 //! writer thread group-commits concurrent appends (across sessions) into one write
 //! transaction and one durable commit; the idempotency index is a redb table written
 //! in the same transaction as each frame, so a key counts as seen exactly when its
-//! frame is committed. `docs/design.md` describes the table layout, what commits
-//! together, the durability assumptions and the format version.
+//! frame is committed. Every frame carries a checksum, and every read checks what it
+//! gets back before it answers ([`Corruption`], [`RedbJournal::verify`]).
+//! `docs/design.md` describes the table layout, what commits together, what is
+//! checked, the durability assumptions and the format versions.
+//!
+//! The engines sit side by side: `redb/` here, `postgres/` (`PgJournal`, feature
+//! `postgres`) beside it, sharing the trait, the errors and the integrity checks.
 //!
 //! **Architecture Invariant:** no redb type appears in [`JournalBackend`]; only
 //! [`RedbJournal::open_with_backend`] (a test seam) names one.

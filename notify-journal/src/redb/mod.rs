@@ -1,4 +1,4 @@
-//! [`RedbJournal`]: the redb engine of [`JournalBackend`]. One file holds many
+//! [`RedbJournal`]: the redb engine of [`JournalBackend`](crate::JournalBackend). One file holds many
 //! sessions' logs; `docs/design.md` is its format.
 
 mod body;
@@ -124,14 +124,19 @@ const BACKEND_LABEL: &str = "<custom storage backend>";
 
 impl RedbJournal {
     /// Opens the journal at `path`, creating the file if it is missing. After a crash,
-    /// redb's recovery runs first. Opening reads only the metadata, never the log.
+    /// redb's recovery runs first. What else opening reads is
+    /// [`JournalOptions::verify_on_open`]'s choice: by default redb checks every page
+    /// against its checksum; with [`VerifyOnOpen::Off`](options::VerifyOnOpen::Off) it
+    /// reads only the metadata, never the log. A format-1 file is upgraded in place
+    /// first (`docs/design.md`).
     ///
     /// # Errors
     ///
     /// [`OpenError::AlreadyOpen`] if another handle has the file open;
-    /// [`OpenError::NotAJournal`] for a file that is not a journal;
-    /// [`OpenError::UnsupportedFormatVersion`] for a journal of another format version;
-    /// [`OpenError::Storage`] for I/O and storage failures.
+    /// [`OpenError::NotAJournal`] for a file that is not a journal (an empty file
+    /// included); [`OpenError::Damaged`] for a journal cut short or failing its checks;
+    /// [`OpenError::UnsupportedFormatVersion`] / [`OpenError::UnsupportedContent`] for a
+    /// journal of a later build; [`OpenError::Storage`] for I/O and storage failures.
     pub fn open(path: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         let db = open::open_file(&path, &options)?;
