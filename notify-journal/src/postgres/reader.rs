@@ -256,13 +256,7 @@ impl PgJournal {
                 c.client.query(&c.sessions, &[]).await
             })
             .await?;
-        rows.iter()
-            .map(|row| {
-                row.try_get::<_, Uuid>(0)
-                    .map(SessionId::from_uuid)
-                    .map_err(|e| JournalError::Storage(sanitize("list sessions", &e)))
-            })
-            .collect()
+        session_ids(&rows)
     }
 
     pub(super) async fn sessions_after_inner(
@@ -283,14 +277,19 @@ impl PgJournal {
                 }
             })
             .await?;
-        rows.iter()
-            .map(|row| {
-                row.try_get::<_, Uuid>(0)
-                    .map(SessionId::from_uuid)
-                    .map_err(|e| JournalError::Storage(sanitize("list sessions", &e)))
-            })
-            .collect()
+        session_ids(&rows)
     }
+}
+
+/// The session IDs of a listing's rows.
+fn session_ids(rows: &[Row]) -> Result<Vec<SessionId>, JournalError> {
+    rows.iter()
+        .map(|row| {
+            row.try_get::<_, Uuid>(0)
+                .map(SessionId::from_uuid)
+                .map_err(|e| JournalError::Storage(sanitize("list sessions", &e)))
+        })
+        .collect()
 }
 
 /// Why the read connection is not available.
