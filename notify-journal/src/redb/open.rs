@@ -80,7 +80,8 @@ fn io_error(path: &Path, context: &'static str, e: std::io::Error) -> OpenError 
     }
 }
 
-/// The staging name of a journal being created at `path` by process `pid`.
+/// The prefix of the staging names of journals being created at `path` (the creator's
+/// pid and a timestamp follow).
 fn staging_prefix(path: &Path) -> Option<String> {
     path.file_name()
         .map(|n| format!(".{}.creating-", n.to_string_lossy()))
