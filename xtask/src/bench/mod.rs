@@ -24,7 +24,6 @@ mod format1;
 use crate::{TaskResult, cargo, root, run, target_dir};
 use format1::format1_harness;
 
-
 /// One criterion benchmark's result.
 struct Measured {
     /// Mean time per iteration, in nanoseconds.
