@@ -28,6 +28,7 @@ pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame_checksum};
 pub use redb::RedbJournal;
 pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen};
+pub use redb::read_only::{RedbReader, RedbStats};
 pub use redb::writer::CommitStats;
 pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
 
@@ -40,5 +41,5 @@ mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
     LeaseError, LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
-    PgOpenError, PgOptions, PgSslMode, PgTls, PgTlsRefusal,
+    PgOpenError, PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
 };

@@ -47,6 +47,7 @@ mod lease;
 mod options;
 mod reader;
 mod schema;
+mod stats;
 mod tls;
 mod writer;
 
@@ -63,6 +64,7 @@ pub use error::{LeaseError, PgOpenError, PgTlsRefusal};
 pub use lease::{PgLease, PgLeaseInfo};
 pub use options::{LeasePolicy, MigrationMode, PgOptions};
 pub use schema::PG_SCHEMA_VERSION;
+pub use stats::PgStats;
 pub use tls::{PgSslMode, PgTls};
 
 use connect::Connector;

@@ -359,6 +359,7 @@ pub(crate) struct Sql {
     pub(crate) renew: String,
     pub(crate) release: String,
     pub(crate) lease_info: String,
+    pub(crate) stats: String,
 }
 
 impl Sql {
@@ -446,6 +447,15 @@ impl Sql {
                 "SELECT lease_epoch, lease_holder,
                         coalesce(lease_expires_at > clock_timestamp(), false)
                  FROM {s}.sessions WHERE session = $1"
+            ),
+            // `{s}` is a quoted identifier free of single quotes (see `quoted`).
+            stats: format!(
+                "SELECT (SELECT count(*) FROM {s}.sessions WHERE last_seq > 0),
+                        (SELECT count(*) FROM {s}.frames),
+                        (SELECT coalesce(sum(octet_length(bytes)), 0)::int8 FROM {s}.frames),
+                        (pg_total_relation_size('{s}.frames')
+                         + pg_total_relation_size('{s}.sessions'))::int8,
+                        (SELECT max(version) FROM {s}.schema_version)"
             ),
         }
     }

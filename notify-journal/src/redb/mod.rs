@@ -7,6 +7,7 @@ mod frame;
 mod open;
 pub(crate) mod options;
 mod read;
+pub(crate) mod read_only;
 mod upgrade;
 mod verify;
 pub(crate) mod writer;
@@ -382,7 +383,7 @@ impl RedbJournal {
     /// cannot read; damage is reported in the report, not as an error.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
         let db = self.inner.db()?;
-        verify::contained(|| verify::logical(&db, max_problems))
+        verify::contained(|| verify::logical(db.as_ref(), max_problems))
     }
 
     /// The deep integrity check of [`verify_blocking`](Self::verify_blocking) plus

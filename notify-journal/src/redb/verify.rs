@@ -61,7 +61,10 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
 
 /// The logical check in one read transaction: frames, positions and index entries
 /// checked against each other (see `RedbJournal::verify_blocking`).
-pub(crate) fn logical(db: &Database, max_problems: usize) -> Result<VerifyReport, JournalError> {
+pub(crate) fn logical(
+    db: &impl ReadableDatabase,
+    max_problems: usize,
+) -> Result<VerifyReport, JournalError> {
     let txn = db.begin_read().map_err(storage("begin read"))?;
     let snap = Snapshot::open(&txn)?;
     let mut report = VerifyReport::new(max_problems);
