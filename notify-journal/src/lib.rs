@@ -21,6 +21,7 @@ mod backend;
 mod error;
 mod integrity;
 mod redb;
+mod retention;
 mod verify;
 
 pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, replay_all};
@@ -29,6 +30,9 @@ pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame
 pub use redb::RedbJournal;
 pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen};
 pub use redb::writer::CommitStats;
+pub use retention::{
+    DEFAULT_PURGE_STEP_FRAMES, PurgeReport, PurgeStep, SessionState, Tombstone, purge, purge_with,
+};
 pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
 
 /// The on-disk format version this build writes (kept in the file's metadata table;

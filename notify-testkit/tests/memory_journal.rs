@@ -135,6 +135,26 @@ impl JournalBackend for Broken {
             Ok(ids)
         })
     }
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<notify_journal::SessionState, JournalError>> {
+        self.inner.session_state(session)
+    }
+    fn purge_step(
+        &self,
+        ended_before: notify_types::Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<notify_journal::PurgeStep, JournalError>> {
+        self.inner.purge_step(ended_before, max_frames)
+    }
+    fn drop_tombstones(
+        &self,
+        purged_before: notify_types::Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        self.inner.drop_tombstones(purged_before, limit)
+    }
 }
 
 #[tokio::test]
