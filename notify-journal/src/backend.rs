@@ -4,10 +4,11 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 
 use crate::error::{AppendError, JournalError};
 use crate::integrity::check_replay_page;
+use crate::retention::{PurgeStep, SessionState};
 
 /// A boxed, `Send` future, so the trait stays object safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -35,7 +36,13 @@ pub type Frame = (u64, JournalRecord);
 ///   `appended: false` and writes nothing; the same key with different bytes (or
 ///   another record kind) is [`AppendError::Collision`] carrying the original seq;
 /// * a key counts as seen only once its frame is committed;
-/// * `replay` yields frames in sequence order.
+/// * `replay` yields frames in sequence order;
+/// * appending a session's [`SessionEnded`](notify_types::SessionEnded) marker ends it:
+///   from that commit, every other append to it is [`AppendError::SessionEnded`] and
+///   [`session_state`](Self::session_state) answers `Ended` with the commit's time;
+/// * a purged session answers `Purged` with its tombstone; its log reads are
+///   [`JournalError::Purged`], its appends `SessionEnded { purged: true }`, and its
+///   `last_seq` is the tombstone's, so it never restarts at seq 1.
 ///
 /// A session takes any backend (`Session::new(id, journal)`); used directly:
 ///
@@ -97,11 +104,11 @@ pub trait JournalBackend: Send + Sync {
     /// The highest sequence of `session` (0 when it has no frames).
     fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>>;
 
-    /// Every session with at least one frame, in ID order.
+    /// Every session with at least one frame or a tombstone, in ID order.
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
 
     /// One page of [`sessions`](Self::sessions): at most `limit` sessions with at
-    /// least one frame whose ID is greater than `after` (from the first when `None`),
+    /// least one frame or a tombstone whose ID is greater than `after` (from the first when `None`),
     /// in ID order. Page through every session by passing the last ID of each page as
     /// the next `after`; memory is bounded by `limit`, whatever the number of sessions.
     ///
@@ -122,6 +129,37 @@ pub trait JournalBackend: Send + Sync {
                 .collect())
         })
     }
+
+    /// Whether `session` is live, ended or purged (a session never written is live).
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>>;
+
+    /// One bounded step of a purge, in one transaction: picks one ended session whose
+    /// end committed before `ended_before` (a purge left unfinished is finished first,
+    /// whatever the horizon) and removes up to `max_frames` of its frames with their
+    /// positions and index entries. The first step of a session turns it `Purged` (its
+    /// tombstone) in the same transaction, so no read ever answers a partly removed log.
+    /// Answers [`PurgeStep::IDLE`] when no session is due. Backends with write leases skip
+    /// ended sessions whose lease another writer holds live.
+    ///
+    /// Most callers want [`purge`](crate::purge), which steps until nothing is due.
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>>;
+
+    /// Drops up to `limit` tombstones of sessions whose purge finished before
+    /// `purged_before`, answering how many it dropped. A dropped session is unknown
+    /// again: a late append to it would start a new log at seq 1, so choose a horizon
+    /// longer than any retry can come late (see the crate's retention notes).
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>>;
 }
 
 /// The checks every backend runs before it writes anything, in this order: the record
@@ -221,5 +259,25 @@ impl<T: JournalBackend + ?Sized> JournalBackend for std::sync::Arc<T> {
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         (**self).sessions_after(after, limit)
+    }
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        (**self).session_state(session)
+    }
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        (**self).purge_step(ended_before, max_frames)
+    }
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        (**self).drop_tombstones(purged_before, limit)
     }
 }

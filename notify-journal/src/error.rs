@@ -84,6 +84,16 @@ pub enum AppendError {
     /// The journal has been closed.
     #[error("journal is closed")]
     Closed,
+    /// The session has ended (its end marker is journaled) or was purged (only its
+    /// tombstone remains): nothing was written. Never retry. Appending the session's
+    /// own end marker again to an ended (not purged) session is a duplicate, not this.
+    #[error("session {session} has ended{}", if *purged { " and was purged" } else { "" })]
+    SessionEnded {
+        /// The session.
+        session: SessionId,
+        /// Whether its log was purged.
+        purged: bool,
+    },
     /// The journal's stored data for this append is damaged (the frame the index
     /// names fails its checksum, is missing or is another frame); nothing was written.
     /// Run a verify; never retry blindly.
@@ -113,6 +123,12 @@ impl AppendError {
     #[must_use]
     pub fn into_notify_error(self, command_id: CommandId) -> NotifyError {
         let kind = match &self {
+            Self::SessionEnded { session, purged } => {
+                return NotifyError::SessionEnded {
+                    session_id: *session,
+                    purged: *purged,
+                };
+            }
             Self::Collision { seq, .. } => {
                 return NotifyError::Collision {
                     command_id,
@@ -191,6 +207,14 @@ pub enum JournalError {
         /// What is wrong.
         #[source]
         source: Corruption,
+    },
+    /// The session was purged: its log is gone (or going) and only its tombstone
+    /// remains ([`JournalBackend::session_state`](crate::JournalBackend::session_state)
+    /// answers it). Nothing of the log is answered, never a partial one.
+    #[error("session {session} was purged")]
+    Purged {
+        /// The session.
+        session: SessionId,
     },
     /// The journal has been closed.
     #[error("journal is closed")]

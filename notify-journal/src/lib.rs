@@ -21,6 +21,7 @@ mod backend;
 mod error;
 mod integrity;
 mod redb;
+mod retention;
 mod verify;
 
 pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, replay_all};
@@ -30,6 +31,9 @@ pub use redb::RedbJournal;
 pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen};
 pub use redb::read_only::{RedbReader, RedbStats};
 pub use redb::writer::CommitStats;
+pub use retention::{
+    DEFAULT_PURGE_STEP_FRAMES, PurgeReport, PurgeStep, SessionState, Tombstone, purge, purge_with,
+};
 pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
 
 /// The on-disk format version this build writes (kept in the file's metadata table;

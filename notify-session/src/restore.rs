@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use notify_journal::{JournalBackend, check_replay_page};
+use notify_journal::{JournalBackend, JournalError, SessionState, check_replay_page};
 use notify_types::{
     CommandId, JournalRecord, LoopId, Notified, NotifyError, ProcessCompletionNotification,
     ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
@@ -36,7 +36,7 @@ impl Incarnation {
 }
 
 /// What a session's journal says is unfinished.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreReport {
     /// Notifications appended and never consumed, per loop, in journal order.
     pub pending: BTreeMap<LoopId, Vec<ProcessNotification>>,
@@ -46,6 +46,20 @@ pub struct RestoreReport {
     pub orphans: Vec<ProcessLifecycleMetadata>,
     /// The session's last journal sequence.
     pub last_seq: u64,
+    /// Whether the session is live, ended or purged. An ended or purged session has
+    /// nothing to redeliver and no orphans: `pending` and `orphans` are empty.
+    pub state: SessionState,
+}
+
+impl Default for RestoreReport {
+    fn default() -> Self {
+        Self {
+            pending: BTreeMap::new(),
+            orphans: Vec::new(),
+            last_seq: 0,
+            state: SessionState::Live,
+        }
+    }
 }
 
 impl RestoreReport {
@@ -68,6 +82,9 @@ impl RestoreReport {
 /// The log is read page by page and reduced as it goes: memory is bounded by what is
 /// pending and the processes still alive at that point of the log (plus one page), not
 /// by the session's length. Every page is checked to continue the one before it.
+///
+/// A session that has ended (or was purged) is reported so, in
+/// [`RestoreReport::state`], with nothing to redeliver.
 ///
 /// Restore only reads: running it twice gives the same report. To resume, register
 /// each loop again seeded with its pending notifications, then declare the orphans
@@ -126,10 +143,12 @@ pub async fn restore(
         let mut state = Reduction::default();
         let mut from = 1;
         loop {
-            let page = journal
-                .replay(session_id, from, RESTORE_PAGE)
-                .await
-                .map_err(RestoreError::Replay)?;
+            let page = match journal.replay(session_id, from, RESTORE_PAGE).await {
+                Err(JournalError::Purged { .. }) => {
+                    return ended_report(session_id, journal).await;
+                }
+                page => page.map_err(RestoreError::Replay)?,
+            };
             check_replay_page(session_id, from, RESTORE_PAGE, None, &page)
                 .map_err(RestoreError::Replay)?;
             let n = page.len();
@@ -140,6 +159,10 @@ pub async fn restore(
             if n < RESTORE_PAGE {
                 break;
             }
+        }
+        if state.ended {
+            // The journal's own word on when it ended (or that it was purged since).
+            return ended_report(session_id, journal).await;
         }
         let report = state.finish();
         tracing::info!(
@@ -152,6 +175,27 @@ pub async fn restore(
     }
     .instrument(span)
     .await
+}
+
+/// The report of an ended or purged session: its state and last seq, nothing pending.
+async fn ended_report(
+    session_id: SessionId,
+    journal: &dyn JournalBackend,
+) -> Result<RestoreReport, RestoreError> {
+    let state = journal
+        .session_state(session_id)
+        .await
+        .map_err(RestoreError::Replay)?;
+    let last_seq = journal
+        .last_seq(session_id)
+        .await
+        .map_err(RestoreError::Replay)?;
+    tracing::info!(last_seq, ?state, "restored an ended session");
+    Ok(RestoreReport {
+        last_seq,
+        state,
+        ..RestoreReport::default()
+    })
 }
 
 /// Frames read per page by [`restore`].
@@ -174,6 +218,8 @@ struct Reduction {
     /// `alive`: a completion command is charged to it.
     current: HashMap<(LoopId, String), Incarnation>,
     last_seq: u64,
+    /// The session's end marker was read.
+    ended: bool,
 }
 
 impl Reduction {
@@ -200,16 +246,11 @@ impl Reduction {
                     self.pending.insert(seq, c);
                 }
             }
-            JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
-                match self.pending_seq.remove(&c.cause()) {
-                    Some(seq) => {
-                        self.pending.remove(&seq);
-                    }
-                    None => {
-                        self.consumed_ahead.insert(c.cause());
-                    }
-                }
+            JournalRecord::Event(SessionEvent::SessionEnded(_)) => self.ended = true,
+            JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => {
+                self.settle(a.cause());
             }
+            JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => self.settle(c.cause()),
             JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
                 // An event after a completion is the process's last word again.
                 let process = Incarnation::of(&m);
@@ -227,6 +268,18 @@ impl Reduction {
         }
     }
 
+    /// A notification consumed or abandoned: no longer pending.
+    fn settle(&mut self, cause: CommandId) {
+        match self.pending_seq.remove(&cause) {
+            Some(seq) => {
+                self.pending.remove(&seq);
+            }
+            None => {
+                self.consumed_ahead.insert(cause);
+            }
+        }
+    }
+
     fn finish(self) -> RestoreReport {
         let mut pending: BTreeMap<LoopId, Vec<ProcessNotification>> = BTreeMap::new();
         for c in self.pending.into_values() {
@@ -238,6 +291,7 @@ impl Reduction {
             pending,
             orphans: orphans.into_iter().map(|(_, m)| m).collect(),
             last_seq: self.last_seq,
+            state: SessionState::Live,
         }
     }
 }

@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use notify_journal::{
-    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, StorageError,
+    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, PurgeStep,
+    SessionState, StorageError,
 };
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 
 /// What an injected append fault does.
 #[derive(Debug, Clone)]
@@ -362,5 +363,34 @@ impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
                 None => self.inner.sessions_after(after, limit).await,
             }
         })
+    }
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        let (latency, error) = self.control.on_read(|s| &mut s.session_listings);
+        Box::pin(async move {
+            delay(latency).await;
+            match error {
+                Some(e) => Err(e),
+                None => self.inner.session_state(session).await,
+            }
+        })
+    }
+
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        self.inner.purge_step(ended_before, max_frames)
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        self.inner.drop_tombstones(purged_before, limit)
     }
 }

@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use notify_journal::{
     AppendError, AppendOutcome, BoxFuture, Corruption, Frame, JournalBackend, JournalError,
-    check_replay_page, decode_checked_frame, frame_checksum,
+    PurgeStep, SessionState, Tombstone, check_replay_page, decode_checked_frame, frame_checksum,
 };
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid, ended_event_id};
 
 /// An in-memory journal: per-session, gap-free logs with an idempotency index, and
 /// exactly the contract of the redb journal (the conformance suite proves it).
@@ -26,6 +26,8 @@ use notify_types::{JournalRecord, SessionId, Uuid};
 ///   ([`corrupt_frame`](Self::corrupt_frame)) or that went missing
 ///   ([`remove_frame`](Self::remove_frame)) is [`JournalError::Corrupt`] on replay, and
 ///   [`AppendError::Corrupt`] for a re-append of its key.
+/// * Appending a session's `SessionEnded` marker ends it (stamped with the wall
+///   clock); purging removes its frames in bounded steps and leaves a [`Tombstone`].
 ///
 /// Every append is "durable" the moment it returns: the journal lives as long as any
 /// clone of it. Clones share the same state (an `Arc` inside), so a test can keep one
@@ -54,6 +56,41 @@ struct SessionLog {
     head: u64,
     /// Idempotency index: key to seq.
     index: HashMap<Uuid, u64>,
+    /// When the end marker was appended, if it was.
+    ended_at: Option<Timestamp>,
+    /// The tombstone, once a purge began (frames may remain until it finishes).
+    tombstone: Option<Tombstone>,
+}
+
+impl SessionLog {
+    /// The refusal of an append to an ended or purged session, if it is one. The end
+    /// marker itself may be re-appended (a duplicate) until the session is purged.
+    fn refuse(&self, session: SessionId, key: Uuid) -> Result<(), AppendError> {
+        if self.tombstone.is_some() {
+            return Err(AppendError::SessionEnded {
+                session,
+                purged: true,
+            });
+        }
+        if self.ended_at.is_some() && key != *ended_event_id(session).as_uuid() {
+            return Err(AppendError::SessionEnded {
+                session,
+                purged: false,
+            });
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> SessionState {
+        match (self.tombstone, self.ended_at) {
+            (Some(t), _) => SessionState::Purged(t),
+            (None, Some(ended_at)) => SessionState::Ended {
+                ended_at,
+                last_seq: self.head,
+            },
+            (None, None) => SessionState::Live,
+        }
+    }
 }
 
 impl MemoryJournal {
@@ -143,6 +180,9 @@ impl MemoryJournal {
             notify_journal::encode_for_append(session, record, self.inner.max_record_bytes)?;
         let key = record.key();
         let mut sessions = self.lock();
+        if let Some(log) = sessions.get(&session) {
+            log.refuse(session, key)?;
+        }
         if let Some(log) = sessions.get(&session)
             && let Some(&seq) = log.index.get(&key)
         {
@@ -175,6 +215,9 @@ impl MemoryJournal {
         log.frames.insert(seq, (frame_checksum(&bytes), bytes));
         log.head = seq;
         log.index.insert(key, seq);
+        if matches!(record, JournalRecord::Event(SessionEvent::SessionEnded(_))) {
+            log.ended_at = Some(Timestamp::now());
+        }
         Ok(AppendOutcome {
             seq,
             appended: true,
@@ -191,6 +234,9 @@ impl MemoryJournal {
         let Some(log) = sessions.get(&session) else {
             return Ok(Vec::new());
         };
+        if log.tombstone.is_some() {
+            return Err(JournalError::Purged { session });
+        }
         let frames = log
             .frames
             .range(from_seq.max(1)..)
@@ -223,6 +269,12 @@ impl JournalBackend for MemoryJournal {
         key: Uuid,
     ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
         let sessions = self.lock();
+        if sessions
+            .get(&session)
+            .is_some_and(|log| log.tombstone.is_some())
+        {
+            return Box::pin(std::future::ready(Err(JournalError::Purged { session })));
+        }
         let seq = sessions
             .get(&session)
             .and_then(|log| log.index.get(&key).map(|seq| (log, *seq)));
@@ -264,7 +316,10 @@ impl JournalBackend for MemoryJournal {
     }
 
     fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-        let last = self.lock().get(&session).map_or(0, |log| log.head);
+        let last = self
+            .lock()
+            .get(&session)
+            .map_or(0, |log| log.tombstone.map_or(log.head, |t| t.last_seq));
         Box::pin(std::future::ready(Ok(last)))
     }
 
@@ -287,5 +342,87 @@ impl JournalBackend for MemoryJournal {
             .take(limit)
             .collect();
         Box::pin(std::future::ready(Ok(ids)))
+    }
+
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        let state = self
+            .lock()
+            .get(&session)
+            .map_or(SessionState::Live, SessionLog::state);
+        Box::pin(std::future::ready(Ok(state)))
+    }
+
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(std::future::ready(Ok(
+            self.purge_now(ended_before, max_frames)
+        )))
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        let mut sessions = self.lock();
+        let due: Vec<SessionId> = sessions
+            .iter()
+            .filter(|(_, log)| {
+                log.frames.is_empty() && log.tombstone.is_some_and(|t| t.purged_at < purged_before)
+            })
+            .map(|(s, _)| *s)
+            .take(limit)
+            .collect();
+        for s in &due {
+            sessions.remove(s);
+        }
+        Box::pin(std::future::ready(Ok(due.len() as u64)))
+    }
+}
+
+impl MemoryJournal {
+    /// One purge step: an unfinished purge first, else the first ended session due.
+    fn purge_now(&self, ended_before: Timestamp, max_frames: usize) -> PurgeStep {
+        let mut sessions = self.lock();
+        let unfinished = sessions
+            .iter()
+            .find(|(_, log)| log.tombstone.is_some() && !log.frames.is_empty())
+            .map(|(s, _)| *s);
+        let due = unfinished.or_else(|| {
+            sessions
+                .iter()
+                .find(|(_, log)| {
+                    log.tombstone.is_none() && log.ended_at.is_some_and(|t| t < ended_before)
+                })
+                .map(|(s, _)| *s)
+        });
+        let Some((session, log)) = due.and_then(|s| sessions.get_mut(&s).map(|log| (s, log)))
+        else {
+            return PurgeStep::IDLE;
+        };
+        if log.tombstone.is_none() {
+            log.tombstone = Some(Tombstone {
+                ended_at: log.ended_at.unwrap_or_else(Timestamp::now),
+                purged_at: Timestamp::now(),
+                last_seq: log.head,
+                frames: log.head,
+            });
+        }
+        let doomed: Vec<u64> = log.frames.keys().copied().take(max_frames.max(1)).collect();
+        for seq in &doomed {
+            log.frames.remove(seq);
+        }
+        log.index.retain(|_, seq| log.frames.contains_key(seq));
+        PurgeStep {
+            session: Some(session),
+            frames_removed: doomed.len() as u64,
+            finished: log.frames.is_empty(),
+        }
     }
 }

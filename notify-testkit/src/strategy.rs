@@ -20,10 +20,11 @@
 //! the wire; no Rust value can express it, so no strategy here yields it.
 
 use notify_types::{
-    CommandId, EventId, ExecutionId, JournalRecord, LoopId, NotificationConsumed,
-    ProcessCompletionNotification, ProcessLifecycleKind as K, ProcessLifecycleMetadata,
-    ProcessLifecycleState as S, ProcessNotification, ProcessTerminalReason as R, SessionEvent,
-    SessionId, Timestamp, Uuid, ValidationField as F, ZERO_TIME,
+    CommandId, EventId, ExecutionId, JournalRecord, LoopId, NotificationAbandoned,
+    NotificationConsumed, ProcessCompletionNotification, ProcessLifecycleKind as K,
+    ProcessLifecycleMetadata, ProcessLifecycleState as S, ProcessNotification,
+    ProcessTerminalReason as R, SessionEnded, SessionEvent, SessionId, Timestamp, Uuid,
+    ValidationField as F, ZERO_TIME,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -567,11 +568,19 @@ pub fn notification_consumed() -> impl Strategy<Value = NotificationConsumed> {
         .prop_map(|(s, l, cause)| NotificationConsumed::new(s, l, cause))
 }
 
+/// A [`NotificationAbandoned`] event.
+pub fn notification_abandoned() -> impl Strategy<Value = NotificationAbandoned> {
+    (session_id(), loop_id(), command_id())
+        .prop_map(|(s, l, cause)| NotificationAbandoned::new(s, l, cause))
+}
+
 /// A valid [`SessionEvent`] of any type.
 pub fn session_event() -> impl Strategy<Value = SessionEvent> {
     prop_oneof![
         5 => lifecycle_metadata().prop_map(SessionEvent::Lifecycle),
         1 => notification_consumed().prop_map(SessionEvent::NotificationConsumed),
+        1 => notification_abandoned().prop_map(SessionEvent::NotificationAbandoned),
+        1 => session_id().prop_map(|s| SessionEvent::SessionEnded(SessionEnded::new(s))),
     ]
 }
 
@@ -583,7 +592,8 @@ pub fn journal_record() -> impl Strategy<Value = JournalRecord> {
     ]
 }
 
-/// A valid [`JournalRecord`] of any type owned by `session`.
+/// A valid [`JournalRecord`] owned by `session`, of any type but the session's end
+/// marker (which would end the session).
 pub fn journal_record_in(session: SessionId) -> impl Strategy<Value = JournalRecord> {
     loop_id().prop_flat_map(move |l| {
         prop_oneof![
@@ -594,6 +604,9 @@ pub fn journal_record_in(session: SessionId) -> impl Strategy<Value = JournalRec
                 .prop_map(|m| JournalRecord::Event(SessionEvent::Lifecycle(m))),
             command_id().prop_map(move |c| JournalRecord::Event(
                 SessionEvent::NotificationConsumed(NotificationConsumed::new(session, l, c))
+            )),
+            command_id().prop_map(move |c| JournalRecord::Event(
+                SessionEvent::NotificationAbandoned(NotificationAbandoned::new(session, l, c))
             )),
         ]
     })

@@ -7,9 +7,9 @@ use std::sync::{Mutex, PoisonError};
 
 use notify_journal::{
     AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, JournalOptions,
-    OpenError, RedbJournal,
+    OpenError, PurgeStep, RedbJournal, SessionState,
 };
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use redb::{ReadableTable, TableDefinition};
 
 use crate::conformance::Tamper;
@@ -227,6 +227,37 @@ impl JournalBackend for RedbTamper {
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         match self.journal() {
             Ok(j) => Box::pin(async move { JournalBackend::sessions(&j).await }),
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { JournalBackend::session_state(&j, session).await }),
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
+
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { j.purge_step(ended_before, max_frames).await }),
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { j.drop_tombstones(purged_before, limit).await }),
             Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
         }
     }

@@ -55,10 +55,10 @@ mod integrity {
     //! Rows changed or deleted behind the journal's back are named, never answered.
     use notify_journal::{
         AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, PgJournal,
-        PgOptions, Problem,
+        PgOptions, Problem, PurgeStep, SessionState,
     };
     use notify_testkit::conformance::Tamper;
-    use notify_types::{JournalRecord, LoopId, SessionId, Uuid};
+    use notify_types::{JournalRecord, LoopId, SessionId, Timestamp, Uuid};
 
     /// The journal, and a plain connection to damage its rows with.
     pub(super) struct PgTamper {
@@ -149,6 +149,26 @@ mod integrity {
         }
         fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
             self.journal.sessions()
+        }
+        fn session_state(
+            &self,
+            session: SessionId,
+        ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+            self.journal.session_state(session)
+        }
+        fn purge_step(
+            &self,
+            ended_before: Timestamp,
+            max_frames: usize,
+        ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+            self.journal.purge_step(ended_before, max_frames)
+        }
+        fn drop_tombstones(
+            &self,
+            purged_before: Timestamp,
+            limit: usize,
+        ) -> BoxFuture<'_, Result<u64, JournalError>> {
+            self.journal.drop_tombstones(purged_before, limit)
         }
     }
 

@@ -199,7 +199,9 @@ impl Outcome {
 enum MFrame {
     Command(CommandId),
     Consumed(CommandId),
+    Abandoned(CommandId),
     Lifecycle(EventId),
+    Ended(SessionId),
 }
 
 impl MFrame {
@@ -209,7 +211,11 @@ impl MFrame {
             JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
                 Self::Consumed(c.cause())
             }
+            JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => {
+                Self::Abandoned(a.cause())
+            }
             JournalRecord::Event(SessionEvent::Lifecycle(m)) => Self::Lifecycle(m.event_id),
+            JournalRecord::Event(SessionEvent::SessionEnded(e)) => Self::Ended(e.session_id()),
         }
     }
 
@@ -217,7 +223,9 @@ impl MFrame {
         match self {
             Self::Command(id) => *id.as_uuid(),
             Self::Consumed(id) => *consumed_event_id(id).as_uuid(),
+            Self::Abandoned(id) => *notify_types::abandoned_event_id(id).as_uuid(),
             Self::Lifecycle(id) => *id.as_uuid(),
+            Self::Ended(s) => *notify_types::ended_event_id(s).as_uuid(),
         }
     }
 }

@@ -127,6 +127,12 @@ fn reference(frames: Vec<(u64, JournalRecord)>) -> RestoreReport {
             JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
                 consumed.insert(c.cause());
             }
+            JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => {
+                consumed.insert(a.cause());
+            }
+            // The generated logs never end their session (restore of an ended session
+            // is checked elsewhere).
+            JournalRecord::Event(SessionEvent::SessionEnded(_)) => {}
             JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
                 let process = of(&m);
                 completed.remove(&process);
@@ -152,6 +158,7 @@ fn reference(frames: Vec<(u64, JournalRecord)>) -> RestoreReport {
         pending,
         orphans: orphans.into_iter().map(|(_, m)| m).collect(),
         last_seq,
+        state: notify_journal::SessionState::Live,
     }
 }
 

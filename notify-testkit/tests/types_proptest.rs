@@ -32,6 +32,12 @@ fn assert_sound(r: &JournalRecord) {
         JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
             assert_eq!(c.event_id(), consumed_event_id(c.cause()));
         }
+        JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => {
+            assert_eq!(a.event_id(), notify_types::abandoned_event_id(a.cause()));
+        }
+        JournalRecord::Event(SessionEvent::SessionEnded(e)) => {
+            assert_eq!(e.event_id(), notify_types::ended_event_id(e.session_id()));
+        }
     }
     let bytes = r.encode();
     let back = JournalRecord::decode(&bytes).unwrap();

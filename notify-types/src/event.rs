@@ -29,6 +29,20 @@ pub fn consumed_event_id(cause: CommandId) -> EventId {
     EventId::from_uuid(derive("consumed", &[cause.as_uuid().as_bytes()]))
 }
 
+/// The event ID of the [`NotificationAbandoned`] event for `cause`: derived (UUIDv5),
+/// like [`consumed_event_id`] but distinct from it.
+#[must_use]
+pub fn abandoned_event_id(cause: CommandId) -> EventId {
+    EventId::from_uuid(derive("abandoned", &[cause.as_uuid().as_bytes()]))
+}
+
+/// The event ID of a session's [`SessionEnded`] marker: derived (UUIDv5) from the
+/// session, so a session has exactly one end marker and ending twice deduplicates.
+#[must_use]
+pub fn ended_event_id(session: SessionId) -> EventId {
+    EventId::from_uuid(derive("session-ended", &[session.as_uuid().as_bytes()]))
+}
+
 /// Derives a lost-on-restore ID from the orphaned process's incarnation, as its last
 /// lifecycle event identifies it: session, loop, handle, origin execution and creation
 /// time. A handle reused later, or by another loop, names another incarnation and gets
@@ -63,30 +77,104 @@ pub fn lost_event_id(orphan: &ProcessLifecycleMetadata) -> EventId {
     EventId::from_uuid(derive_lost("lost-event", orphan))
 }
 
-/// A loop's consumer acknowledged the notification `cause`: it will not be redelivered.
-///
-/// Its event ID is always [`consumed_event_id`]`(cause)`; the constructor derives it and
-/// the decoder refuses any other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NotificationConsumed {
-    event_id: EventId,
-    session_id: SessionId,
-    loop_id: LoopId,
-    cause: CommandId,
+/// Defines an event about one notification (`cause`) of a loop, whose event ID is
+/// derived from the cause: a consumption or an abandonment.
+macro_rules! cause_event {
+    ($(#[$doc:meta])* $name:ident, $ty:literal, $derive_id:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name {
+            event_id: EventId,
+            session_id: SessionId,
+            loop_id: LoopId,
+            cause: CommandId,
+        }
+
+        impl $name {
+            /// The wire `type` of this event.
+            pub const TYPE: &'static str = $ty;
+
+            /// The event for `cause`, a notification of `loop_id` in `session_id`.
+            #[must_use]
+            pub fn new(session_id: SessionId, loop_id: LoopId, cause: CommandId) -> Self {
+                Self {
+                    event_id: $derive_id(cause),
+                    session_id,
+                    loop_id,
+                    cause,
+                }
+            }
+
+            /// The derived event ID.
+            #[must_use]
+            pub fn event_id(&self) -> EventId {
+                self.event_id
+            }
+
+            /// The session.
+            #[must_use]
+            pub fn session_id(&self) -> SessionId {
+                self.session_id
+            }
+
+            /// The loop the notification was addressed to.
+            #[must_use]
+            pub fn loop_id(&self) -> LoopId {
+                self.loop_id
+            }
+
+            /// The notification's command ID.
+            #[must_use]
+            pub fn cause(&self) -> CommandId {
+                self.cause
+            }
+        }
+    };
 }
 
-impl NotificationConsumed {
-    /// The wire `type` of this event.
-    pub const TYPE: &'static str = "NotificationConsumed";
+cause_event!(
+    /// A loop's consumer acknowledged the notification `cause`: it will not be redelivered.
+    ///
+    /// Its event ID is always [`consumed_event_id`]`(cause)`; the constructor derives it
+    /// and the decoder refuses any other.
+    NotificationConsumed,
+    "NotificationConsumed",
+    consumed_event_id
+);
 
-    /// The consumption of `cause` by `loop_id` in `session_id`.
+cause_event!(
+    /// The notification `cause` was appended and never consumed when its session ended,
+    /// and the caller chose to abandon it: it will never be delivered. Journaled before
+    /// the session's [`SessionEnded`] marker, so nothing pending disappears unrecorded.
+    ///
+    /// Its event ID is always [`abandoned_event_id`]`(cause)`.
+    NotificationAbandoned,
+    "NotificationAbandoned",
+    abandoned_event_id
+);
+
+/// A session's end marker. After it, the journal refuses every append to the session
+/// (except this marker again, a duplicate), and restore reports the session ended.
+///
+/// It carries no time (the journal records when the end committed, for retention), so
+/// ending again writes the same bytes and deduplicates. Its event ID is always
+/// [`ended_event_id`]`(session)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionEnded {
+    event_id: EventId,
+    session_id: SessionId,
+}
+
+impl SessionEnded {
+    /// The wire `type` of this event.
+    pub const TYPE: &'static str = "SessionEnded";
+
+    /// The end marker of `session_id`.
     #[must_use]
-    pub fn new(session_id: SessionId, loop_id: LoopId, cause: CommandId) -> Self {
+    pub fn new(session_id: SessionId) -> Self {
         Self {
-            event_id: consumed_event_id(cause),
+            event_id: ended_event_id(session_id),
             session_id,
-            loop_id,
-            cause,
         }
     }
 
@@ -96,22 +184,10 @@ impl NotificationConsumed {
         self.event_id
     }
 
-    /// The session.
+    /// The ended session.
     #[must_use]
     pub fn session_id(&self) -> SessionId {
         self.session_id
-    }
-
-    /// The loop that consumed the notification.
-    #[must_use]
-    pub fn loop_id(&self) -> LoopId {
-        self.loop_id
-    }
-
-    /// The consumed notification's command ID.
-    #[must_use]
-    pub fn cause(&self) -> CommandId {
-        self.cause
     }
 }
 
@@ -126,6 +202,10 @@ pub enum SessionEvent {
     Lifecycle(ProcessLifecycleMetadata),
     /// A notification was acknowledged by its loop's consumer.
     NotificationConsumed(NotificationConsumed),
+    /// A pending notification was abandoned when its session ended.
+    NotificationAbandoned(NotificationAbandoned),
+    /// The session ended: its last frame.
+    SessionEnded(SessionEnded),
 }
 
 impl SessionEvent {
@@ -135,6 +215,8 @@ impl SessionEvent {
         match self {
             Self::Lifecycle(m) => m.event_id,
             Self::NotificationConsumed(c) => c.event_id,
+            Self::NotificationAbandoned(a) => a.event_id,
+            Self::SessionEnded(e) => e.event_id,
         }
     }
 
@@ -144,15 +226,19 @@ impl SessionEvent {
         match self {
             Self::Lifecycle(m) => m.session_id,
             Self::NotificationConsumed(c) => c.session_id,
+            Self::NotificationAbandoned(a) => a.session_id,
+            Self::SessionEnded(e) => e.session_id,
         }
     }
 
-    /// The owning loop.
+    /// The owning loop ([`LoopId::NIL`] for [`SessionEnded`], which belongs to no loop).
     #[must_use]
     pub fn loop_id(&self) -> LoopId {
         match self {
             Self::Lifecycle(m) => m.loop_id,
             Self::NotificationConsumed(c) => c.loop_id,
+            Self::NotificationAbandoned(a) => a.loop_id,
+            Self::SessionEnded(_) => LoopId::NIL,
         }
     }
 
@@ -162,6 +248,8 @@ impl SessionEvent {
         match self {
             Self::Lifecycle(m) => m.kind.event_type(),
             Self::NotificationConsumed(_) => NotificationConsumed::TYPE,
+            Self::NotificationAbandoned(_) => NotificationAbandoned::TYPE,
+            Self::SessionEnded(_) => SessionEnded::TYPE,
         }
     }
 
@@ -170,7 +258,9 @@ impl SessionEvent {
     pub fn lifecycle_kind(&self) -> Option<ProcessLifecycleKind> {
         match self {
             Self::Lifecycle(m) => Some(m.kind),
-            Self::NotificationConsumed(_) => None,
+            Self::NotificationConsumed(_)
+            | Self::NotificationAbandoned(_)
+            | Self::SessionEnded(_) => None,
         }
     }
 }
@@ -184,5 +274,17 @@ impl From<ProcessLifecycleMetadata> for SessionEvent {
 impl From<NotificationConsumed> for SessionEvent {
     fn from(c: NotificationConsumed) -> Self {
         Self::NotificationConsumed(c)
+    }
+}
+
+impl From<NotificationAbandoned> for SessionEvent {
+    fn from(a: NotificationAbandoned) -> Self {
+        Self::NotificationAbandoned(a)
+    }
+}
+
+impl From<SessionEnded> for SessionEvent {
+    fn from(e: SessionEnded) -> Self {
+        Self::SessionEnded(e)
     }
 }

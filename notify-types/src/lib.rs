@@ -55,7 +55,8 @@ pub use codec::{
     DecodeError, JournalRecord, MAX_DECODE_BYTES, MAX_FOUND_BYTES, MAX_TIMESTAMP, WIRE_VERSION,
 };
 pub use event::{
-    NotificationConsumed, SessionEvent, consumed_event_id, lost_command_id, lost_event_id,
+    NotificationAbandoned, NotificationConsumed, SessionEnded, SessionEvent, abandoned_event_id,
+    consumed_event_id, ended_event_id, lost_command_id, lost_event_id,
 };
 pub use id::{CommandId, EventId, ExecutionId, LoopId, ParseIdError, SessionId};
 pub use jiff::Timestamp;

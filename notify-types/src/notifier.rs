@@ -91,6 +91,7 @@ impl JournalFailure {
 /// | `DeliveryStopped` (`Refused`) | Stopped | never retry: the loop refused it as invalid or misaddressed |
 /// | `LoopNotFound` | Stopped | do not retry blindly: register the loop (e.g. after restore), then retry with the same ID |
 /// | `Unsupported` (foreign engine) | Stopped | never retry |
+/// | `SessionEnded` | Stopped | never retry: the session ended (and may be purged); nothing was appended |
 /// | `Collision` | Collision | fail closed; investigate ID reuse or forgery |
 /// | `Invalid`, `OwnerMismatch` | none | fix the bug; never retry |
 /// | `Journal` | none | surface it; an `OutcomeUnknown` commit may be retried with the same ID |
@@ -152,6 +153,16 @@ pub enum NotifyError {
         /// Why.
         cause: StopCause,
     },
+    /// The session has ended (its end marker is journaled, or it was purged and only
+    /// its tombstone remains): nothing was appended or dispatched. Never retry: no
+    /// later attempt can succeed.
+    #[error("session {session_id} has ended{}", if *purged { " and was purged" } else { "" })]
+    SessionEnded {
+        /// The ended session.
+        session_id: SessionId,
+        /// Whether its log was purged (only its tombstone remains).
+        purged: bool,
+    },
     /// The command ID names a different persisted payload.
     #[error("command {command_id} collides with journal frame {seq}")]
     Collision {
@@ -170,9 +181,10 @@ impl NotifyError {
     #[must_use]
     pub fn disposition(&self) -> Option<Disposition> {
         match self {
-            Self::LoopNotFound { .. } | Self::Unsupported { .. } | Self::DeliveryStopped { .. } => {
-                Some(Disposition::Stopped)
-            }
+            Self::LoopNotFound { .. }
+            | Self::Unsupported { .. }
+            | Self::DeliveryStopped { .. }
+            | Self::SessionEnded { .. } => Some(Disposition::Stopped),
             Self::Collision { .. } => Some(Disposition::Collision),
             Self::Invalid { .. } | Self::OwnerMismatch { .. } | Self::Journal(_) => None,
         }

@@ -20,6 +20,8 @@
 //!                      state created [started] [finished] [exit_code:i32] [reason]
 //!                      handle [diagnostic]
 //! tag 3, consumption:  session_id loop_id cause          (event_id is derived)
+//! tag 4, abandonment:  session_id loop_id cause          (event_id is derived)
+//! tag 5, session end:  session_id                        (event_id is derived)
 //! ```
 //!
 //! The lifecycle flags byte says which optional fields follow (bit 0 started, 1
@@ -27,15 +29,17 @@
 
 use crate::error::Corruption;
 use notify_types::{
-    CommandId, DecodeError, EventId, ExecutionId, JournalRecord, LoopId, NotificationConsumed,
-    ProcessCompletionNotification, ProcessLifecycleKind, ProcessLifecycleMetadata,
-    ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId,
-    Timestamp, Uuid,
+    CommandId, DecodeError, EventId, ExecutionId, JournalRecord, LoopId, NotificationAbandoned,
+    NotificationConsumed, ProcessCompletionNotification, ProcessLifecycleKind,
+    ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification, ProcessTerminalReason,
+    SessionEnded, SessionEvent, SessionId, Timestamp, Uuid,
 };
 
 const TAG_COMMAND: u8 = 1;
 const TAG_LIFECYCLE: u8 = 2;
 const TAG_CONSUMED: u8 = 3;
+const TAG_ABANDONED: u8 = 4;
+const TAG_ENDED: u8 = 5;
 
 const HAS_STARTED: u8 = 1 << 0;
 const HAS_FINISHED: u8 = 1 << 1;
@@ -166,6 +170,16 @@ pub(crate) fn encode_body(record: &JournalRecord, out: &mut Vec<u8>) {
             put_uuid(out, c.loop_id().as_uuid());
             put_uuid(out, c.cause().as_uuid());
         }
+        JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => {
+            out.push(TAG_ABANDONED);
+            put_uuid(out, a.session_id().as_uuid());
+            put_uuid(out, a.loop_id().as_uuid());
+            put_uuid(out, a.cause().as_uuid());
+        }
+        JournalRecord::Event(SessionEvent::SessionEnded(e)) => {
+            out.push(TAG_ENDED);
+            put_uuid(out, e.session_id().as_uuid());
+        }
     }
 }
 
@@ -223,13 +237,19 @@ pub(crate) fn decode_body(bytes: &[u8]) -> Result<JournalRecord, BodyError> {
             }))
         }
         TAG_LIFECYCLE => JournalRecord::Event(SessionEvent::Lifecycle(r.lifecycle()?)),
-        TAG_CONSUMED => {
+        tag @ (TAG_CONSUMED | TAG_ABANDONED) => {
             let session_id = SessionId::from_uuid(r.uuid("session_id")?);
             let loop_id = LoopId::from_uuid(r.uuid("loop_id")?);
             let cause = CommandId::from_uuid(r.uuid("cause")?);
-            JournalRecord::Event(SessionEvent::NotificationConsumed(
-                NotificationConsumed::new(session_id, loop_id, cause),
-            ))
+            JournalRecord::Event(if tag == TAG_CONSUMED {
+                NotificationConsumed::new(session_id, loop_id, cause).into()
+            } else {
+                NotificationAbandoned::new(session_id, loop_id, cause).into()
+            })
+        }
+        TAG_ENDED => {
+            let session_id = SessionId::from_uuid(r.uuid("session_id")?);
+            JournalRecord::Event(SessionEnded::new(session_id).into())
         }
         tag => return Err(BodyError::UnknownTag { tag }),
     };

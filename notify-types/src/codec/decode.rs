@@ -4,7 +4,10 @@
 use jiff::Timestamp;
 use uuid::Uuid;
 
-use crate::event::{NotificationConsumed, SessionEvent, consumed_event_id};
+use crate::event::{
+    NotificationAbandoned, NotificationConsumed, SessionEnded, SessionEvent, abandoned_event_id,
+    consumed_event_id, ended_event_id,
+};
 use crate::id::{CommandId, EventId, ExecutionId, LoopId, SessionId, parse_canonical};
 use crate::lifecycle::{ProcessLifecycleMetadata, ZERO_TIME};
 use crate::notification::{ProcessCompletionNotification, ProcessNotification};
@@ -59,6 +62,7 @@ static METADATA: Shape = Shape {
 const COMMAND_KEYS: &[&str] = &["command_id", "notification"];
 const LIFECYCLE_KEYS: &[&str] = &["metadata"];
 const CONSUMED_KEYS: &[&str] = &["cause", "event_id", "loop_id", "session_id"];
+const ENDED_KEYS: &[&str] = &["event_id", "session_id"];
 
 /// Any record: the keys of the command, of every event type and of a bare notification.
 /// Every envelope decoder reads with this shape, so that a document of another kind (a
@@ -90,6 +94,8 @@ const EVENT_TYPES: &[&str] = &[
     "ProcessStopRequested",
     "ProcessLost",
     NotificationConsumed::TYPE,
+    NotificationAbandoned::TYPE,
+    SessionEnded::TYPE,
 ];
 
 const ALL_TYPES: &[&str] = &[
@@ -100,6 +106,8 @@ const ALL_TYPES: &[&str] = &[
     "ProcessStopRequested",
     "ProcessLost",
     NotificationConsumed::TYPE,
+    NotificationAbandoned::TYPE,
+    SessionEnded::TYPE,
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -386,7 +394,7 @@ fn decode_metadata(mut obj: Object<'_>) -> Result<(ProcessLifecycleMetadata, boo
 }
 
 fn decode_event(mut obj: Object<'_>, ty: &'static str) -> Result<SessionEvent, DecodeError> {
-    if ty == NotificationConsumed::TYPE {
+    if ty == NotificationConsumed::TYPE || ty == NotificationAbandoned::TYPE {
         obj.refuse_unknown(CONSUMED_KEYS)?;
         let cause = CommandId::from_uuid(obj.uuid("cause")?);
         let event_id = EventId::from_uuid(obj.uuid("event_id")?);
@@ -402,12 +410,37 @@ fn decode_event(mut obj: Object<'_>, ty: &'static str) -> Result<SessionEvent, D
                 return Err(DecodeError::MissingField { field });
             }
         }
-        if event_id != consumed_event_id(cause) {
+        let consumed = ty == NotificationConsumed::TYPE;
+        let derived = if consumed {
+            consumed_event_id(cause)
+        } else {
+            abandoned_event_id(cause)
+        };
+        if event_id != derived {
             return Err(DecodeError::EventIdMismatch);
         }
-        return Ok(SessionEvent::NotificationConsumed(
-            NotificationConsumed::new(session_id, loop_id, cause),
-        ));
+        return Ok(if consumed {
+            NotificationConsumed::new(session_id, loop_id, cause).into()
+        } else {
+            NotificationAbandoned::new(session_id, loop_id, cause).into()
+        });
+    }
+    if ty == SessionEnded::TYPE {
+        obj.refuse_unknown(ENDED_KEYS)?;
+        let event_id = EventId::from_uuid(obj.uuid("event_id")?);
+        let session_id = SessionId::from_uuid(obj.uuid("session_id")?);
+        for (nil, field) in [
+            (event_id.is_nil(), "event_id"),
+            (session_id.is_nil(), "session_id"),
+        ] {
+            if nil {
+                return Err(DecodeError::MissingField { field });
+            }
+        }
+        if event_id != ended_event_id(session_id) {
+            return Err(DecodeError::EventIdMismatch);
+        }
+        return Ok(SessionEnded::new(session_id).into());
     }
     obj.refuse_unknown(LIFECYCLE_KEYS)?;
     let inner = obj.object("metadata")?;

@@ -5,7 +5,7 @@ use std::fmt;
 use jiff::Timestamp;
 use uuid::Uuid;
 
-use crate::event::{NotificationConsumed, SessionEvent};
+use crate::event::{NotificationAbandoned, NotificationConsumed, SessionEnded, SessionEvent};
 use crate::lifecycle::ProcessLifecycleMetadata;
 use crate::notification::{ProcessCompletionNotification, ProcessNotification};
 
@@ -198,6 +198,18 @@ impl SessionEvent {
                 w.id("loop_id", c.loop_id().as_uuid());
                 w.id("session_id", c.session_id().as_uuid());
                 w.str("type", NotificationConsumed::TYPE);
+            }
+            Self::NotificationAbandoned(a) => {
+                w.id("cause", a.cause().as_uuid());
+                w.id("event_id", a.event_id().as_uuid());
+                w.id("loop_id", a.loop_id().as_uuid());
+                w.id("session_id", a.session_id().as_uuid());
+                w.str("type", NotificationAbandoned::TYPE);
+            }
+            Self::SessionEnded(e) => {
+                w.id("event_id", e.event_id().as_uuid());
+                w.id("session_id", e.session_id().as_uuid());
+                w.str("type", SessionEnded::TYPE);
             }
         }
         w.raw("v", WIRE_VERSION);

@@ -95,8 +95,10 @@ pub enum DecodeError {
     /// The envelope's `command_id` differs from the notification's.
     #[error("`command_id` differs from `notification.command_id`")]
     CommandIdMismatch,
-    /// A `NotificationConsumed` event's `event_id` is not the one derived from `cause`.
-    #[error("`event_id` is not the ID derived from `cause`")]
+    /// A derived event ID does not match: a `NotificationConsumed` or
+    /// `NotificationAbandoned` event's `event_id` is not the one derived from `cause`,
+    /// or a `SessionEnded` marker's is not the one derived from `session_id`.
+    #[error("`event_id` is not the ID derived from the event's `cause` or session")]
     EventIdMismatch,
     /// The decoded value failed validation.
     #[error(transparent)]

@@ -56,20 +56,31 @@ impl JournalRecord {
         match self {
             Self::Command(c) => c.validate().map_err(DecodeError::from),
             Self::Event(SessionEvent::Lifecycle(m)) => m.validate().map_err(DecodeError::from),
-            Self::Event(SessionEvent::NotificationConsumed(c)) => {
-                for (nil, field) in [
-                    (c.cause().is_nil(), "cause"),
-                    (c.loop_id().is_nil(), "loop_id"),
-                    (c.session_id().is_nil(), "session_id"),
-                ] {
-                    if nil {
-                        return Err(DecodeError::MissingField { field });
-                    }
-                }
-                Ok(())
+            Self::Event(SessionEvent::NotificationConsumed(c)) => nil_check(&[
+                (c.cause().is_nil(), "cause"),
+                (c.loop_id().is_nil(), "loop_id"),
+                (c.session_id().is_nil(), "session_id"),
+            ]),
+            Self::Event(SessionEvent::NotificationAbandoned(a)) => nil_check(&[
+                (a.cause().is_nil(), "cause"),
+                (a.loop_id().is_nil(), "loop_id"),
+                (a.session_id().is_nil(), "session_id"),
+            ]),
+            Self::Event(SessionEvent::SessionEnded(e)) => {
+                nil_check(&[(e.session_id().is_nil(), "session_id")])
             }
         }
     }
+}
+
+/// The first field whose ID is nil, as decoding would report it.
+fn nil_check(fields: &[(bool, &'static str)]) -> Result<(), DecodeError> {
+    for &(nil, field) in fields {
+        if nil {
+            return Err(DecodeError::MissingField { field });
+        }
+    }
+    Ok(())
 }
 
 impl From<ProcessNotification> for JournalRecord {

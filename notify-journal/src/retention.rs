@@ -1,0 +1,168 @@
+//! Session end and retention: what a journal says of a session's life, and purging
+//! ended sessions in bounded steps down to their tombstones.
+//!
+//! A session's log lives while the session does. Appending its
+//! [`SessionEnded`](notify_types::SessionEnded) marker ends it: from the commit of that
+//! frame the backend refuses every other append to the session
+//! ([`AppendError::SessionEnded`](crate::AppendError::SessionEnded)) and records when it
+//! ended. Once the end is older than a retention horizon, [`purge`] removes the log in
+//! bounded steps ([`JournalBackend::purge_step`], each its own transaction) and leaves a
+//! [`Tombstone`], so that a late retry for the session still fails closed instead of
+//! starting a fresh log at seq 1. Tombstones can be dropped after a second, longer
+//! horizon ([`JournalBackend::drop_tombstones`]); after that the session is unknown again,
+//! and a late append would start a new log: the trade-off is the tombstones' space
+//! (a few dozen bytes a session) against how late a retry may come.
+
+use notify_types::{SessionId, Timestamp};
+
+use crate::backend::JournalBackend;
+use crate::error::{JournalError, StorageError};
+
+/// What a journal says of a session's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SessionState {
+    /// Not ended: appends are taken (a session never written is live and empty).
+    Live,
+    /// Ended at `ended_at` (the commit of its end marker, by the backend's clock): its
+    /// log is whole and readable, and every append is refused.
+    Ended {
+        /// When the end marker committed.
+        ended_at: Timestamp,
+        /// The session's last sequence: its end marker's.
+        last_seq: u64,
+    },
+    /// Purged, or being purged: only the tombstone is answered. Reads of the log are
+    /// [`JournalError::Purged`]; appends are refused.
+    Purged(Tombstone),
+}
+
+impl SessionState {
+    /// Whether the session has ended (and perhaps been purged).
+    #[must_use]
+    pub fn is_ended(&self) -> bool {
+        !matches!(self, Self::Live)
+    }
+
+    /// Whether the session's log has been purged (only a tombstone remains).
+    #[must_use]
+    pub fn is_purged(&self) -> bool {
+        matches!(self, Self::Purged(_))
+    }
+}
+
+/// What remains of a purged session: enough to refuse a late append, and to say what
+/// was there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tombstone {
+    /// When the session's end marker committed.
+    pub ended_at: Timestamp,
+    /// When its purge began (the first purge step's commit).
+    pub purged_at: Timestamp,
+    /// The last sequence the session had (its end marker's).
+    pub last_seq: u64,
+    /// How many frames its log held (always `last_seq`: logs are gap-free from 1).
+    pub frames: u64,
+}
+
+/// What one [`JournalBackend::purge_step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PurgeStep {
+    /// The session this step worked on; `None` when no ended session is due.
+    pub session: Option<SessionId>,
+    /// Frames removed by this step (with their positions and index entries).
+    pub frames_removed: u64,
+    /// Whether the session's log is now gone entirely (only its tombstone remains).
+    pub finished: bool,
+}
+
+impl PurgeStep {
+    /// The step that found nothing to purge.
+    pub const IDLE: Self = Self {
+        session: None,
+        frames_removed: 0,
+        finished: false,
+    };
+}
+
+/// What a whole [`purge`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct PurgeReport {
+    /// Sessions whose log was removed entirely.
+    pub sessions: u64,
+    /// Frames removed.
+    pub frames: u64,
+    /// Steps (transactions) taken.
+    pub steps: u64,
+}
+
+/// The default bound of one purge step: frames removed per transaction.
+pub const DEFAULT_PURGE_STEP_FRAMES: usize = 1024;
+
+/// Purges every session that ended before `ended_before`, one bounded step at a time
+/// (at most `max_frames_per_step` frames per transaction), until none is due; see
+/// [`purge_with`] to watch progress.
+///
+/// Appends to live sessions wait for at most one step. A purge cut short (an error, a
+/// crash, a dropped future) leaves each session either whole or tombstoned with part of
+/// its log still to remove, which the next purge finishes first; reads never present a
+/// partly removed log.
+///
+/// # Errors
+///
+/// The first error a step answers; the steps before it are committed.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops between or inside a step; every committed step stays
+/// committed, and a step in flight either commits or not. Calling again continues.
+pub async fn purge<B: JournalBackend + ?Sized>(
+    backend: &B,
+    ended_before: Timestamp,
+    max_frames_per_step: usize,
+) -> Result<PurgeReport, JournalError> {
+    purge_with(backend, ended_before, max_frames_per_step, |_, _| {}).await
+}
+
+/// [`purge`], calling `progress` after every step with the step and the running totals.
+///
+/// # Errors
+///
+/// As [`purge`].
+///
+/// # Cancel safety
+///
+/// As [`purge`].
+pub async fn purge_with<B, F>(
+    backend: &B,
+    ended_before: Timestamp,
+    max_frames_per_step: usize,
+    mut progress: F,
+) -> Result<PurgeReport, JournalError>
+where
+    B: JournalBackend + ?Sized,
+    F: FnMut(&PurgeStep, &PurgeReport),
+{
+    let max = max_frames_per_step.max(1);
+    let mut report = PurgeReport::default();
+    let mut last_finished = None;
+    loop {
+        let step = backend.purge_step(ended_before, max).await?;
+        let Some(session) = step.session else {
+            return Ok(report);
+        };
+        if (step.frames_removed == 0 && !step.finished) || last_finished == Some(session) {
+            // A backend that names a session but makes no progress would loop forever.
+            return Err(JournalError::Storage(StorageError::msg(format!(
+                "purge step on session {session} made no progress"
+            ))));
+        }
+        if step.finished {
+            last_finished = Some(session);
+        }
+        report.steps += 1;
+        report.frames += step.frames_removed;
+        report.sessions += u64::from(step.finished);
+        progress(&step, &report);
+    }
+}
