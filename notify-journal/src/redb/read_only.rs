@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata, TableHandle};
 
 use super::format::{
@@ -17,6 +17,7 @@ use super::verify;
 use super::writer::panic_message;
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
+use crate::retention::{PurgeStep, SessionState};
 use crate::verify::VerifyReport;
 
 /// A redb journal file opened read-only: every read of [`RedbJournal`] and its deep
@@ -26,7 +27,8 @@ use crate::verify::VerifyReport;
 /// once, but not while a [`RedbJournal`] (a writer, in this or another process) has
 /// it: then the open is [`OpenError::AlreadyOpen`], at once, never a wait. The reads
 /// check every frame as [`RedbJournal`]'s do. Appends through [`JournalBackend`] are
-/// refused ([`AppendError::Storage`], "opened read-only") and write nothing.
+/// refused ([`AppendError::Storage`], "opened read-only"), and so are purges; they
+/// write nothing.
 ///
 /// ```
 /// use notify_journal::{JournalOptions, OpenError, RedbJournal, RedbReader};
@@ -336,6 +338,38 @@ impl JournalBackend for RedbReader {
     ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         self.read(move |r| r.sessions_after_blocking(after, limit))
     }
+
+    // As `RedbJournal`'s, until session end and purge land in this engine: every
+    // session is live.
+    fn session_state(
+        &self,
+        _session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        Box::pin(async { Ok(SessionState::Live) })
+    }
+
+    fn purge_step(
+        &self,
+        _ended_before: Timestamp,
+        _max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(async { Err(read_only_refusal()) })
+    }
+
+    fn drop_tombstones(
+        &self,
+        _purged_before: Timestamp,
+        _limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        Box::pin(async { Err(read_only_refusal()) })
+    }
+}
+
+/// A write asked of a reader: refused, nothing written.
+fn read_only_refusal() -> JournalError {
+    JournalError::Storage(StorageError::msg(
+        "the journal is opened read-only; nothing was written",
+    ))
 }
 
 /// redb's refusals of a read-only open, as [`OpenError`]s.

@@ -65,6 +65,10 @@ impl CliError {
     /// An error of a read (replay, restore, listing) of the journal `what`.
     pub(crate) fn journal(what: &str, e: &JournalError) -> Self {
         match e {
+            JournalError::Purged { session } => Self::new(
+                Exit::NotFound,
+                format!("session {session} of {what} was purged: only its tombstone remains"),
+            ),
             JournalError::Corrupt { .. } => Self::new(
                 Exit::Damaged,
                 format!("{what} is damaged: {} (run `notify verify`)", chain(e)),

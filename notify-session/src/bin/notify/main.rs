@@ -13,6 +13,7 @@ mod integrity;
 mod journal;
 mod output;
 mod read;
+mod retention;
 mod transfer;
 
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ use crate::integrity::VerifyArgs;
 use crate::journal::{DEFAULT_SCHEMA, Journal, Location};
 use crate::output::Out;
 
-/// Inspect, verify, export and import notify journals: redb files or PostgreSQL.
+/// Inspect, verify, export, import and purge notify journals: redb files or PostgreSQL.
 #[derive(Parser)]
 #[command(name = "notify", version, after_help = EXIT_STATUS_HELP)]
 struct Cli {
@@ -198,6 +199,30 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
+    /// Purges every session that ended before WHEN, in bounded steps (one transaction
+    /// each), leaving each one's tombstone so that a late append still fails closed.
+    /// Opens the journal for writing (a redb file in use is refused).
+    #[command(
+        override_usage = "notify purge PATH --ended-before WHEN [--max-frames-per-step N]\n       \
+                          notify purge --postgres CONNINFO [--schema S] --ended-before WHEN [--max-frames-per-step N]",
+        after_help = concat!(
+            "WHEN is an RFC 3339 time (2026-01-31T00:00:00Z) or an age before now (30d, 12h, 90m, 3600s).\n\n\
+             Example:\n  notify purge notify.redb --ended-before 30d\n\n",
+            exit_help!()
+        )
+    )]
+    Purge {
+        #[arg(value_name = "PATH", num_args = 0..=1)]
+        args: Vec<String>,
+        /// Purge sessions that ended before WHEN.
+        #[arg(long, value_name = "WHEN", required = true)]
+        ended_before: String,
+        /// Remove at most N frames per step [default: 1024].
+        #[arg(long, value_name = "N")]
+        max_frames_per_step: Option<usize>,
+        #[command(flatten)]
+        db: Db,
+    },
 }
 
 /// The journal's location and the positional arguments after it. In file mode the
@@ -310,6 +335,17 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
         Command::Stats { args, db } => {
             let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
             integrity::stats(&at, out).await?;
+        }
+        Command::Purge {
+            args,
+            ended_before,
+            max_frames_per_step,
+            db,
+        } => {
+            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let horizon =
+                retention::parse_horizon(&ended_before).map_err(retention::bad_horizon)?;
+            retention::purge(&at, horizon, max_frames_per_step, out).await?;
         }
     }
     Ok(Exit::Ok)

@@ -5,10 +5,12 @@
 use std::sync::{Mutex, PoisonError};
 
 use notify_session::notify_journal::{
-    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError,
+    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, PurgeStep,
+    SessionState,
 };
 use notify_session::notify_types::{
-    JournalRecord, ProcessLifecycleMetadata, SessionEvent, SessionId, Timestamp, Uuid,
+    CommandId, JournalRecord, LoopId, ProcessLifecycleMetadata, SessionEvent, SessionId, Timestamp,
+    Uuid,
 };
 use notify_session::{RestoreReport, restore};
 use serde_json::{Value, json};
@@ -113,6 +115,29 @@ impl JournalBackend for Tap<'_> {
     ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         self.inner.sessions_after(after, limit)
     }
+
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        self.inner.session_state(session)
+    }
+
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        self.inner.purge_step(ended_before, max_frames)
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        self.inner.drop_tombstones(purged_before, limit)
+    }
 }
 
 /// A session's summary: its head, and restore's reduction of its log.
@@ -147,6 +172,23 @@ fn json_time(t: Option<Timestamp>) -> Value {
     t.map_or(Value::Null, |t| Value::String(t.to_string()))
 }
 
+/// A session's state: the table's text, and its JSON fields (`state`, and the end and
+/// purge times where there are).
+fn state_of(state: &SessionState) -> (String, &'static str, Option<Timestamp>, Option<Timestamp>) {
+    match state {
+        SessionState::Ended { ended_at, .. } => {
+            (format!("ended {ended_at}"), "ended", Some(*ended_at), None)
+        }
+        SessionState::Purged(t) => (
+            format!("purged {}", t.purged_at),
+            "purged",
+            Some(t.ended_at),
+            Some(t.purged_at),
+        ),
+        _ => ("live".to_owned(), "live", None, None),
+    }
+}
+
 /// `notify sessions`.
 pub(crate) async fn sessions(journal: &Journal, what: &str, out: &mut Out) -> Result<(), CliError> {
     let mut table = Table::new(&[
@@ -168,7 +210,7 @@ pub(crate) async fn sessions(journal: &Journal, what: &str, out: &mut Out) -> Re
             let s = summarize(journal, what, session).await?;
             done += 1;
             progress.update(|| format!("sessions: {done} read"));
-            let state = "live";
+            let (state, state_name, ended_at, purged_at) = state_of(&s.report.state);
             if out.json {
                 out.json(&json!({
                     "session": session.to_string(),
@@ -176,7 +218,9 @@ pub(crate) async fn sessions(journal: &Journal, what: &str, out: &mut Out) -> Re
                     "head": s.head,
                     "pending": s.report.pending_count(),
                     "orphans": s.report.orphans.len(),
-                    "state": state,
+                    "state": state_name,
+                    "ended_at": json_time(ended_at),
+                    "purged_at": json_time(purged_at),
                     "first_activity": json_time(s.activity.first),
                     "last_activity": json_time(s.activity.last),
                 }))?;
@@ -187,7 +231,7 @@ pub(crate) async fn sessions(journal: &Journal, what: &str, out: &mut Out) -> Re
                     s.head.to_string(),
                     s.report.pending_count().to_string(),
                     s.report.orphans.len().to_string(),
-                    state.to_owned(),
+                    state,
                     time(s.activity.first),
                     time(s.activity.last),
                 ]);
@@ -273,19 +317,46 @@ fn view(seq: u64, record: &JournalRecord) -> FrameView {
                 "diagnostic": m.diagnostic,
             }),
         },
-        JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => FrameView {
+        JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
+            cause_view(seq, kind, id, c.loop_id(), "consumes", c.cause())
+        }
+        JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => {
+            cause_view(seq, kind, id, a.loop_id(), "abandons", a.cause())
+        }
+        JournalRecord::Event(SessionEvent::SessionEnded(_)) => FrameView {
             kind,
             id,
-            loop_id: c.loop_id().to_string(),
+            loop_id: "-".to_owned(),
             handle: "-".to_owned(),
             state: "-".to_owned(),
             reason: "-".to_owned(),
-            detail: format!("consumes {}", c.cause()),
-            json: json!({
-                "seq": seq, "kind": kind, "id": id.to_string(),
-                "loop": c.loop_id().to_string(), "cause": c.cause().to_string(),
-            }),
+            detail: "the session's end marker".to_owned(),
+            json: json!({"seq": seq, "kind": kind, "id": id.to_string()}),
         },
+    }
+}
+
+/// A consumption or an abandonment: an event about the notification `cause`.
+fn cause_view(
+    seq: u64,
+    kind: &'static str,
+    id: Uuid,
+    loop_id: LoopId,
+    verb: &str,
+    cause: CommandId,
+) -> FrameView {
+    FrameView {
+        kind,
+        id,
+        loop_id: loop_id.to_string(),
+        handle: "-".to_owned(),
+        state: "-".to_owned(),
+        reason: "-".to_owned(),
+        detail: format!("{verb} {cause}"),
+        json: json!({
+            "seq": seq, "kind": kind, "id": id.to_string(),
+            "loop": loop_id.to_string(), "cause": cause.to_string(),
+        }),
     }
 }
 

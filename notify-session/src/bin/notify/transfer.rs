@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use notify_session::notify_journal::{AppendError, AppendOutcome};
+use notify_session::notify_journal::{AppendError, AppendOutcome, JournalError};
 use notify_session::notify_types::{JournalRecord, SessionId};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -27,6 +27,7 @@ pub(crate) async fn export(
     out: &mut Out,
 ) -> Result<(), CliError> {
     const PAGE: usize = 1024;
+    let named = session;
     let mut sessions = selected(journal, what, session).await?;
     let mut progress = Progress::new();
     let (mut frames, mut done) = (0u64, 0u64);
@@ -34,11 +35,15 @@ pub(crate) async fn export(
         for session in page {
             let mut from = 1;
             loop {
-                let frames_page = journal
-                    .backend()
-                    .replay(session, from, PAGE)
-                    .await
-                    .map_err(|e| CliError::journal(what, &e))?;
+                let frames_page = match journal.backend().replay(session, from, PAGE).await {
+                    // Only a tombstone is left, which no import could recreate.
+                    Err(JournalError::Purged { .. }) if named.is_none() => {
+                        progress.clear();
+                        eprintln!("notify: skipping session {session}: it was purged");
+                        break;
+                    }
+                    page => page.map_err(|e| CliError::journal(what, &e))?,
+                };
                 let n = frames_page.len();
                 for (seq, record) in frames_page {
                     let mut line =
