@@ -375,12 +375,14 @@ fn read_only_refusal() -> JournalError {
 /// redb's refusals of a read-only open, as [`OpenError`]s.
 fn map_error(path: &Path, e: DatabaseError) -> OpenError {
     match e {
-        // A read-only open refuses a file whose allocator state was not saved by a
-        // clean close: redb would have to repair it, which writes.
+        // A read-only open refuses a file whose allocator state it cannot load: one
+        // not closed cleanly (or cut short after its last clean close). redb would
+        // have to repair it, which writes.
         DatabaseError::RepairAborted => OpenError::NeedsWritableOpen {
             path: path.to_path_buf(),
-            reason: "it was not closed cleanly (the process that had it open stopped \
-                     without closing it); opening it for writing runs redb's recovery"
+            reason: "redb must repair it first: it was not closed cleanly (the process that \
+                     had it open stopped without closing it), or it is damaged (cut short); \
+                     opening it for writing repairs it or reports the damage"
                 .to_owned(),
         },
         other => open::map_database_error(path, other),

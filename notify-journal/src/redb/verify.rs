@@ -1,5 +1,6 @@
 //! The redb journal's deep integrity check.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use notify_types::Uuid;
@@ -68,7 +69,8 @@ pub(crate) fn logical(
     let txn = db.begin_read().map_err(storage("begin read"))?;
     let snap = Snapshot::open(&txn)?;
     let mut report = VerifyReport::new(max_problems);
-    let linked = check_log(&snap, &mut report)?;
+    let mut unreadable = BTreeMap::new();
+    let linked = check_log(&snap, &mut report, &mut unreadable)?;
     let positions = snap.positions.len().map_err(storage("count positions"))?;
     let keys = snap.keys.len().map_err(storage("count keys"))?;
     // Every frame is named by its own position and index entry, and neither table
@@ -76,7 +78,14 @@ pub(crate) fn logical(
     // correspondence, so each entry's look-up of its frame would find it and is
     // skipped (the point look-ups are most of a verify's cost).
     let one_to_one = linked == report.frames && positions == report.frames && keys == report.frames;
-    check_positions(&snap, &mut report, !one_to_one)?;
+    check_positions(&snap, &mut report, !one_to_one, &mut unreadable)?;
+    // Frames so damaged they do not say whose they are, and that no position names.
+    for (pos, cause) in unreadable {
+        report.push(Problem::Unreadable {
+            location: format!("log position {pos}"),
+            cause,
+        });
+    }
     if one_to_one {
         report.keys = keys;
     } else {
@@ -86,8 +95,14 @@ pub(crate) fn logical(
 }
 
 /// Every frame: checksum, decoding, identity, reached by its session's log and by its
-/// key's index entry. Returns how many frames both name.
-fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<u64, JournalError> {
+/// key's index entry. Returns how many frames both name. Frames whose header cannot be
+/// trusted go to `unreadable` (by log position), for [`check_positions`] to name by the
+/// session and seq whose position holds them.
+fn check_log(
+    snap: &Snapshot,
+    report: &mut VerifyReport,
+    unreadable: &mut BTreeMap<u64, Corruption>,
+) -> Result<u64, JournalError> {
     let mut linked = 0;
     for entry in snap.log.iter().map_err(storage("read log"))? {
         let (k, v) = entry.map_err(storage("read log entry"))?;
@@ -97,10 +112,7 @@ fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<u64, JournalE
         let f = match frame::parse(bytes) {
             Ok(f) => f,
             Err(cause) => {
-                report.push(Problem::Unreadable {
-                    location: format!("log position {pos}"),
-                    cause,
-                });
+                unreadable.insert(pos, cause);
                 continue;
             }
         };
@@ -182,11 +194,13 @@ fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<u64, JournalE
 }
 
 /// Every session's log: contiguous from 1, and (when `look_up`) each position holding
-/// that very frame.
+/// that very frame. A position holding an unreadable frame names it (it is taken out of
+/// `unreadable`).
 fn check_positions(
     snap: &Snapshot,
     report: &mut VerifyReport,
     look_up: bool,
+    unreadable: &mut BTreeMap<u64, Corruption>,
 ) -> Result<(), JournalError> {
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
@@ -207,6 +221,14 @@ fn check_positions(
         }
         expected = seq.saturating_add(1);
         if !look_up {
+            continue;
+        }
+        if let Some(cause) = unreadable.remove(&pos) {
+            report.push(Problem::Frame {
+                session,
+                seq,
+                cause,
+            });
             continue;
         }
         match snap.log.get(pos).map_err(storage("read log"))? {

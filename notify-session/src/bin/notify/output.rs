@@ -124,6 +124,8 @@ fn layout(widths: &[usize], cells: &[String]) -> String {
             line.extend(std::iter::repeat_n(' ', pad));
         }
     }
+    // An empty last cell leaves no trailing blanks.
+    line.truncate(line.trim_end().len());
     line
 }
 

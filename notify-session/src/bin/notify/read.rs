@@ -164,8 +164,9 @@ async fn summarize(journal: &Journal, what: &str, session: SessionId) -> Result<
     })
 }
 
+/// A time for the tables, to the millisecond (JSON keeps every digit).
 fn time(t: Option<Timestamp>) -> String {
-    t.map_or_else(|| "-".to_owned(), |t| t.to_string())
+    t.map_or_else(|| "-".to_owned(), |t| format!("{t:.3}"))
 }
 
 fn json_time(t: Option<Timestamp>) -> Value {
@@ -176,11 +177,14 @@ fn json_time(t: Option<Timestamp>) -> Value {
 /// purge times where there are).
 fn state_of(state: &SessionState) -> (String, &'static str, Option<Timestamp>, Option<Timestamp>) {
     match state {
-        SessionState::Ended { ended_at, .. } => {
-            (format!("ended {ended_at}"), "ended", Some(*ended_at), None)
-        }
+        SessionState::Ended { ended_at, .. } => (
+            format!("ended {ended_at:.3}"),
+            "ended",
+            Some(*ended_at),
+            None,
+        ),
         SessionState::Purged(t) => (
-            format!("purged {}", t.purged_at),
+            format!("purged {:.3}", t.purged_at),
             "purged",
             Some(t.ended_at),
             Some(t.purged_at),
@@ -263,12 +267,12 @@ fn lifecycle_detail(m: &ProcessLifecycleMetadata) -> String {
     if let Some(code) = m.exit_code {
         parts.push(format!("exit {code}"));
     }
-    parts.push(format!("created {}", m.process_created_at));
+    parts.push(format!("created {:.3}", m.process_created_at));
     if let Some(t) = m.process_started_at {
-        parts.push(format!("started {t}"));
+        parts.push(format!("started {t:.3}"));
     }
     if let Some(t) = m.process_finished_at {
-        parts.push(format!("finished {t}"));
+        parts.push(format!("finished {t:.3}"));
     }
     if let Some(d) = &m.diagnostic {
         parts.push(format!("diagnostic {d:?}"));
@@ -493,7 +497,7 @@ pub(crate) async fn pending(
                         m.loop_id.to_string(),
                         m.kind.event_type().to_owned(),
                         m.state.to_string(),
-                        m.process_created_at.to_string(),
+                        format!("{:.3}", m.process_created_at),
                         m.process_handle.clone(),
                     ]);
                 }
