@@ -1,5 +1,7 @@
 //! Running the real `notify` binary, and a journal made by the library to run it on,
 //! with the library's own answers to check the binary's against.
+// Shared by cli_redb.rs and cli_postgres.rs; each uses part of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
