@@ -130,7 +130,7 @@ pub mod prelude {
         CommandId, Disposition, EventId, ExecutionId, LoopId, Notified, NotifyError,
         ProcessCompletionNotification, ProcessCompletionNotifier, ProcessLifecycleKind,
         ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
-        ProcessTerminalReason, SessionEvent, SessionId, StopCause,
+        ProcessTerminalReason, SessionEvent, SessionId, StopCause, Timestamp,
     };
 
     pub use crate::{
