@@ -65,6 +65,7 @@
 
 mod consumer;
 mod error;
+mod metrics;
 mod restore;
 mod retry;
 mod session;
