@@ -1,6 +1,6 @@
 //! The journal's metrics, recorded through the `metrics` facade. No exporter here: the
 //! application installs a recorder (without one every call is a no-op). The table of
-//! every metric of the workspace is `docs/metrics.md`.
+//! every metric is the workspace's `docs/metrics.md`.
 
 use std::future::Future;
 use std::time::Duration;
@@ -45,7 +45,7 @@ pub(crate) const POSTGRES: &str = "postgres";
 /// The backends of this crate count their appends themselves; a backend implemented
 /// elsewhere (the testkit's in-memory journal) calls this once per answered append, so
 /// that its appends show up under the same metric. Without a `metrics` recorder
-/// installed this does nothing. `docs/metrics.md` lists every metric.
+/// installed this does nothing. The workspace's `docs/metrics.md` lists every metric.
 pub fn record_append(backend: &'static str, result: &Result<AppendOutcome, AppendError>) {
     let outcome = match result {
         Ok(AppendOutcome { appended: true, .. }) => "appended",

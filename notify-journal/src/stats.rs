@@ -6,7 +6,7 @@
 ///
 /// `appends / commits` is the mean batch size. The same figures, for every handle of
 /// the process at once and as histograms, are the `notify_journal_commit_*` metrics
-/// (`docs/metrics.md`).
+/// (the workspace's `docs/metrics.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct CommitStats {

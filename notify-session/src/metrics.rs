@@ -1,6 +1,6 @@
 //! The session's metrics, recorded through the `metrics` facade. No exporter here: the
 //! application installs a recorder (without one every call is a no-op). The table of
-//! every metric of the workspace is `docs/metrics.md`.
+//! every metric is the workspace's `docs/metrics.md`.
 
 use notify_types::{Disposition, Notified, NotifyError};
 
