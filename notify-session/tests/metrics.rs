@@ -88,10 +88,6 @@ impl Observer {
 }
 
 impl Reading {
-    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        self.counters.get(&id(name, labels)).copied().unwrap_or(0)
-    }
-
     fn gauge(&self, name: &str) -> f64 {
         self.gauges.get(&id(name, &[])).copied().unwrap_or(0.0)
     }
@@ -111,9 +107,15 @@ const STOPS: &str = "notify_loop_stops_total";
 const DEPTH: &str = "notify_loop_inbox_depth";
 const LOOPS: &str = "notify_loop_tasks";
 
+/// A metric's name and labels.
+type Labels<'a> = &'a [(&'a str, &'a str)];
+
+/// A counter (name, labels) and how much it moved.
+type Moved<'a> = (&'a str, Labels<'a>, u64);
+
 /// How the counters moved between two readings, for the expectations in `want`
 /// (metric, labels, delta); every other counter must not have moved.
-fn assert_counters_moved(before: &Reading, after: &Reading, want: &[(&str, &[(&str, &str)], u64)]) {
+fn assert_counters_moved(before: &Reading, after: &Reading, want: &[Moved<'_>]) {
     let mut expected: BTreeMap<Id, u64> = BTreeMap::new();
     for (name, labels, delta) in want {
         *expected.entry(id(name, labels)).or_default() += delta;
