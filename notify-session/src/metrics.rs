@@ -16,6 +16,11 @@ pub(crate) const REDELIVERED: &str = "notify_session_redelivered_total";
 /// `ProcessLost` event; declaring one again counts nothing).
 pub(crate) const DECLARED_LOST: &str = "notify_session_declared_lost_total";
 
+/// Counter: sessions ended by `Session::end` (an end already journaled counts nothing).
+pub(crate) const ENDED: &str = "notify_session_ended_total";
+/// Counter: pending notifications journaled as abandoned by `Session::end`.
+pub(crate) const ABANDONED: &str = "notify_session_abandoned_total";
+
 /// Counts one answer of `notify_process_completion`.
 pub(crate) fn notified(answer: &Result<Notified, NotifyError>) {
     let disposition = match answer {
@@ -55,4 +60,12 @@ pub(crate) fn redelivered(n: usize) {
 /// One orphan newly declared lost.
 pub(crate) fn declared_lost() {
     metrics::counter!(DECLARED_LOST).increment(1);
+}
+
+/// One session ended here, abandoning `abandoned` notifications.
+pub(crate) fn ended(abandoned: usize) {
+    metrics::counter!(ENDED).increment(1);
+    if abandoned > 0 {
+        metrics::counter!(ABANDONED).increment(abandoned as u64);
+    }
 }
