@@ -142,7 +142,11 @@ fn every_read_command_answers_what_the_library_answers_and_changes_nothing() {
     expect_code(&export, 0);
     check_export(&export.raw, &truth);
     // Piped, long work shows no progress: stderr stays empty.
-    assert!(export.stderr.is_empty() && verify.stderr.is_empty(), "{}", export.stderr);
+    assert!(
+        export.stderr.is_empty() && verify.stderr.is_empty(),
+        "{}",
+        export.stderr
+    );
     let export_one = notify(&["export", p, &one.to_string()]);
     expect_code(&export_one, 0);
     check_export(&export_one.raw, &one_only);
