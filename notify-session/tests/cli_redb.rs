@@ -355,12 +355,22 @@ fn a_journal_held_by_a_running_process_is_in_use() {
     expect_code(&run, 0);
     assert!(run.stdout.contains("has no sessions"), "{}", run.stdout);
 
-    // A writer killed while it holds the journal: no longer in use, but not closed
-    // cleanly; a read says so and leaves it alone, a writable open repairs it.
-    let killed = dir.path().join("killed.redb");
-    let (mut child, _) = holder(&killed);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // The file as a crash leaves it: copied while its writer holds it, after a
+    // commit. No longer in use, but not closed cleanly; a read says so and leaves it
+    // alone, a writable open repairs it.
+    let killed = dir.path().join("crashed.redb");
+    {
+        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let session = notify_types::SessionId::new();
+        let record = notify_testkit::sample::command(session, notify_types::LoopId::new());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(journal.append(session, record)).unwrap();
+        std::fs::copy(&path, &killed).unwrap();
+        journal.close();
+    }
     let before = fingerprint(&killed);
     let run = notify(&["sessions", killed.to_str().unwrap()]);
     expect_code(&run, 7);
