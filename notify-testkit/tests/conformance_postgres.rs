@@ -11,7 +11,9 @@ use notify_journal::{PgJournal, PgOptions};
 
 /// The schema the suite's tables live in; the checks use fresh sessions, so runs
 /// (and concurrent test processes) can share it.
-const SCHEMA: &str = "nj_conformance";
+// Named for the journal schema version: builds at different versions sharing a test
+// database never meet (and refuse) each other's tables.
+const SCHEMA: &str = "nj_conformance_v4";
 
 /// Connects, or returns `None` after saying plainly that the suite is skipped.
 #[expect(

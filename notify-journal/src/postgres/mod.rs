@@ -44,8 +44,10 @@
 mod connect;
 mod error;
 mod lease;
+mod migrations;
 mod options;
 mod reader;
+mod retention;
 mod schema;
 mod tls;
 mod writer;
@@ -55,7 +57,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -72,6 +74,7 @@ use writer::{AppendReq, Writer};
 
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, StorageError};
+use crate::retention::{PurgeStep, SessionState};
 
 /// How many appends may wait for the writer before `append` waits for room.
 const QUEUE: usize = 8192;
@@ -434,28 +437,27 @@ impl JournalBackend for PgJournal {
     ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         Box::pin(self.sessions_after_inner(after, limit))
     }
-    // Interim, until session end and purge land in this engine: every session is
-    // live and nothing is ever due for purging.
+
     fn session_state(
         &self,
-        _session: SessionId,
-    ) -> BoxFuture<'_, Result<crate::SessionState, JournalError>> {
-        Box::pin(async { Ok(crate::SessionState::Live) })
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        Box::pin(self.session_state_inner(session))
     }
 
     fn purge_step(
         &self,
-        _ended_before: notify_types::Timestamp,
-        _max_frames: usize,
-    ) -> BoxFuture<'_, Result<crate::PurgeStep, JournalError>> {
-        Box::pin(async { Ok(crate::PurgeStep::IDLE) })
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(self.purge_step_inner(ended_before, max_frames))
     }
 
     fn drop_tombstones(
         &self,
-        _purged_before: notify_types::Timestamp,
-        _limit: usize,
+        purged_before: Timestamp,
+        limit: usize,
     ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(async { Ok(0) })
+        Box::pin(self.drop_tombstones_inner(purged_before, limit))
     }
 }
