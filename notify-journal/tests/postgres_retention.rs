@@ -451,3 +451,68 @@ async fn a_version_3_schema_is_migrated_forward() {
     j.close().await;
     drop_schema(&url, &schema).await;
 }
+
+/// A tombstone dropped while an append to its session waits for the session's row
+/// (after registering it found the row there) is a registration to redo, not a
+/// broken batch: the append starts the session anew at seq 1, and the other appends
+/// of its batch are not disturbed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tombstone_dropped_under_a_waiting_append_is_registered_again() {
+    let Some(url) = database_url("a_tombstone_dropped_under_a_waiting_append_is_registered_again")
+    else {
+        return;
+    };
+    let schema = fresh_schema("ret_race");
+    let j = Arc::new(journal(&url, &schema, PgOptions::default()).await);
+    let s = SessionId::new();
+    j.append(s, ended(s)).await.unwrap();
+    purge(&*j, Timestamp::MAX, 8).await.unwrap();
+    assert!(j.session_state(s).await.unwrap().is_purged());
+
+    // A dropper that has locked the tombstone's row and not yet deleted it.
+    let mut dropper = raw_client(&url).await;
+    let tx = dropper.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
+        &[s.as_uuid()],
+    )
+    .await
+    .unwrap();
+    let append = tokio::spawn({
+        let j = Arc::clone(&j);
+        async move { j.append(s, command(s, Uuid::now_v7(), 0)).await }
+    });
+    // Bounded wait until the append is blocked on the row lock (never timed).
+    let watcher = raw_client(&url).await;
+    let pattern = format!("%{schema}%append_batch%");
+    let mut waiting = false;
+    for _ in 0..1500 {
+        let n: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                &[&pattern],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(waiting, "the append never waited for the locked row");
+    tx.execute(
+        &format!("DELETE FROM \"{schema}\".sessions WHERE session = $1"),
+        &[s.as_uuid()],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(append.await.unwrap().unwrap(), appended(1));
+    assert_eq!(j.session_state(s).await.unwrap(), SessionState::Live);
+    assert_eq!(j.last_seq(s).await.unwrap(), 1);
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
