@@ -6,7 +6,7 @@
 //! collision), frame and index entry in one transaction, replay in order. Storage
 //! layout and migrations: see `schema.rs`; the group-commit writer: `writer.rs`;
 //! the shared read connection and the reads: `reader.rs`; leases: `lease.rs`;
-//! connecting: `connect.rs`.
+//! session end, purge and tombstones: `retention.rs`; connecting: `connect.rs`.
 //!
 //! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
 //!   connection) take turns gathering every append queued meanwhile and commit
@@ -87,7 +87,9 @@ const QUEUE: usize = 8192;
 /// at version [`PG_SCHEMA_VERSION`] (recorded in `schema_version`; migrations run on
 /// connect under a transaction-scoped advisory lock, or are only validated):
 ///
-/// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at)`;
+/// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at,
+///   ended_at, purged_at, purge_done)`: a session's head, lease and life; once its
+///   purge began, its tombstone;
 /// * `frames(session, seq, key, kind, bytes, checksum, committed_at)`, primary key
 ///   `(session, seq)`, unique `(session, key)`: the idempotency index.
 ///
@@ -131,6 +133,23 @@ const QUEUE: usize = 8192;
 ///   [`LeasePolicy`]: by default they are allowed unless another writer holds a live
 ///   lease (then `Fenced`), so many processes can share a session; with
 ///   [`LeasePolicy::Required`] they are refused.
+///
+/// # Session end and retention
+///
+/// Same semantics as every backend (see [`SessionState`] and [`purge`](crate::purge)):
+///
+/// * The end marker is an append, so it follows the lease rules: while another writer
+///   holds a live lease, this journal's end marker is [`AppendError::Fenced`]. Its
+///   commit stamps the session's end time with the database's clock. Appends after it
+///   (also later in the same batch) are [`AppendError::SessionEnded`].
+/// * [`purge_step`](JournalBackend::purge_step) is one statement (one transaction) on
+///   the read connection: an unfinished purge first, else the session that ended
+///   first before the horizon, skipping sessions whose lease another holder has live;
+///   rows are taken `FOR UPDATE SKIP LOCKED`, so several purgers share the work. Its
+///   first step writes the tombstone with its first deletions; appends to live
+///   sessions never wait for it.
+/// * [`drop_tombstones`](JournalBackend::drop_tombstones) deletes finished tombstones'
+///   rows, never one with a live lease.
 ///
 /// # Testing
 ///

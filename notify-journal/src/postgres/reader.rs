@@ -362,7 +362,8 @@ impl PgJournal {
     /// The deep integrity check: every frame's checksum (frames written before schema
     /// version 3 have none and are only decoded) and decoding, each frame's key and
     /// session against its row, every session's log contiguous from 1, and every
-    /// session's `last_seq` equal to its last frame. Reads page by page (each page its
+    /// session's `last_seq` equal to its last frame. Purged sessions are skipped: their
+    /// logs are being removed, and no read answers them. Reads page by page (each page its
     /// own statement, bounded by the operation timeout), so memory holds a page and one
     /// entry per session, never the frames, and appends go on; the pages are not one snapshot, so a frame appended meanwhile
     /// can show as a head ahead of what was read, never as damage. Keeps the first
