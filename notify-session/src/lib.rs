@@ -66,6 +66,7 @@
 mod consumer;
 mod end;
 mod error;
+mod metrics;
 mod restore;
 mod retry;
 mod session;
