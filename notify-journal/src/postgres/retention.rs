@@ -7,7 +7,7 @@
 //! queued behind a step wait for it, appends (on the writers' connections) do not.
 
 use std::error::Error as StdError;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use notify_types::{SessionId, Timestamp, Uuid};
 use tokio_postgres::Row;
@@ -127,6 +127,7 @@ impl PgJournal {
         });
         let max = i64::try_from(max_frames.max(1)).unwrap_or(i64::MAX);
         let holder = self.holder;
+        let started = Instant::now();
         let row: Option<Row> = self
             .read("purge step", |c| async move {
                 c.client
@@ -141,9 +142,16 @@ impl PgJournal {
         let session: Uuid = row.try_get(0).map_err(get)?;
         let removed: i64 = row.try_get(1).map_err(get)?;
         let finished: bool = row.try_get(2).map_err(get)?;
+        let frames_removed = seq_u64(removed).map_err(JournalError::Storage)?;
+        crate::metrics::purge_step(
+            crate::metrics::POSTGRES,
+            u64::from(finished),
+            frames_removed,
+            started.elapsed(),
+        );
         Ok(PurgeStep {
             session: Some(SessionId::from_uuid(session)),
-            frames_removed: seq_u64(removed).map_err(JournalError::Storage)?,
+            frames_removed,
             finished,
         })
     }
