@@ -11,8 +11,9 @@ use cli_support::{
     check_export, check_pending, check_sessions, check_show, expect_code, notify,
     notify_with_input, populate, truth,
 };
-use notify_journal::{PgJournal, PgOptions};
+use notify_journal::{JournalBackend, PgJournal, PgOptions};
 use notify_testkit::postgres::{DATABASE_URL_VAR, LOCAL_DEFAULT_URL};
+use notify_types::{JournalRecord, SessionEnded, SessionEvent};
 
 fn url() -> String {
     std::env::var(DATABASE_URL_VAR)
@@ -149,6 +150,64 @@ async fn every_command_works_on_postgres_as_on_a_file() {
     let purge = pg("purge", &s2, &["--ended-before", "1d", "--json"]);
     expect_code(&purge, 0);
     assert_eq!(purge.json()[0]["frames"], 0);
+
+    // End a session of the copy, then purge it: the state column follows, a purged
+    // session's frames are gone (show: not found) and export skips it.
+    let copy = PgJournal::connect(&url, PgOptions::default().schema(&s2))
+        .await
+        .unwrap();
+    let ended = fixture.sessions[0];
+    let end = JournalRecord::Event(SessionEvent::SessionEnded(SessionEnded::new(ended)));
+    let marker = copy.append(ended, end).await.unwrap();
+    assert!(marker.appended);
+    let listed = pg("sessions", &s2, &["--json"]);
+    expect_code(&listed, 0);
+    let row = listed
+        .json()
+        .into_iter()
+        .find(|l| l["session"] == ended.to_string())
+        .unwrap();
+    assert_eq!(row["state"], "ended", "{row}");
+    assert!(row["ended_at"].is_string(), "{row}");
+    assert_eq!(
+        row["pending"], 0,
+        "an ended session has nothing to redeliver"
+    );
+    assert_eq!(row["head"], marker.seq);
+    let purge = pg(
+        "purge",
+        &s2,
+        &["--ended-before", "2999-01-01T00:00:00Z", "--json"],
+    );
+    expect_code(&purge, 0);
+    assert_eq!(purge.json()[0]["sessions"], 1);
+    assert_eq!(purge.json()[0]["frames"], marker.seq);
+    let listed = pg("sessions", &s2, &["--json"]);
+    let row = listed
+        .json()
+        .into_iter()
+        .find(|l| l["session"] == ended.to_string())
+        .unwrap();
+    assert_eq!(row["state"], "purged", "{row}");
+    assert!(row["purged_at"].is_string(), "{row}");
+    assert_eq!(row["frames"], 0);
+    assert_eq!(row["head"], marker.seq);
+    let show = pg("show", &s2, &[&ended.to_string()]);
+    expect_code(&show, 3);
+    assert!(show.stderr.contains("was purged"), "{}", show.stderr);
+    let export = pg("export", &s2, &[]);
+    expect_code(&export, 0);
+    assert!(
+        export.stderr.contains(&format!("skipping session {ended}")),
+        "{}",
+        export.stderr
+    );
+    assert!(!export.stdout.contains(&ended.to_string()));
+    assert_eq!(
+        export.stdout.lines().count() + truth[&ended].frames.len(),
+        first.stdout.lines().count()
+    );
+    copy.close().await;
 
     journal.close().await;
     drop_schema(&url, &s1).await;
