@@ -43,7 +43,7 @@ Exit status:
   5  the journal is damaged (refused at open, or a frame read is damaged)
   6  the journal is in use by another process (a running writer holds the file)
   7  the journal must be opened for writing once first (not closed cleanly, or of an
-     older format): the application, or `notify compact`, does that
+     older format): the application, `notify verify --pages` or `notify purge` does that
   8  refused: import into a journal that is not empty, or input that is not an export
   9  I/O, storage or database failure";
 

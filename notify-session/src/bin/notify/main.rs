@@ -62,7 +62,7 @@ macro_rules! exit_help {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Every session: ID, frames, head, pending count, state, first and last activity.
+    /// Every session: frames, head, pending, orphans, state, first and last activity.
     ///
     /// PENDING is what a restore would redeliver, ORPHANS the processes it would
     /// declare lost. Activity times are the process times of the session's lifecycle
@@ -76,14 +76,17 @@ enum Command {
         )
     )]
     Sessions {
+        /// The journal file (left out with --postgres).
         #[arg(value_name = "PATH", num_args = 0..=1)]
         args: Vec<String>,
         #[command(flatten)]
         db: Db,
     },
-    /// A session's frames, decoded, one line each: seq, kind, command or event ID,
-    /// loop, handle, state and reason, and the details (exit code, process times, what
-    /// a consumption consumes). Opens the journal read-only.
+    /// A session's frames, decoded, one line each.
+    ///
+    /// Each line: seq, kind, command or event ID, loop, handle, state and reason, and
+    /// the details (exit code, process times, what a consumption consumes). Opens the
+    /// journal read-only.
     #[command(
         override_usage = "notify show PATH SESSION [--from SEQ] [--limit N]\n       \
                           notify show --postgres CONNINFO [--schema S] SESSION [--from SEQ] [--limit N]",
@@ -93,6 +96,7 @@ enum Command {
         )
     )]
     Show {
+        /// The journal file (left out with --postgres), then the session ID.
         #[arg(value_name = "PATH SESSION", num_args = 1..=2)]
         args: Vec<String>,
         /// The first seq to show.
@@ -104,9 +108,11 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
-    /// What a restore would do: per session and loop, the notifications appended and
-    /// never consumed (it would redeliver them), and the processes whose last event is
-    /// not terminal (it would declare them lost). Opens the journal read-only.
+    /// What a restore would redeliver, and the processes it would declare lost.
+    ///
+    /// Per session and loop, the notifications appended and never consumed (restore
+    /// redelivers them), then the processes whose last event is not terminal (restore
+    /// declares them lost). Opens the journal read-only.
     #[command(
         override_usage = "notify pending PATH [SESSION]\n       notify pending --postgres CONNINFO [--schema S] [SESSION]",
         after_help = concat!(
@@ -116,15 +122,18 @@ enum Command {
         )
     )]
     Pending {
+        /// The journal file (left out with --postgres), then a session ID to cover
+        /// only that session.
         #[arg(value_name = "PATH [SESSION]", num_args = 0..=2)]
         args: Vec<String>,
         #[command(flatten)]
         db: Db,
     },
-    /// The journal's deep integrity check: every frame's checksum and decoding, every
-    /// session's log contiguous up to its head, index entries and frames one to one.
-    /// Each problem is named by session and seq; the exit status is 0 only when the
-    /// journal is clean.
+    /// The deep integrity check; exit status 0 only when the journal is clean.
+    ///
+    /// Every frame's checksum and decoding, every session's log contiguous up to its
+    /// head, index entries and frames one to one. Each problem is named by session and
+    /// seq.
     ///
     /// Opens a redb file read-only. With --pages, redb's own check of every page's
     /// checksum runs too; that needs the file opened for writing (redb then saves its
@@ -138,6 +147,7 @@ enum Command {
         )
     )]
     Verify {
+        /// The journal file (left out with --postgres).
         #[arg(value_name = "PATH", num_args = 0..=1)]
         args: Vec<String>,
         /// List at most N problems (all are counted) [default: 100].
@@ -149,10 +159,12 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
-    /// Every frame (or one session's) as JSON lines in the canonical wire form, to
-    /// stdout: {"session":…,"seq":…,"record":<the JournalRecord::encode bytes>}.
-    /// `notify import` reads it back; export, import and export again give the same
-    /// bytes. Opens the journal read-only.
+    /// Every frame (or one session's) as JSON lines, in the canonical wire form.
+    ///
+    /// One line per frame, to stdout: `{"session":…,"seq":…,"record":RECORD}`, RECORD
+    /// being the record's `JournalRecord::encode` bytes. `notify import` reads it back;
+    /// export, import and export again give the same bytes. Purged sessions (only a
+    /// tombstone left) are skipped, with a note on stderr. Opens the journal read-only.
     #[command(
         override_usage = "notify export PATH [SESSION]\n       notify export --postgres CONNINFO [--schema S] [SESSION]",
         after_help = concat!(
@@ -161,14 +173,17 @@ enum Command {
         )
     )]
     Export {
+        /// The journal file (left out with --postgres), then a session ID to cover
+        /// only that session.
         #[arg(value_name = "PATH [SESSION]", num_args = 0..=2)]
         args: Vec<String>,
         #[command(flatten)]
         db: Db,
     },
-    /// Appends an export (from --input FILE, or stdin) to an empty journal, frame by
-    /// frame at the same seqs. A redb file is created if missing; a journal that holds
-    /// any session is refused.
+    /// Appends an export to an empty journal, at the same seqs.
+    ///
+    /// Reads `notify export`'s lines from --input FILE, or stdin. A redb file is
+    /// created if missing; a journal that holds any session is refused.
     #[command(
         override_usage = "notify import PATH [--input FILE]\n       notify import --postgres CONNINFO [--schema S] [--input FILE]",
         after_help = concat!(
@@ -178,6 +193,7 @@ enum Command {
         )
     )]
     Import {
+        /// The journal file (left out with --postgres).
         #[arg(value_name = "PATH", num_args = 0..=1)]
         args: Vec<String>,
         /// Read the export from FILE instead of stdin.
@@ -186,22 +202,26 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
-    /// The journal's size: file size, sessions, frames, index entries, bytes per
-    /// frame and format version (for PostgreSQL: table size and schema version).
-    /// Opens the journal read-only.
+    /// File size, sessions, frames, index entries, bytes per frame, format version.
+    ///
+    /// For PostgreSQL: the tables' size and the schema version. Opens the journal
+    /// read-only.
     #[command(
         override_usage = "notify stats PATH\n       notify stats --postgres CONNINFO [--schema S]",
         after_help = concat!("Example:\n  notify stats notify.redb --json\n\n", exit_help!())
     )]
     Stats {
+        /// The journal file (left out with --postgres).
         #[arg(value_name = "PATH", num_args = 0..=1)]
         args: Vec<String>,
         #[command(flatten)]
         db: Db,
     },
-    /// Purges every session that ended before WHEN, in bounded steps (one transaction
-    /// each), leaving each one's tombstone so that a late append still fails closed.
-    /// Opens the journal for writing (a redb file in use is refused).
+    /// Purges the sessions that ended before WHEN, in bounded steps.
+    ///
+    /// One transaction per step; each purged session leaves its tombstone, so that a
+    /// late append for it still fails closed. Opens the journal for writing (a redb file
+    /// in use is refused).
     #[command(
         override_usage = "notify purge PATH --ended-before WHEN [--max-frames-per-step N]\n       \
                           notify purge --postgres CONNINFO [--schema S] --ended-before WHEN [--max-frames-per-step N]",
@@ -212,6 +232,7 @@ enum Command {
         )
     )]
     Purge {
+        /// The journal file (left out with --postgres).
         #[arg(value_name = "PATH", num_args = 0..=1)]
         args: Vec<String>,
         /// Purge sessions that ended before WHEN.
