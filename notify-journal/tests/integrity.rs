@@ -354,7 +354,11 @@ async fn a_session_row_this_build_cannot_read_is_never_ignored() {
     let j = open(&path);
     assert!(matches!(
         j.session_state(s).await,
-        Err(JournalError::Corrupt { seq: 0, source: Corruption::Truncated { len: 5 }, .. })
+        Err(JournalError::Corrupt {
+            seq: 0,
+            source: Corruption::Truncated { len: 5 },
+            ..
+        })
     ));
     assert!(matches!(
         j.replay(s, 1, 10).await,

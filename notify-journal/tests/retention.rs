@@ -12,8 +12,8 @@ use std::path::Path;
 
 use common::{command, ended, key_of, open, session};
 use notify_journal::{
-    AppendError, AppendOutcome, Corruption, JournalBackend, JournalError, JournalOptions,
-    OpenError, Problem, PurgeStep, RedbJournal, SessionState, purge, purge_with, replay_all,
+    AppendError, AppendOutcome, Corruption, JournalBackend, JournalError, OpenError, Problem,
+    PurgeStep, RedbJournal, SessionState, purge, purge_with, replay_all,
 };
 use notify_testkit::tamper::{self, RETENTION, SESSIONS};
 use notify_types::{SessionId, Timestamp};
