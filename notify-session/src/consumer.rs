@@ -8,7 +8,7 @@ use notify_loop::{LoopConsumer, Received};
 use notify_types::{CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent};
 
 use crate::error::{AckError, PublishError};
-use crate::session::{Inner, Session};
+use crate::session::{Inner, Published, Session};
 
 /// Receives a native loop's notifications in acceptance order (restore-seeded ones
 /// first). Returned by [`Session::register_loop`].
@@ -36,6 +36,12 @@ impl SessionConsumer {
         }
     }
 
+    fn ended(&self) -> bool {
+        self.session
+            .ended_flag
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The loop this consumer drains.
     #[must_use]
     pub fn loop_id(&self) -> LoopId {
@@ -43,13 +49,20 @@ impl SessionConsumer {
     }
 
     /// The next live notification, or `None` once the loop has exited and nothing is
-    /// left.
+    /// left, or once the session has [ended](Session::end) (what was still live then
+    /// is consumed or abandoned on the record, and never delivered).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a notification is either returned or stays queued.
     pub async fn recv(&mut self) -> Option<SessionReceived> {
+        if self.ended() {
+            return None;
+        }
         let received = self.consumer.recv().await?;
+        if self.ended() {
+            return None;
+        }
         Some(SessionReceived {
             session: self.session.clone(),
             loop_id: self.loop_id,
@@ -98,6 +111,7 @@ impl SessionReceived {
     ///
     /// [`AckError::Journal`] if the consumption could not be journaled: the
     /// notification is not released and is handed to the consumer again.
+    /// [`AckError::SessionEnded`] once the session has ended.
     ///
     /// # Cancel safety
     ///
@@ -115,8 +129,12 @@ impl SessionReceived {
             .journal_and_broadcast(SessionEvent::NotificationConsumed(consumed))
             .await
         {
-            Ok(_) => {}
+            Ok(Published::New { .. }) => crate::metrics::consumed(),
+            Ok(Published::Duplicate { .. }) => {}
             Err(PublishError::Journal(e)) => return Err(AckError::Journal(e)),
+            Err(PublishError::SessionEnded { session_id, .. }) => {
+                return Err(AckError::SessionEnded { session_id });
+            }
             Err(PublishError::Collision { event_id, seq }) => {
                 return Err(AckError::Journal(notify_journal::AppendError::Collision {
                     key: *event_id.as_uuid(),

@@ -49,6 +49,15 @@ pub enum PublishError {
         /// The original frame's sequence.
         seq: u64,
     },
+    /// The session has ended (or was purged): nothing was journaled or broadcast.
+    /// Never retry.
+    #[error("session {session_id} has ended{}", if *purged { " and was purged" } else { "" })]
+    SessionEnded {
+        /// The session.
+        session_id: SessionId,
+        /// Whether its log was purged.
+        purged: bool,
+    },
     /// The journal append failed; nothing was broadcast.
     #[error("journal append failed")]
     Journal(#[source] AppendError),
@@ -63,6 +72,13 @@ pub enum AckError {
     /// handed to the consumer again: acknowledge it again later.
     #[error("journaling the consumption failed")]
     Journal(#[source] AppendError),
+    /// The session has ended: the consumption was not journaled (the notification was
+    /// abandoned when the session ended, or the end refused while it was pending).
+    #[error("session {session_id} has ended")]
+    SessionEnded {
+        /// The session.
+        session_id: SessionId,
+    },
     /// The consumption was journaled but the loop had already exited; restore will not
     /// redeliver it.
     #[error("loop exited before the release")]
@@ -89,4 +105,25 @@ pub enum DeclareLostError {
     /// The `ProcessLost` event could not be published.
     #[error("the ProcessLost event was not published")]
     Publish(#[source] PublishError),
+}
+
+/// Why [`Session::end`](crate::Session::end) did not end the session.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum EndError {
+    /// Notifications are pending (appended, never consumed) and the caller did not ask
+    /// to abandon them: nothing was written. Consume them, or end with
+    /// [`IfPending::Abandon`](crate::IfPending::Abandon).
+    #[error("{count} notification(s) still pending; consume or abandon them first")]
+    Pending {
+        /// How many.
+        count: usize,
+    },
+    /// The journal could not be read to find what is pending.
+    #[error("reading the journal failed")]
+    Read(#[source] JournalError),
+    /// Journaling an abandonment or the end marker failed. What was journaled before
+    /// stays; ending again continues where this stopped.
+    #[error("journaling the end failed")]
+    Journal(#[source] AppendError),
 }

@@ -64,7 +64,9 @@
 #![deny(unsafe_code)]
 
 mod consumer;
+mod end;
 mod error;
+mod metrics;
 mod restore;
 mod retry;
 mod session;
@@ -80,7 +82,8 @@ pub use notify_loop;
 pub use notify_types;
 
 pub use consumer::{SessionConsumer, SessionReceived};
-pub use error::{AckError, DeclareLostError, PublishError, RegisterError, RestoreError};
+pub use end::{Ended, IfPending};
+pub use error::{AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError};
 pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, completed_event, restore};
 pub use retry::{RetryPolicy, notify_with_retry};
 pub use session::{Published, Session};
@@ -128,12 +131,12 @@ pub mod prelude {
         CommandId, Disposition, EventId, ExecutionId, LoopId, Notified, NotifyError,
         ProcessCompletionNotification, ProcessCompletionNotifier, ProcessLifecycleKind,
         ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
-        ProcessTerminalReason, SessionEvent, SessionId, StopCause,
+        ProcessTerminalReason, SessionEvent, SessionId, StopCause, Timestamp,
     };
 
     pub use crate::{
-        AckError, ProcessOutcome, ProcessSpec, RestoreReport, RetryPolicy, Session,
-        SessionConsumer, SessionReceived, StopSignal, SupervisedProcess, Supervisor,
-        completed_event, notify_with_retry, restore,
+        AckError, EndError, Ended, IfPending, ProcessOutcome, ProcessSpec, RestoreReport,
+        RetryPolicy, Session, SessionConsumer, SessionReceived, StopSignal, SupervisedProcess,
+        Supervisor, completed_event, notify_with_retry, restore,
     };
 }

@@ -24,7 +24,7 @@ const DEFAULT_EVENT_BUFFER: usize = 1024;
 
 /// A registered loop.
 #[derive(Clone)]
-enum LoopEntry {
+pub(crate) enum LoopEntry {
     /// A loop of this engine, reached through its actor handle.
     Native(LoopHandle),
     /// A loop of another engine: it exists, but cannot take process notifications.
@@ -38,6 +38,14 @@ pub(crate) struct Inner {
     /// Never held across an `.await`: lookups clone the handle and drop the guard.
     loops: RwLock<HashMap<LoopId, LoopEntry>>,
     pub(crate) events: broadcast::Sender<SessionEvent>,
+    /// Whether the session has ended. Every journal append of the session (notify,
+    /// publish, ack) holds a read guard across it; [`Session::end`] holds the write
+    /// guard while it checks what is pending and journals the end, so nothing slips
+    /// in between.
+    pub(crate) ended: tokio::sync::RwLock<bool>,
+    /// Set (once, never cleared) when the end is journaled, for checks that cannot
+    /// wait: a consumer stops receiving at once.
+    pub(crate) ended_flag: std::sync::atomic::AtomicBool,
 }
 
 /// One agent session: the front door for process completion notifications.
@@ -154,6 +162,8 @@ impl Session {
                 journal,
                 loops: RwLock::new(HashMap::new()),
                 events,
+                ended: tokio::sync::RwLock::new(false),
+                ended_flag: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -193,9 +203,11 @@ impl Session {
         if loops.contains_key(&loop_id) {
             return Err(RegisterError::AlreadyRegistered { loop_id });
         }
+        let seeded = config.seeded().len();
         let (handle, consumer) = notify_loop::spawn(config);
         loops.insert(loop_id, LoopEntry::Native(handle));
         drop(loops);
+        crate::metrics::redelivered(seeded);
         Ok(SessionConsumer::new(self.inner.clone(), loop_id, consumer))
     }
 
@@ -267,7 +279,7 @@ impl Session {
             .collect()
     }
 
-    fn entry(&self, loop_id: LoopId) -> Option<LoopEntry> {
+    pub(crate) fn entry(&self, loop_id: LoopId) -> Option<LoopEntry> {
         self.inner
             .loops
             .read()
@@ -301,7 +313,9 @@ impl Session {
             loop_id = %n.loop_id,
             command_id = %n.command_id,
         );
-        self.notify_inner(n).instrument(span).await
+        let answer = self.notify_inner(n).instrument(span).await;
+        crate::metrics::notified(&answer);
+        answer
     }
 
     async fn notify_inner(
@@ -324,6 +338,13 @@ impl Session {
         };
         let command = ProcessNotification::new(n);
         let command_id = command.command_id();
+        let ended = self.inner.ended.read().await;
+        if *ended {
+            return Err(NotifyError::SessionEnded {
+                session_id: self.inner.id,
+                purged: false,
+            });
+        }
         if let Some(journal) = &self.inner.journal {
             let outcome = append(journal.as_ref(), self.inner.id, command.clone().into())
                 .await
@@ -344,6 +365,7 @@ impl Session {
                 }
             }
         }
+        drop(ended);
         match handle.deliver(command).await {
             Delivery::Accepted => Ok(Notified::Accepted),
             Delivery::Duplicate => Ok(Notified::Duplicate),
@@ -387,6 +409,13 @@ impl Session {
         event: SessionEvent,
     ) -> Result<Published, PublishError> {
         let event_id = event.event_id();
+        let ended = self.inner.ended.read().await;
+        if *ended {
+            return Err(PublishError::SessionEnded {
+                session_id: self.inner.id,
+                purged: false,
+            });
+        }
         let seq = match &self.inner.journal {
             Some(journal) => {
                 match append(journal.as_ref(), self.inner.id, event.clone().into()).await {
@@ -403,11 +432,18 @@ impl Session {
                     Err(notify_journal::AppendError::Collision { seq, .. }) => {
                         return Err(PublishError::Collision { event_id, seq });
                     }
+                    Err(notify_journal::AppendError::SessionEnded { session, purged }) => {
+                        return Err(PublishError::SessionEnded {
+                            session_id: session,
+                            purged,
+                        });
+                    }
                     Err(e) => return Err(PublishError::Journal(e)),
                 }
             }
             None => 0,
         };
+        drop(ended);
         // No subscribers is a normal state, not an error.
         let _ = self.inner.events.send(event);
         Ok(Published::New { seq })

@@ -50,3 +50,13 @@ mod integrity {
         backend = |journal| &journal,
     }
 }
+
+mod retention {
+    //! Session end, purge and tombstones, each check on a journal of its own.
+    use notify_testkit::MemoryJournal;
+
+    notify_testkit::conformance_retention_tests! {
+        setup = MemoryJournal::new(),
+        backend = |journal| &journal,
+    }
+}

@@ -76,6 +76,10 @@ enum Bug {
     SessionsUnsorted,
     ReplayIgnoresLimit,
     LookupAlwaysNone,
+    /// Purge steps ignore their bound.
+    PurgeUnbounded,
+    /// A purged session's tombstone never goes, and answers `Live`.
+    PurgedLooksLive,
 }
 
 impl JournalBackend for Broken {
@@ -139,14 +143,24 @@ impl JournalBackend for Broken {
         &self,
         session: SessionId,
     ) -> BoxFuture<'_, Result<notify_journal::SessionState, JournalError>> {
-        self.inner.session_state(session)
+        Box::pin(async move {
+            match (self.bug, self.inner.session_state(session).await?) {
+                (Bug::PurgedLooksLive, notify_journal::SessionState::Purged(_)) => {
+                    Ok(notify_journal::SessionState::Live)
+                }
+                (_, state) => Ok(state),
+            }
+        })
     }
     fn purge_step(
         &self,
         ended_before: notify_types::Timestamp,
         max_frames: usize,
     ) -> BoxFuture<'_, Result<notify_journal::PurgeStep, JournalError>> {
-        self.inner.purge_step(ended_before, max_frames)
+        match self.bug {
+            Bug::PurgeUnbounded => self.inner.purge_step(ended_before, usize::MAX),
+            _ => self.inner.purge_step(ended_before, max_frames),
+        }
     }
     fn drop_tombstones(
         &self,
@@ -185,5 +199,25 @@ async fn the_suite_catches_broken_backends() {
             .expect_err("the suite must reject a broken backend");
         assert_eq!(err.check(), first_failing, "{bug:?}: {err}");
         assert!(conformance::CHECKS.contains(&err.check()));
+    }
+}
+
+/// The retention checks notice a backend whose purge ignores its bound or whose purged
+/// sessions look live.
+#[tokio::test]
+async fn the_retention_checks_catch_broken_backends() {
+    for (bug, first_failing) in [
+        (Bug::PurgeUnbounded, "purge_runs_in_bounded_steps"),
+        (Bug::PurgedLooksLive, "purge_respects_the_horizon"),
+    ] {
+        let backend = Broken {
+            inner: MemoryJournal::new(),
+            bug,
+        };
+        let err = conformance::run_retention(&backend)
+            .await
+            .expect_err("the retention checks must reject a broken backend");
+        assert_eq!(err.check(), first_failing, "{bug:?}: {err}");
+        assert!(conformance::RETENTION_CHECKS.contains(&err.check()));
     }
 }

@@ -27,6 +27,7 @@
 
 mod contract;
 mod integrity;
+mod retention;
 mod support;
 
 use notify_journal::JournalBackend;
@@ -35,6 +36,7 @@ pub use contract::*;
 pub use integrity::{
     INTEGRITY_CHECKS, Tamper, damaged_frame_is_named, run_integrity, short_log_is_named,
 };
+pub use retention::*;
 
 /// A backend broke the contract: which check failed, and how.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -200,6 +202,42 @@ macro_rules! conformance_integrity_tests {
         async fn short_log_is_named() -> Result<(), $crate::conformance::ConformanceError> {
             let $f = $setup;
             $crate::conformance::short_log_is_named($backend).await
+        }
+    };
+}
+
+/// Generates one `#[tokio::test]` per retention check ([`RETENTION_CHECKS`]: session
+/// end, purge, tombstones) and one running them all in turn.
+///
+/// The checks purge every session ended before a horizon, so `setup` must give each
+/// test a backend of its own (a fresh journal, file or schema), evaluated afresh in
+/// each test and bound to the identifier in `backend = |ident| …`, whose expression
+/// must give a `&impl JournalBackend`.
+///
+/// ```
+/// notify_testkit::conformance_retention_tests! {
+///     setup = notify_testkit::MemoryJournal::new(),
+///     backend = |journal| &journal,
+/// }
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! conformance_retention_tests {
+    (setup = $setup:expr, backend = |$f:ident| $backend:expr $(,)?) => {
+        $crate::conformance_tests!(@each ($setup) $f ($backend) [
+            append_after_end_is_refused,
+            purge_respects_the_horizon,
+            purge_leaves_a_tombstone,
+            append_after_purge_is_refused,
+            purge_runs_in_bounded_steps,
+            purge_interleaved_with_live_appends,
+            tombstones_drop_after_their_horizon,
+        ]);
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn run_retention_on_one_backend() -> Result<(), $crate::conformance::ConformanceError> {
+            let $f = $setup;
+            $crate::conformance::run_retention($backend).await
         }
     };
 }

@@ -1,0 +1,227 @@
+//! Ending a session: refuse or abandon what is pending, journal the end marker, and
+//! refuse everything after it.
+
+use notify_journal::{AppendError, SessionState};
+use notify_types::{
+    CommandId, NotificationAbandoned, SessionEnded, SessionEvent, SessionId, consumed_event_id,
+};
+use tracing::Instrument as _;
+
+use crate::error::EndError;
+use crate::restore::restore;
+use crate::session::{LoopEntry, Session, append};
+
+/// What [`Session::end`] does with notifications still pending (appended, never
+/// consumed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum IfPending {
+    /// Refuse to end while any is pending ([`EndError::Pending`] says how many).
+    #[default]
+    Refuse,
+    /// Journal each as `NotificationAbandoned` first, then end: nothing disappears
+    /// unrecorded, and none is ever delivered.
+    Abandon,
+}
+
+/// What [`Session::end`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// The session.
+    pub session_id: SessionId,
+    /// The end marker's sequence in the journal (0 for a headless session, and for a
+    /// session found already purged: see [`already`](Self::already)).
+    pub seq: u64,
+    /// The notifications journaled as abandoned, in journal order.
+    pub abandoned: Vec<CommandId>,
+    /// Whether the session had already ended (by this or an earlier process) before
+    /// this call: nothing was written.
+    pub already: bool,
+}
+
+impl Session {
+    /// Ends the session: journals its end marker (`SessionEnded`), after which notify,
+    /// lifecycle publish and acknowledgement answer that the session ended
+    /// ([`NotifyError::SessionEnded`](notify_types::NotifyError::SessionEnded),
+    /// [`PublishError::SessionEnded`](crate::PublishError::SessionEnded),
+    /// [`AckError::SessionEnded`](crate::AckError::SessionEnded)) and nothing is
+    /// appended; the native loops are shut down, and their consumers receive nothing
+    /// more (`recv` answers `None`: an abandoned notification is never delivered).
+    ///
+    /// Notifications still pending (appended, never consumed, as [`restore`] computes
+    /// them from the journal) refuse the end ([`EndError::Pending`]) unless `pending`
+    /// is [`IfPending::Abandon`], which journals each as abandoned before the end
+    /// marker. Notifications and events in flight when `end` is called finish first;
+    /// later ones wait for the end and are refused. Ending an ended session is not an
+    /// error ([`Ended::already`]). A headless session has no journal: it ends at once,
+    /// with nothing to check or abandon.
+    ///
+    /// ```
+    /// use notify_session::prelude::*;
+    /// use notify_session::{EndError, IfPending};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+    /// let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+    /// let session = Session::new(session_id, journal);
+    /// let _inbox = session.register_loop(LoopConfig::new(session_id, loop_id))?;
+    /// let n = ProcessCompletionNotification {
+    ///     command_id: CommandId::new(),
+    ///     session_id,
+    ///     loop_id,
+    ///     process_handle: "build-42".into(),
+    ///     state: ProcessLifecycleState::Exited,
+    ///     reason: ProcessTerminalReason::Exited,
+    /// };
+    /// session.notify_process_completion(n.clone()).await?;
+    ///
+    /// // Never consumed: ending refuses, and says how many are pending.
+    /// assert!(matches!(session.end(IfPending::Refuse).await, Err(EndError::Pending { count: 1 })));
+    /// let ended = session.end(IfPending::Abandon).await?;
+    /// assert_eq!(ended.abandoned, vec![n.command_id]);
+    ///
+    /// // After the end, the same notification is refused, never retried.
+    /// let refused = session.notify_process_completion(n).await.unwrap_err();
+    /// assert!(matches!(refused, NotifyError::SessionEnded { .. }));
+    /// assert!(!refused.is_retryable());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`EndError::Pending`] (nothing written), [`EndError::Read`] if the journal
+    /// cannot be read, [`EndError::Journal`] if an append failed (the abandonments
+    /// journaled before it stay; ending again continues).
+    ///
+    /// # Cancel safety
+    ///
+    /// If cancelled, some abandonments and perhaps the end marker may be journaled;
+    /// calling `end` again is safe and completes the end (an abandoned notification is
+    /// no longer pending, and the end marker deduplicates).
+    pub async fn end(&self, pending: IfPending) -> Result<Ended, EndError> {
+        let span = tracing::info_span!("end", session = %self.inner.id, ?pending);
+        self.end_inner(pending).instrument(span).await
+    }
+
+    async fn end_inner(&self, pending: IfPending) -> Result<Ended, EndError> {
+        let session_id = self.inner.id;
+        // Held to the end: notifies, publishes and acks in flight finish first, and
+        // later ones wait, then see the session ended.
+        let mut ended = self.inner.ended.write().await;
+        if *ended {
+            return Ok(Ended {
+                session_id,
+                seq: 0,
+                abandoned: Vec::new(),
+                already: true,
+            });
+        }
+        let mark = |ended: &mut bool| {
+            *ended = true;
+            self.inner
+                .ended_flag
+                .store(true, std::sync::atomic::Ordering::Release);
+        };
+        let Some(journal) = self.inner.journal.clone() else {
+            mark(&mut ended);
+            self.shutdown_loops().await;
+            return Ok(Ended {
+                session_id,
+                seq: 0,
+                abandoned: Vec::new(),
+                already: false,
+            });
+        };
+        let report = restore(session_id, journal.as_ref())
+            .await
+            .map_err(|crate::RestoreError::Replay(e)| EndError::Read(e))?;
+        if report.state != SessionState::Live {
+            mark(&mut ended);
+            self.shutdown_loops().await;
+            return Ok(Ended {
+                session_id,
+                seq: if report.state.is_purged() {
+                    0
+                } else {
+                    report.last_seq
+                },
+                abandoned: Vec::new(),
+                already: true,
+            });
+        }
+        let count = report.pending_count();
+        if count > 0 && pending == IfPending::Refuse {
+            return Err(EndError::Pending { count });
+        }
+        let mut abandoned = Vec::with_capacity(count);
+        for (&loop_id, commands) in &report.pending {
+            for command in commands {
+                let cause = command.command_id();
+                // Consumed since the journal was read? Then it is not pending.
+                let consumed = journal
+                    .lookup(session_id, *consumed_event_id(cause).as_uuid())
+                    .await
+                    .map_err(EndError::Read)?;
+                if consumed.is_some() {
+                    continue;
+                }
+                let event = NotificationAbandoned::new(session_id, loop_id, cause);
+                append(
+                    journal.as_ref(),
+                    session_id,
+                    SessionEvent::from(event).into(),
+                )
+                .await
+                .map_err(EndError::Journal)?;
+                abandoned.push(cause);
+            }
+        }
+        let marker = SessionEvent::from(SessionEnded::new(session_id));
+        let (seq, already) = match append(journal.as_ref(), session_id, marker.clone().into()).await
+        {
+            Ok(outcome) => (outcome.seq, !outcome.appended),
+            // Ended meanwhile by another process sharing the journal.
+            Err(AppendError::SessionEnded { purged, .. }) => {
+                let seq = if purged { 0 } else { report.last_seq };
+                (seq, true)
+            }
+            Err(e) => return Err(EndError::Journal(e)),
+        };
+        mark(&mut ended);
+        drop(ended);
+        if !already {
+            // No subscribers is a normal state, not an error.
+            let _ = self.inner.events.send(marker);
+        }
+        self.shutdown_loops().await;
+        if !already {
+            crate::metrics::ended(abandoned.len());
+        }
+        tracing::info!(seq, abandoned = abandoned.len(), "session ended");
+        Ok(Ended {
+            session_id,
+            seq,
+            abandoned,
+            already,
+        })
+    }
+
+    /// Shuts every native loop down (they stay registered, answering `Exited`).
+    async fn shutdown_loops(&self) {
+        for loop_id in self.loops() {
+            if let Some(LoopEntry::Native(handle)) = self.entry(loop_id) {
+                handle.shutdown().await;
+            }
+        }
+    }
+
+    /// Whether this session has ended (through [`end`](Self::end) on this handle or a
+    /// clone). A session ended by another process sharing the journal is found out at
+    /// its next append.
+    pub async fn is_ended(&self) -> bool {
+        *self.inner.ended.read().await
+    }
+}

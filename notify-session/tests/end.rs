@@ -1,0 +1,292 @@
+//! Ending a session: pending notifications refuse the end or are abandoned on the
+//! record, and after the end every notify, publish and ack is refused and nothing is
+//! appended — in this process, in a restarted one, and after a purge.
+
+// Tests unwrap freely, helpers included: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use notify_journal::{JournalBackend, SessionState, purge, replay_all};
+use notify_loop::LoopConfig;
+use notify_session::{
+    AckError, EndError, IfPending, PublishError, Session, SessionConsumer, restore,
+};
+use notify_testkit::MemoryJournal;
+use notify_testkit::sample::{lifecycle, notification};
+use notify_types::{
+    CommandId, Disposition, JournalRecord, LoopId, NotifyError, ProcessLifecycleKind, SessionEvent,
+    SessionId, Timestamp,
+};
+
+fn one_loop(journal: Arc<dyn JournalBackend>) -> (Session, LoopId, SessionConsumer) {
+    let session = Session::new(SessionId::new(), journal);
+    let loop_id = LoopId::new();
+    let consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    (session, loop_id, consumer)
+}
+
+fn assert_ended(e: &NotifyError, session: SessionId, purged: bool) {
+    match e {
+        NotifyError::SessionEnded {
+            session_id,
+            purged: p,
+        } => {
+            assert_eq!((*session_id, *p), (session, purged));
+            assert!(!e.is_retryable());
+            assert_eq!(e.disposition(), Some(Disposition::Stopped));
+        }
+        other => panic!("want SessionEnded, got {other:?}"),
+    }
+}
+
+/// The kinds of a session's frames, in order.
+async fn kinds(journal: &dyn JournalBackend, session: SessionId) -> Vec<&'static str> {
+    replay_all(journal, session)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, r)| r.type_name())
+        .collect()
+}
+
+#[tokio::test]
+async fn pending_notifications_refuse_the_end_and_nothing_is_written() {
+    let journal = MemoryJournal::new();
+    let (session, loop_id, _consumer) = one_loop(Arc::new(journal.clone()));
+    for _ in 0..3 {
+        session
+            .notify_process_completion(notification(session.id(), loop_id))
+            .await
+            .unwrap();
+    }
+    let before = journal.last_seq(session.id()).await.unwrap();
+    match session.end(IfPending::Refuse).await {
+        Err(EndError::Pending { count: 3 }) => {}
+        other => panic!("want Pending {{ count: 3 }}, got {other:?}"),
+    }
+    assert_eq!(journal.last_seq(session.id()).await.unwrap(), before);
+    assert_eq!(
+        journal.session_state(session.id()).await.unwrap(),
+        SessionState::Live
+    );
+    // Still live: a new notification is taken.
+    session
+        .notify_process_completion(notification(session.id(), loop_id))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn abandoning_journals_each_pending_notification_before_the_end() {
+    let journal = MemoryJournal::new();
+    let (session, loop_id, mut consumer) = one_loop(Arc::new(journal.clone()));
+    let consumed = notification(session.id(), loop_id);
+    session
+        .notify_process_completion(consumed.clone())
+        .await
+        .unwrap();
+    consumer.recv().await.unwrap().ack().await.unwrap();
+    let mut pending = Vec::new();
+    for _ in 0..2 {
+        let n = notification(session.id(), loop_id);
+        session.notify_process_completion(n.clone()).await.unwrap();
+        pending.push(n.command_id);
+    }
+    let ended = session.end(IfPending::Abandon).await.unwrap();
+    assert_eq!(ended.abandoned, pending);
+    assert!(!ended.already);
+    assert_eq!(
+        kinds(&journal, session.id()).await,
+        [
+            "ProcessNotification",
+            "NotificationConsumed",
+            "ProcessNotification",
+            "ProcessNotification",
+            "NotificationAbandoned",
+            "NotificationAbandoned",
+            "SessionEnded",
+        ]
+    );
+    assert_eq!(ended.seq, 7);
+    assert!(matches!(
+        journal.session_state(session.id()).await.unwrap(),
+        SessionState::Ended { last_seq: 7, .. }
+    ));
+    // The loop is shut down: the consumer sees its inbox close.
+    assert!(consumer.recv().await.is_none());
+    // Restore reports the session ended, with nothing to redeliver.
+    let report = restore(session.id(), &journal).await.unwrap();
+    assert!(report.state.is_ended() && !report.state.is_purged());
+    assert_eq!(report.pending_count(), 0);
+    assert!(report.orphans.is_empty());
+    assert_eq!(report.last_seq, 7);
+}
+
+#[tokio::test]
+async fn after_the_end_notify_publish_and_ack_are_refused_and_nothing_is_appended() {
+    let journal = MemoryJournal::new();
+    let (session, loop_id, mut consumer) = one_loop(Arc::new(journal.clone()));
+    let first = notification(session.id(), loop_id);
+    session
+        .notify_process_completion(first.clone())
+        .await
+        .unwrap();
+    let received = consumer.recv().await.unwrap();
+    session.end(IfPending::Abandon).await.unwrap();
+    let last = journal.last_seq(session.id()).await.unwrap();
+
+    // A retry of the old ID and a new notification: refused, never retryable.
+    for n in [first, notification(session.id(), loop_id)] {
+        let e = session.notify_process_completion(n).await.unwrap_err();
+        assert_ended(&e, session.id(), false);
+    }
+    let started = lifecycle(session.id(), loop_id, ProcessLifecycleKind::Started);
+    match session.publish_lifecycle(started).await {
+        Err(PublishError::SessionEnded { session_id, purged }) => {
+            assert_eq!((session_id, purged), (session.id(), false));
+        }
+        other => panic!("want PublishError::SessionEnded, got {other:?}"),
+    }
+    match received.ack().await {
+        Err(AckError::SessionEnded { session_id }) => assert_eq!(session_id, session.id()),
+        other => panic!("want AckError::SessionEnded, got {other:?}"),
+    }
+    assert_eq!(journal.last_seq(session.id()).await.unwrap(), last);
+    // Ending again is not an error and writes nothing.
+    let again = session.end(IfPending::Refuse).await.unwrap();
+    assert!(again.already);
+    assert_eq!(journal.last_seq(session.id()).await.unwrap(), last);
+}
+
+/// A restarted process (a new `Session` on the same journal) is refused by the journal
+/// itself; after a purge the refusal says so, and restore reports the tombstone.
+async fn restarted_process_is_refused(
+    first: Arc<dyn JournalBackend>,
+    journal: Arc<dyn JournalBackend>,
+) {
+    let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+    let old = notification(session_id, loop_id);
+    {
+        let session = Session::new(session_id, first);
+        let _inbox = session
+            .register_loop(LoopConfig::new(session_id, loop_id))
+            .unwrap();
+        session
+            .notify_process_completion(old.clone())
+            .await
+            .unwrap();
+        session.end(IfPending::Abandon).await.unwrap();
+    }
+    let report = restore(session_id, journal.as_ref()).await.unwrap();
+    assert!(matches!(
+        report.state,
+        SessionState::Ended { last_seq: 3, .. }
+    ));
+    let session = Session::new(session_id, journal.clone());
+    let _inbox = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+    let e = session
+        .notify_process_completion(old.clone())
+        .await
+        .unwrap_err();
+    assert_ended(&e, session_id, false);
+    // Ending in the restarted process finds it ended.
+    assert!(session.end(IfPending::Refuse).await.unwrap().already);
+
+    purge(journal.as_ref(), Timestamp::MAX, 2).await.unwrap();
+    let fresh = Session::new(session_id, journal.clone());
+    let _inbox = fresh
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+    for n in [old, notification(session_id, loop_id)] {
+        let e = fresh.notify_process_completion(n).await.unwrap_err();
+        assert_ended(&e, session_id, true);
+    }
+    let report = restore(session_id, journal.as_ref()).await.unwrap();
+    match report.state {
+        SessionState::Purged(t) => assert_eq!((t.last_seq, t.frames), (3, 3)),
+        other => panic!("want Purged, got {other:?}"),
+    }
+    assert_eq!(report.last_seq, 3);
+    assert_eq!(report.pending_count(), 0);
+}
+
+#[tokio::test]
+async fn a_restarted_process_is_refused_on_memory() {
+    let journal = MemoryJournal::new();
+    restarted_process_is_refused(Arc::new(journal.clone()), Arc::new(journal)).await;
+}
+
+/// Notifications racing the end: each is either taken before the end (then it is
+/// consumed or abandoned on the record) or refused as `SessionEnded` — none is
+/// journaled and left unrecorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_racing_the_end_are_recorded_or_refused() {
+    let journal = MemoryJournal::new();
+    let (session, loop_id, _consumer) = one_loop(Arc::new(journal.clone()));
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let session = session.clone();
+        let n = notification(session.id(), loop_id);
+        tasks.push(tokio::spawn(async move {
+            (n.command_id, session.notify_process_completion(n).await)
+        }));
+    }
+    let ended = session.end(IfPending::Abandon).await.unwrap();
+    let mut accepted: HashSet<CommandId> = HashSet::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            (id, Ok(_)) => {
+                accepted.insert(id);
+            }
+            // Appended before the end, then the loop was shut down.
+            (id, Err(NotifyError::DeliveryStopped { .. })) => {
+                accepted.insert(id);
+            }
+            (_, Err(e)) => assert_ended(&e, session.id(), false),
+        }
+    }
+    let frames = replay_all(&journal, session.id()).await.unwrap();
+    let mut commands = HashSet::new();
+    let mut abandoned = HashSet::new();
+    for (_, record) in &frames {
+        match record {
+            JournalRecord::Command(c) => {
+                commands.insert(c.command_id());
+            }
+            JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => {
+                abandoned.insert(a.cause());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(commands, accepted, "journaled = taken before the end");
+    assert_eq!(abandoned, commands, "every journaled one is abandoned");
+    assert_eq!(ended.abandoned.len(), commands.len());
+    assert!(matches!(
+        frames.last(),
+        Some((_, JournalRecord::Event(SessionEvent::SessionEnded(_))))
+    ));
+}
+
+#[tokio::test]
+async fn a_headless_session_ends_at_once() {
+    let session = Session::headless(SessionId::new());
+    let loop_id = LoopId::new();
+    let _inbox = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    let ended = session.end(IfPending::Refuse).await.unwrap();
+    assert_eq!((ended.seq, ended.already), (0, false));
+    assert!(session.is_ended().await);
+    let e = session
+        .notify_process_completion(notification(session.id(), loop_id))
+        .await
+        .unwrap_err();
+    assert_ended(&e, session.id(), false);
+}
