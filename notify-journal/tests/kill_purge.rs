@@ -186,7 +186,7 @@ fn ends_and_purges_survive_sigkill() {
         truth.ending.extend((1..PER_ROUND).map(|k| round * 8 + k));
         // One kill in four anywhere up to the purge (0: during open and recovery), the
         // rest in the purge: each ended session takes FILL / STEP + 1 steps.
-        let wanted = if next(&mut rng) % 4 == 0 {
+        let wanted = if next(&mut rng).is_multiple_of(4) {
             next(&mut rng) % before_purge
         } else {
             before_purge + 1 + next(&mut rng) % (2 * (PER_ROUND - 1) * (FILL / STEP as u64 + 1))
@@ -343,7 +343,7 @@ fn check(
                     j.replay_blocking(s, 1, 1000),
                     Err(JournalError::Purged { .. })
                 ));
-                for (&i, _) in acked {
+                for &i in acked.keys() {
                     assert!(matches!(
                         j.lookup_blocking(s, key_of(s, i)),
                         Err(JournalError::Purged { .. })
