@@ -59,7 +59,11 @@ fn workload(rt: &tokio::runtime::Runtime, j: &RedbJournal) -> Acked {
         for (s, t) in tasks {
             match rt.block_on(t).unwrap() {
                 Ok(o) => acked.appends.push((s, command(s, i), o.seq)),
-                Err(AppendError::CommitFailed(_) | AppendError::Poisoned) => return acked,
+                Err(
+                    AppendError::CommitFailed(_) | AppendError::Poisoned | AppendError::Storage(_),
+                ) => {
+                    return acked;
+                }
                 Err(e) => panic!("unexpected error {e:?}"),
             }
         }
@@ -69,7 +73,9 @@ fn workload(rt: &tokio::runtime::Runtime, j: &RedbJournal) -> Acked {
             Ok(o) => {
                 acked.ends.insert(s, o.seq);
             }
-            Err(AppendError::CommitFailed(_) | AppendError::Poisoned) => return acked,
+            Err(AppendError::CommitFailed(_) | AppendError::Poisoned | AppendError::Storage(_)) => {
+                return acked;
+            }
             Err(e) => panic!("unexpected error {e:?}"),
         }
     }
