@@ -160,9 +160,11 @@ pub struct VerifyReport {
     pub engine: EngineCheck,
     /// Sessions with at least one frame.
     pub sessions: u64,
-    /// Sessions ended and not purged (their logs are whole).
+    /// Sessions ended and not purged (their logs are whole); counted by the redb
+    /// journal's verify, 0 where a backend does not count them.
     pub ended: u64,
-    /// Tombstones: sessions whose purge began (some may still have frames to remove).
+    /// Tombstones: sessions whose purge began (some may still have frames to remove);
+    /// counted by the redb journal's verify, 0 where a backend does not count them.
     pub tombstones: u64,
     /// Frames read.
     pub frames: u64,
