@@ -187,7 +187,20 @@ impl RedbReader {
     ///
     /// [`JournalError::Storage`].
     pub fn last_seq_blocking(&self, session: SessionId) -> Result<u64, JournalError> {
-        self.snapshot("a session's head", |s| s.head(session.as_uuid().as_u128()))
+        self.snapshot("a session's head", |s| {
+            s.last_seq(session.as_uuid().as_u128())
+        })
+    }
+
+    /// [`JournalBackend::session_state`], on the calling thread.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Corrupt`] for a damaged session row, [`JournalError::Storage`].
+    pub fn session_state_blocking(&self, session: SessionId) -> Result<SessionState, JournalError> {
+        self.snapshot("a session's state", |s| {
+            s.state(session.as_uuid().as_u128())
+        })
     }
 
     /// [`JournalBackend::sessions`], on the calling thread.
@@ -343,9 +356,9 @@ impl JournalBackend for RedbReader {
     // session is live.
     fn session_state(
         &self,
-        _session: SessionId,
+        session: SessionId,
     ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
-        Box::pin(async { Ok(SessionState::Live) })
+        self.read(move |r| r.session_state_blocking(session))
     }
 
     fn purge_step(
@@ -446,18 +459,6 @@ fn check_layout(db: &ReadOnlyDatabase, path: &Path) -> Result<(), OpenError> {
                 return Err(OpenError::Damaged {
                     path: path.to_path_buf(),
                     reason: "a journal table is missing".to_owned(),
-                });
-            }
-            let sessions = txn
-                .open_table(SESSIONS)
-                .map_err(|e| fail("open sessions")(e.into()))?
-                .len()
-                .map_err(|e| fail("read sessions")(e.into()))?;
-            if sessions > 0 {
-                return Err(OpenError::UnsupportedContent {
-                    path: path.to_path_buf(),
-                    reason: "it records ended or purged sessions, which this build cannot honour"
-                        .to_owned(),
                 });
             }
             Ok(())
