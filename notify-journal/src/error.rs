@@ -236,8 +236,9 @@ pub enum OpenError {
         /// The journal file.
         path: std::path::PathBuf,
     },
-    /// There is no file at the path. Only a read-only open answers this; a writable
-    /// open creates the journal.
+    /// There is no file at the path. Only a read-only open and
+    /// [`RedbJournal::compact_file`](crate::RedbJournal::compact_file) answer this; a
+    /// writable open creates the journal.
     #[error("no journal at {path}: the file does not exist")]
     Missing {
         /// The path.

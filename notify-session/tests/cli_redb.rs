@@ -510,3 +510,84 @@ fn purge_runs_the_library_purge_and_reports_it() {
     assert_eq!(report["frames"], 0);
     assert!(notify(&["export", p]).raw == before.raw);
 }
+
+/// The session life from the command line on a redb file: an ended session shows as
+/// ended, `purge` leaves it purged (its tombstone listed, its log no longer shown),
+/// `compact` gives the space back, and each answers what the library answers.
+#[test]
+fn ended_sessions_purge_and_compact_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, fixture) = journal_file(dir.path());
+    let p = path.to_str().unwrap();
+    let ended = fixture.sessions[0];
+    let live = fixture.sessions[1];
+    {
+        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let marker = notify_types::JournalRecord::from(notify_types::SessionEvent::from(
+                notify_types::SessionEnded::new(ended),
+            ));
+            notify_journal::JournalBackend::append(&journal, ended, marker)
+                .await
+                .unwrap();
+        });
+        journal.close();
+    }
+    let state = |run: &cli_support::Run, session: notify_types::SessionId| {
+        run.json()
+            .into_iter()
+            .find(|row| row["session"] == session.to_string())
+            .map(|row| row["state"].as_str().unwrap_or_default().to_owned())
+    };
+    let listed = notify(&["sessions", p, "--json"]);
+    expect_code(&listed, 0);
+    assert_eq!(state(&listed, ended).as_deref(), Some("ended"));
+    assert_eq!(state(&listed, live).as_deref(), Some("live"));
+
+    let run = notify(&["purge", p, "--ended-before", "0s", "--json"]);
+    expect_code(&run, 0);
+    let report = &run.json()[0];
+    assert_eq!(report["sessions"], 1);
+    let listed = notify(&["sessions", p, "--json"]);
+    assert_eq!(state(&listed, ended).as_deref(), Some("purged"));
+    assert_eq!(state(&listed, live).as_deref(), Some("live"));
+    expect_code(&notify(&["show", p, &ended.to_string()]), 3);
+    expect_code(&notify(&["show", p, &live.to_string()]), 0);
+    let live_log = || {
+        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let frames = rt
+            .block_on(notify_journal::replay_all(&journal, live))
+            .unwrap();
+        journal.close();
+        frames
+    };
+    let before_compact = live_log();
+    assert!(!before_compact.is_empty());
+
+    let run = notify(&["compact", p, "--json"]);
+    expect_code(&run, 0);
+    let report = &run.json()[0];
+    let (before, after) = (
+        report["bytes_before"].as_u64().unwrap(),
+        report["bytes_after"].as_u64().unwrap(),
+    );
+    assert!(after <= before, "compaction grew the file: {before} -> {after}");
+    assert_eq!(after, std::fs::metadata(&path).unwrap().len());
+    // Still the same journal: the live session reads as before, the tombstone stays.
+    assert_eq!(live_log(), before_compact);
+    let listed = notify(&["sessions", p, "--json"]);
+    assert_eq!(state(&listed, ended).as_deref(), Some("purged"));
+
+    // A missing file is not created by compact.
+    let missing = dir.path().join("missing.redb");
+    expect_code(&notify(&["compact", missing.to_str().unwrap()]), 3);
+    assert!(!missing.exists());
+}

@@ -165,6 +165,7 @@ pub(crate) struct Sql {
     pub(crate) release: String,
     pub(crate) lease_info: String,
     pub(crate) stats: String,
+    pub(crate) vacuum: String,
 }
 
 impl Sql {
@@ -297,6 +298,8 @@ impl Sql {
                          + pg_total_relation_size('{s}.sessions'))::int8,
                         (SELECT max(version) FROM {s}.schema_version)"
             ),
+            // Plain VACUUM: online (no exclusive lock), makes purged rows' space reusable.
+            vacuum: format!("VACUUM (ANALYZE) {s}.frames, {s}.sessions"),
         }
     }
 }

@@ -57,4 +57,27 @@ impl PgJournal {
             })?,
         })
     }
+
+    /// Compacts the journal's tables online: a plain `VACUUM (ANALYZE)` of the frames
+    /// and sessions, so the space of purged rows is reused (PostgreSQL's own
+    /// autovacuum does the same on its schedule). Appends and reads go on meanwhile; no
+    /// exclusive lock is taken, so the files rarely shrink (that would take `VACUUM
+    /// FULL`, which blocks the journal, and is left to the operator).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future abandons the answer; the vacuum may still complete.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Storage`] (for example, a role that does not own the tables, or
+    /// a vacuum longer than the operation timeout) or [`JournalError::Closed`].
+    pub async fn compact(&self) -> Result<(), JournalError> {
+        let sql = std::sync::Arc::clone(&self.sql);
+        self.read("vacuum", |c| async move {
+            c.client.batch_execute(&sql.vacuum).await
+        })
+        .await?;
+        Ok(())
+    }
 }

@@ -19,9 +19,14 @@ pub struct CompactReport {
 fn len(path: &Path) -> Result<u64, OpenError> {
     std::fs::metadata(path)
         .map(|m| m.len())
-        .map_err(|e| OpenError::Storage {
-            path: path.to_path_buf(),
-            source: StorageError::new("read the file's length", e),
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => OpenError::Missing {
+                path: path.to_path_buf(),
+            },
+            _ => OpenError::Storage {
+                path: path.to_path_buf(),
+                source: StorageError::new("read the file's length", e),
+            },
         })
 }
 

@@ -44,7 +44,7 @@ pub(crate) enum Journal {
 
 /// PostgreSQL options: the schema, one writer, and (for reads) nothing created or
 /// migrated.
-fn pg_options(schema: &str, write: bool) -> PgOptions {
+pub(crate) fn pg_options(schema: &str, write: bool) -> PgOptions {
     let options = PgOptions::default().schema(schema).writers(1);
     if write {
         options

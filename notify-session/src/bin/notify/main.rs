@@ -244,6 +244,26 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
+    /// Gives a journal's free space back: a redb file offline, PostgreSQL online.
+    ///
+    /// A redb file is compacted with redb's compaction (the space purges freed goes
+    /// back to the file system); it needs the file to itself (a file in use is
+    /// refused). On PostgreSQL this runs `VACUUM (ANALYZE)` on the journal's tables:
+    /// online, the space of purged rows is reused, the files keep their size.
+    #[command(
+        override_usage = "notify compact PATH\n       notify compact --postgres CONNINFO [--schema S]",
+        after_help = concat!(
+            "Example:\n  notify purge notify.redb --ended-before 30d && notify compact notify.redb\n\n",
+            exit_help!()
+        )
+    )]
+    Compact {
+        /// The journal file (left out with --postgres).
+        #[arg(value_name = "PATH", num_args = 0..=1)]
+        args: Vec<String>,
+        #[command(flatten)]
+        db: Db,
+    },
 }
 
 /// The journal's location and the positional arguments after it. In file mode the
@@ -367,6 +387,10 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             let horizon =
                 retention::parse_horizon(&ended_before).map_err(retention::bad_horizon)?;
             retention::purge(&at, horizon, max_frames_per_step, out).await?;
+        }
+        Command::Compact { args, db } => {
+            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            retention::compact(&at, out).await?;
         }
     }
     Ok(Exit::Ok)
