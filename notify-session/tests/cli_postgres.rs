@@ -209,6 +209,15 @@ async fn every_command_works_on_postgres_as_on_a_file() {
     );
     copy.close().await;
 
+    // Compact: a VACUUM of the journal's tables, online; the journal reads the same.
+    let compact = pg("compact", &s2, &["--json"]);
+    expect_code(&compact, 0);
+    assert_eq!(compact.json()[0]["vacuumed"], true);
+    assert_eq!(pg("export", &s2, &[]).raw, export.raw);
+    // A schema with no journal is not created by compact.
+    let none = format!("{s2}_none");
+    expect_code(&pg("compact", &none, &[]), 3);
+
     journal.close().await;
     drop_schema(&url, &s1).await;
     drop_schema(&url, &s2).await;

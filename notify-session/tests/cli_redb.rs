@@ -579,7 +579,10 @@ fn ended_sessions_purge_and_compact_from_the_command_line() {
         report["bytes_before"].as_u64().unwrap(),
         report["bytes_after"].as_u64().unwrap(),
     );
-    assert!(after <= before, "compaction grew the file: {before} -> {after}");
+    assert!(
+        after <= before,
+        "compaction grew the file: {before} -> {after}"
+    );
     assert_eq!(after, std::fs::metadata(&path).unwrap().len());
     // Still the same journal: the live session reads as before, the tombstone stays.
     assert_eq!(live_log(), before_compact);

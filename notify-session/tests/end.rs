@@ -168,6 +168,15 @@ async fn restarted_process_is_refused(
     first: Arc<dyn JournalBackend>,
     journal: Arc<dyn JournalBackend>,
 ) {
+    restarted_process_is_refused_with(first, move || journal).await;
+}
+
+/// [`restarted_process_is_refused`], the restarted process's journal opened by `reopen`
+/// once the first process's session (and its journal handle) is gone.
+async fn restarted_process_is_refused_with(
+    first: Arc<dyn JournalBackend>,
+    reopen: impl FnOnce() -> Arc<dyn JournalBackend>,
+) {
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     let old = notification(session_id, loop_id);
     {
@@ -181,6 +190,7 @@ async fn restarted_process_is_refused(
             .unwrap();
         session.end(IfPending::Abandon).await.unwrap();
     }
+    let journal: Arc<dyn JournalBackend> = reopen();
     let report = restore(session_id, journal.as_ref()).await.unwrap();
     assert!(matches!(
         report.state,
@@ -220,6 +230,23 @@ async fn restarted_process_is_refused(
 async fn a_restarted_process_is_refused_on_memory() {
     let journal = MemoryJournal::new();
     restarted_process_is_refused(Arc::new(journal.clone()), Arc::new(journal)).await;
+}
+
+#[tokio::test]
+async fn a_restarted_process_is_refused_on_redb() {
+    use notify_journal::{JournalOptions, RedbJournal};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.redb");
+    let first = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    // The first process's handle is closed before the restart opens the file again.
+    let first: Arc<dyn JournalBackend> = Arc::new(first);
+    let reopen = {
+        let path = path.clone();
+        move || -> Arc<dyn JournalBackend> {
+            Arc::new(RedbJournal::open(&path, JournalOptions::default()).unwrap())
+        }
+    };
+    restarted_process_is_refused_with(first, reopen).await;
 }
 
 /// Notifications racing the end: each is either taken before the end (then it is
