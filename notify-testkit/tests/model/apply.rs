@@ -1,10 +1,6 @@
 //! One operation, applied to the real system and the model alike.
 
-use std::sync::Arc;
-
-use notify_journal::JournalBackend;
 use notify_session::SessionReceived;
-use notify_testkit::fixture::FixtureBuilder;
 use notify_testkit::sample;
 use notify_types::{
     LoopId, ProcessLifecycleKind, ProcessLifecycleState, ProcessTerminalReason, SessionId,
@@ -18,6 +14,7 @@ use crate::real::{
     Real, ack, crash, declare_lost, fresh, notify, pick_from, poll_then_drop, publish, recv,
 };
 use crate::reference::{MProcess, Model, Outcome};
+use crate::retention::{drop_tombstones, end, neighbour, purge, renew};
 use crate::{CAPACITY, LOOPS};
 
 pub(crate) async fn apply(
@@ -53,7 +50,7 @@ pub(crate) async fn apply(
                 }
                 let got = notify(real, model, n).await?;
                 prop_assert!(
-                    matches!(got, Outcome::Collision { .. }),
+                    matches!(got, Outcome::Collision { .. } | Outcome::Ended { .. }),
                     "reuse answered {:?}",
                     got
                 );
@@ -218,25 +215,11 @@ pub(crate) async fn apply(
                 ack(real, model, lp, again.unwrap()).await?;
             }
         }
-        Op::Neighbour => {
-            let journal = Arc::clone(real.journal.as_ref().unwrap());
-            let (fx, frames) = match &mut real.neighbour {
-                Some(nb) => nb,
-                None => {
-                    let fx = FixtureBuilder::new(1)
-                        .journal(journal.clone())
-                        .build()
-                        .unwrap();
-                    real.neighbour.insert((fx, 0))
-                }
-            };
-            let n = fx.notification(0);
-            let got = Outcome::of(&fx.session.notify_process_completion(n).await);
-            prop_assert_eq!(got, Outcome::Accepted);
-            *frames += 1;
-            let last = journal.last_seq(fx.session_id()).await.unwrap();
-            prop_assert_eq!(last, *frames, "the neighbour's own sequence");
-        }
+        Op::Neighbour => neighbour(real, model).await?,
+        Op::End { abandon } => end(real, model, abandon).await?,
+        Op::Purge { step, cancel, race } => purge(real, model, step, cancel, race).await?,
+        Op::Renew => renew(real, model),
+        Op::DropTombstones => drop_tombstones(real, model).await?,
     }
     Ok(())
 }

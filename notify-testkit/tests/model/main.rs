@@ -10,20 +10,36 @@
 //! * after a crash, restore's pending set is exactly the model's accepted and
 //!   unacknowledged notifications (plus journaled, undelivered ones), in journal order,
 //!   and its orphans are the model's unfinished processes;
-//! * every new event is broadcast once; duplicates are not broadcast again.
+//! * every new event is broadcast once; duplicates are not broadcast again;
+//! * ending the session is refused while anything is pending (nothing written) unless
+//!   it abandons them, each on the record before the end marker; from then on every
+//!   notify, retry, reuse, publish and acknowledgement is refused as `SessionEnded`,
+//!   nothing is appended or delivered, and restore reports the session ended with
+//!   nothing pending and no orphans;
+//! * a purge removes exactly the ended sessions, in bounded steps (a purge cut short
+//!   is finished by the next), and leaves each a tombstone: its reads answer `Purged`,
+//!   its last seq stays, and a restarted process's refusals say "purged"; live
+//!   sessions sharing the journal (a neighbour, appending while a purge runs) are
+//!   untouched; dropped tombstones leave their sessions unknown;
+//! * the journal lists exactly the sessions with a frame or a tombstone.
+//!
+//! After an end, a case carries on in a fresh session in the same journal (`Renew`);
+//! the ended ones stay checked after every step.
 //!
 //! Case count: `NOTIFY_MODEL_CASES`, else `PROPTEST_CASES`, else 64. Durability: the
 //! journal's default (`Immediate`) unless `NOTIFY_MODEL_DURABILITY=nondurable` (see
-//! `journal_options`); `cargo xtask soak` does not set it. A "crash" drops the
-//! session, consumers, received notifications and the journal handle without any
-//! shutdown, then reopens the same file, so it tests what survives a restart; what
-//! survives a torn write is `notify-journal`'s crash tests' job.
+//! `journal_options`); `cargo xtask soak` does not set it. `NOTIFY_MODEL_JOURNAL=memory`
+//! runs the same cases on the testkit's in-memory journal instead (see `store`). A
+//! "crash" drops the session, consumers, received notifications and the journal handle
+//! without any shutdown, then reopens the same file, so it tests what survives a
+//! restart; what survives a torn write is `notify-journal`'s crash tests' job.
 //!
 //! The files follow the test's concerns: `ops.rs` (the operations and their
 //! strategy), `reference.rs` (the reference model), `real.rs` (the system under test
 //! and the helpers that drive it), `apply.rs` (one operation, applied to both),
-//! `check.rs` (the invariants) and `regressions.rs` (shrunk failures, which become
-//! named regression tests there, each with a `// postmortem:` comment).
+//! `retention.rs` (ending, purging, starting over), `check.rs` (the invariants) and
+//! `regressions.rs` (shrunk failures, which become named regression tests there, each
+//! with a `// postmortem:` comment).
 
 // Tests unwrap freely, helpers included: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -34,19 +50,17 @@ mod ops;
 mod real;
 mod reference;
 mod regressions;
+mod retention;
 
-use std::collections::HashSet;
-use std::sync::Arc;
-
-use notify_journal::{Durability, JournalOptions, RedbJournal};
-use notify_testkit::fixture::{self, FixtureBuilder};
+use notify_journal::{Durability, JournalOptions};
+use notify_testkit::MemoryJournal;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use crate::apply::apply;
 use crate::check::{check, finish};
 use crate::ops::{Op, op};
-use crate::real::Real;
+use crate::real::{Real, Store};
 use crate::reference::Model;
 
 /// Native loops per session.
@@ -76,6 +90,19 @@ fn journal_options() -> JournalOptions {
     }
 }
 
+/// The journal the case runs on: a redb file in `dir`, unless
+/// `NOTIFY_MODEL_JOURNAL=memory` (the testkit's in-memory journal, which claims the
+/// redb journal's semantics: the same model checks that claim).
+fn store(dir: &std::path::Path) -> Store {
+    match std::env::var("NOTIFY_MODEL_JOURNAL").as_deref() {
+        Ok("memory") => Store::Memory(MemoryJournal::new()),
+        _ => Store::Redb {
+            path: dir.join("model.redb"),
+            options: journal_options(),
+        },
+    }
+}
+
 fn proptest_config() -> ProptestConfig {
     ProptestConfig {
         cases: cases(),
@@ -93,28 +120,8 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
-        let path = dir.path().join("model.redb");
-        let options = journal_options();
-        let journal = Arc::new(RedbJournal::open(&path, options.clone()).unwrap());
-        let fx = FixtureBuilder::new(LOOPS)
-            .capacity(CAPACITY)
-            .journal(journal.clone())
-            .build()
-            .unwrap();
-        let foreign = fixture::foreign_loop(&fx.session).unwrap();
-        let mut model = Model::new(fx.session_id(), fx.loop_ids.clone());
-        let mut real = Real {
-            path,
-            options,
-            journal: Some(journal),
-            events: fx.session.subscribe(),
-            fx,
-            held: (0..LOOPS).map(|_| None).collect(),
-            foreign,
-            orphans: Vec::new(),
-            acked: HashSet::new(),
-            neighbour: None,
-        };
+        let mut real = Real::new(store(dir.path()));
+        let mut model = Model::new(real.fx.session_id(), real.fx.loop_ids.clone());
         for (step, op) in ops.iter().enumerate() {
             apply(op, &mut real, &mut model)
                 .await

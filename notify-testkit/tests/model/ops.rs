@@ -66,6 +66,23 @@ pub(crate) enum Op {
     /// Receive, start acknowledging, cancel after `polls` polls, then receive the same
     /// notification again and acknowledge it.
     CancelAck { lp: usize, polls: usize },
+    /// End the session, abandoning what is pending or refusing to end if anything is.
+    End { abandon: bool },
+    /// Purge every ended session, `step` frames per transaction; with `cancel`, a first
+    /// purge is dropped after that many polls; with `race`, the neighbour notifies
+    /// meanwhile.
+    Purge {
+        step: usize,
+        cancel: Option<usize>,
+        race: bool,
+    },
+    /// Once the session has ended: retire it and start a fresh one in the same journal
+    /// (a no-op while it is live).
+    Renew,
+    /// Drop the tombstones of retired sessions (a no-op while the current session is
+    /// purged: dropping its tombstone would let it start again at seq 1, the documented
+    /// trade-off the conformance suite checks).
+    DropTombstones,
 }
 
 pub(crate) fn op() -> impl Strategy<Value = Op> {
@@ -98,6 +115,11 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         1 => lp.clone().prop_map(|lp| Op::RaceAckRetry { lp }),
         1 => Just(Op::Neighbour),
         1 => (lp.clone(), 0..4usize).prop_map(|(lp, polls)| Op::CancelNotify { lp, polls }),
-        1 => (lp.clone(), 0..4usize).prop_map(|(lp, polls)| Op::CancelAck { lp, polls }),
+        1 => (lp, 0..4usize).prop_map(|(lp, polls)| Op::CancelAck { lp, polls }),
+        2 => any::<bool>().prop_map(|abandon| Op::End { abandon }),
+        1 => (1..5usize, proptest::option::of(0..4usize), any::<bool>())
+            .prop_map(|(step, cancel, race)| Op::Purge { step, cancel, race }),
+        3 => Just(Op::Renew),
+        1 => Just(Op::DropTombstones),
     ]
 }

@@ -5,8 +5,9 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use notify_journal::{JournalOptions, RedbJournal};
-use notify_session::{DeclareLostError, SessionReceived, StoppedDelivery};
+use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
+use notify_session::{AckError, DeclareLostError, PublishError, SessionReceived, StoppedDelivery};
+use notify_testkit::MemoryJournal;
 use notify_testkit::fixture::{self, FixtureBuilder, SessionFixture};
 use notify_testkit::sample;
 use notify_types::{
@@ -18,15 +19,37 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use tokio::sync::broadcast;
 
-use crate::CAPACITY;
 use crate::check::check_report;
 use crate::reference::{Model, Outcome};
+use crate::{CAPACITY, LOOPS};
+
+/// Where the journal lives, so a crash can reopen it.
+pub(crate) enum Store {
+    /// A redb file: what the test runs on.
+    Redb {
+        path: PathBuf,
+        options: JournalOptions,
+    },
+    /// The testkit's in-memory journal (`NOTIFY_MODEL_JOURNAL=memory`); a crash drops
+    /// every handle but this one.
+    Memory(MemoryJournal),
+}
+
+impl Store {
+    pub(crate) fn open(&self) -> Arc<dyn JournalBackend> {
+        match self {
+            Self::Redb { path, options } => {
+                Arc::new(RedbJournal::open(path, options.clone()).unwrap())
+            }
+            Self::Memory(journal) => Arc::new(journal.clone()),
+        }
+    }
+}
 
 pub(crate) struct Real {
-    pub(crate) path: PathBuf,
-    pub(crate) options: JournalOptions,
+    pub(crate) store: Store,
     /// `None` only in the middle of a crash.
-    pub(crate) journal: Option<Arc<RedbJournal>>,
+    pub(crate) journal: Option<Arc<dyn JournalBackend>>,
     pub(crate) fx: SessionFixture,
     pub(crate) held: Vec<Option<SessionReceived>>,
     pub(crate) events: broadcast::Receiver<SessionEvent>,
@@ -35,14 +58,55 @@ pub(crate) struct Real {
     pub(crate) orphans: Vec<ProcessLifecycleMetadata>,
     /// Every command ID ever acknowledged, for the "never redelivered" check.
     pub(crate) acked: HashSet<CommandId>,
-    /// Another session in the same journal file, and how many frames it has.
-    pub(crate) neighbour: Option<(SessionFixture, u64)>,
+    /// Another session in the same journal file (the model counts its frames).
+    pub(crate) neighbour: Option<SessionFixture>,
 }
 
 impl Real {
-    pub(crate) fn journal(&self) -> &RedbJournal {
+    /// A fresh session with `LOOPS` native loops (and a foreign one) over `store`.
+    pub(crate) fn new(store: Store) -> Self {
+        let journal = store.open();
+        let fx = session(&journal);
+        Self {
+            store,
+            journal: Some(journal),
+            events: fx.session.subscribe(),
+            foreign: fixture::foreign_loop(&fx.session).unwrap(),
+            fx,
+            held: (0..LOOPS).map(|_| None).collect(),
+            orphans: Vec::new(),
+            acked: HashSet::new(),
+            neighbour: None,
+        }
+    }
+
+    pub(crate) fn journal(&self) -> &dyn JournalBackend {
         self.journal.as_deref().unwrap()
     }
+
+    pub(crate) fn shared_journal(&self) -> Arc<dyn JournalBackend> {
+        Arc::clone(self.journal.as_ref().unwrap())
+    }
+
+    /// Replaces the session with a fresh one over the same journal; the old one's
+    /// handle, consumers and held notifications are dropped.
+    pub(crate) fn renew(&mut self) {
+        self.held.iter_mut().for_each(|h| drop(h.take()));
+        let fx = session(self.journal.as_ref().unwrap());
+        self.foreign = fixture::foreign_loop(&fx.session).unwrap();
+        self.events = fx.session.subscribe();
+        self.fx = fx;
+        self.orphans.clear();
+    }
+}
+
+/// A fresh session over `journal` with `LOOPS` native loops of capacity `CAPACITY`.
+fn session(journal: &Arc<dyn JournalBackend>) -> SessionFixture {
+    FixtureBuilder::new(LOOPS)
+        .capacity(CAPACITY)
+        .journal(Arc::clone(journal))
+        .build()
+        .unwrap()
 }
 
 pub(crate) fn fresh(model: &Model, lp: usize, k: usize) -> ProcessCompletionNotification {
@@ -98,6 +162,17 @@ pub(crate) async fn ack(
 ) -> Result<(), TestCaseError> {
     let id = received.command_id();
     let result = received.ack().await;
+    if model.refusal().is_some() {
+        // Ended while it was held: abandoned on the record, never consumed.
+        prop_assert!(
+            matches!(result, Err(AckError::SessionEnded { session_id }) if session_id == model.session_id),
+            "ack of {id} after the end: {result:?}"
+        );
+        if model.loops[lp].held == Some(id) {
+            model.loops[lp].held = None;
+        }
+        return Ok(());
+    }
     prop_assert!(result.is_ok(), "ack of {id}: {result:?}");
     real.acked.insert(id);
     model.ack(lp, id);
@@ -133,10 +208,18 @@ pub(crate) async fn publish(
 ) -> Result<(), TestCaseError> {
     let want = model.publish(&m);
     let got = real.fx.session.publish_lifecycle(m).await;
-    prop_assert!(
-        matches!(&got, Ok(p) if *p == want),
-        "publish: got {got:?}, want {want:?}"
-    );
+    let agree = match (&want, &got) {
+        (Ok(want), Ok(got)) => want == got,
+        (
+            Err(purged),
+            Err(PublishError::SessionEnded {
+                session_id,
+                purged: p,
+            }),
+        ) => *session_id == model.session_id && p == purged,
+        _ => false,
+    };
+    prop_assert!(agree, "publish: got {:?}, want {:?}", got, want);
     Ok(())
 }
 
@@ -162,7 +245,7 @@ pub(crate) async fn declare_lost(
     // A refused completion ends the declaration before the event.
     let want_event = match completion {
         Outcome::Accepted | Outcome::Duplicate | Outcome::Full | Outcome::Exited => {
-            Some(model.publish(&lost))
+            model.publish(&lost).ok()
         }
         _ => None,
     };
@@ -190,7 +273,7 @@ pub(crate) async fn declare_lost(
             prop_assert_eq!(&outcome.completion, &want);
             prop_assert_eq!(Some(outcome.event), want_event);
         }
-        (Outcome::Collision { .. }, Err(DeclareLostError::Notify(e))) => {
+        (Outcome::Collision { .. } | Outcome::Ended { .. }, Err(DeclareLostError::Notify(e))) => {
             prop_assert_eq!(Outcome::of(&Err(e.clone())), completion);
         }
         _ => prop_assert!(false, "declare_lost: got {got:?}, model {completion:?}"),
@@ -209,7 +292,7 @@ pub(crate) async fn crash(real: &mut Real, model: &mut Model) -> Result<(), Test
     real.held.iter_mut().for_each(|h| drop(h.take()));
     drop(real.neighbour.take());
     drop(real.journal.take());
-    let journal = Arc::new(RedbJournal::open(&real.path, real.options.clone()).unwrap());
+    let journal = real.store.open();
     real.journal = Some(journal.clone());
 
     let builder = FixtureBuilder::new(0).loop_ids(loop_ids).capacity(CAPACITY);

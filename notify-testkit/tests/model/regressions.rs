@@ -43,3 +43,71 @@ fn tour_of_every_operation() {
     ])
     .unwrap();
 }
+
+/// A hand-written tour through session end and purge: a refused and an abandoning end,
+/// every refusal after it (in the ending process, after a restart, after a purge), a
+/// purge cut short and finished, one racing the neighbour, a fresh session after the
+/// end, and dropped tombstones.
+#[test]
+fn tour_of_session_end_and_purge() {
+    use Op::*;
+    run(&[
+        Start { lp: 0 },
+        NotifyNew { lp: 0 },
+        NotifyNew { lp: 1 },
+        Hold { lp: 1 },
+        Neighbour,
+        // Pending notifications refuse the end; nothing is written.
+        End { abandon: false },
+        RecvAck { lp: 0 },
+        // Abandons the held one; the handle refuses everything from now on.
+        End { abandon: true },
+        End { abandon: false },
+        Retry { pick: 0 },
+        Reuse {
+            pick: 1,
+            change: Change::State,
+        },
+        NotifyNew { lp: 0 },
+        Complete { pick: 0 },
+        Release { lp: 1, ack: true },
+        RecvAck { lp: 0 },
+        Refused {
+            kind: Refusal::Foreign,
+        },
+        // A restarted process: restore reports the end; the journal refuses.
+        Crash,
+        Retry { pick: 1 },
+        RetryStart { pick: 0 },
+        End { abandon: false },
+        Purge {
+            step: 1,
+            cancel: Some(1),
+            race: true,
+        },
+        Retry { pick: 0 },
+        // After a restart, the purged session's refusals say so.
+        Crash,
+        Retry { pick: 0 },
+        End { abandon: true },
+        DropTombstones,
+        // A fresh session in the same journal, which ends cleanly with nothing pending.
+        Renew,
+        NotifyNew { lp: 0 },
+        RecvAck { lp: 0 },
+        Neighbour,
+        End { abandon: false },
+        Purge {
+            step: 2,
+            cancel: None,
+            race: false,
+        },
+        Renew,
+        // Both earlier sessions' tombstones go; they are unknown to the journal now.
+        DropTombstones,
+        NotifyNew { lp: 1 },
+        Crash,
+        RecvAck { lp: 1 },
+    ])
+    .unwrap();
+}
