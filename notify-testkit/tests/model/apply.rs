@@ -216,7 +216,7 @@ pub(crate) async fn apply(
             }
         }
         Op::Neighbour => neighbour(real, model).await?,
-        Op::End { abandon } => end(real, model, abandon).await?,
+        Op::End { abandon, cancel } => end(real, model, abandon, cancel).await?,
         Op::Purge { step, cancel, race } => purge(real, model, step, cancel, race).await?,
         Op::Renew => renew(real, model),
         Op::DropTombstones => drop_tombstones(real, model).await?,

@@ -66,8 +66,12 @@ pub(crate) enum Op {
     /// Receive, start acknowledging, cancel after `polls` polls, then receive the same
     /// notification again and acknowledge it.
     CancelAck { lp: usize, polls: usize },
-    /// End the session, abandoning what is pending or refusing to end if anything is.
-    End { abandon: bool },
+    /// End the session, abandoning what is pending or refusing to end if anything is;
+    /// with `cancel`, a first attempt is dropped after that many polls.
+    End {
+        abandon: bool,
+        cancel: Option<usize>,
+    },
     /// Purge every ended session, `step` frames per transaction; with `cancel`, a first
     /// purge is dropped after that many polls; with `race`, the neighbour notifies
     /// meanwhile.
@@ -116,7 +120,8 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Neighbour),
         1 => (lp.clone(), 0..4usize).prop_map(|(lp, polls)| Op::CancelNotify { lp, polls }),
         1 => (lp, 0..4usize).prop_map(|(lp, polls)| Op::CancelAck { lp, polls }),
-        2 => any::<bool>().prop_map(|abandon| Op::End { abandon }),
+        2 => (any::<bool>(), proptest::option::weighted(0.25, 0..4usize))
+            .prop_map(|(abandon, cancel)| Op::End { abandon, cancel }),
         1 => (1..5usize, proptest::option::of(0..4usize), any::<bool>())
             .prop_map(|(step, cancel, race)| Op::Purge { step, cancel, race }),
         3 => Just(Op::Renew),

@@ -58,11 +58,21 @@ fn tour_of_session_end_and_purge() {
         Hold { lp: 1 },
         Neighbour,
         // Pending notifications refuse the end; nothing is written.
-        End { abandon: false },
+        End {
+            abandon: false,
+            cancel: None,
+        },
         RecvAck { lp: 0 },
-        // Abandons the held one; the handle refuses everything from now on.
-        End { abandon: true },
-        End { abandon: false },
+        // Abandons the held one (a first attempt cut short); the handle refuses
+        // everything from now on.
+        End {
+            abandon: true,
+            cancel: Some(2),
+        },
+        End {
+            abandon: false,
+            cancel: None,
+        },
         Retry { pick: 0 },
         Reuse {
             pick: 1,
@@ -79,7 +89,10 @@ fn tour_of_session_end_and_purge() {
         Crash,
         Retry { pick: 1 },
         RetryStart { pick: 0 },
-        End { abandon: false },
+        End {
+            abandon: false,
+            cancel: None,
+        },
         Purge {
             step: 1,
             cancel: Some(1),
@@ -89,14 +102,20 @@ fn tour_of_session_end_and_purge() {
         // After a restart, the purged session's refusals say so.
         Crash,
         Retry { pick: 0 },
-        End { abandon: true },
+        End {
+            abandon: true,
+            cancel: None,
+        },
         DropTombstones,
         // A fresh session in the same journal, which ends cleanly with nothing pending.
         Renew,
         NotifyNew { lp: 0 },
         RecvAck { lp: 0 },
         Neighbour,
-        End { abandon: false },
+        End {
+            abandon: false,
+            cancel: None,
+        },
         Purge {
             step: 2,
             cancel: None,
