@@ -20,19 +20,22 @@
 mod backend;
 mod error;
 mod integrity;
+mod metrics;
 mod redb;
 mod retention;
+mod stats;
 mod verify;
 
 pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, replay_all};
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame_checksum};
+pub use metrics::record_append;
 pub use redb::RedbJournal;
 pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen};
-pub use redb::writer::CommitStats;
 pub use retention::{
     DEFAULT_PURGE_STEP_FRAMES, PurgeReport, PurgeStep, SessionState, Tombstone, purge, purge_with,
 };
+pub use stats::CommitStats;
 pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
 
 /// The on-disk format version this build writes (kept in the file's metadata table;

@@ -91,6 +91,13 @@ async fn appends_deduplicate_collide_replay_and_look_up() {
         j.append(s, command(other, Uuid::now_v7(), 0)).await,
         Err(AppendError::SessionMismatch { .. })
     ));
+    // One append at a time: each committed alone (collisions and duplicates too); the
+    // refused one never reached the writer.
+    let stats = j.commit_stats();
+    assert_eq!(
+        (stats.commits, stats.appends, stats.writer_wakeups),
+        (10, 10, 0)
+    );
 
     assert_eq!(j.last_seq(s).await.unwrap(), 6);
     let frames = replay_all(&j, s).await.unwrap();
@@ -154,6 +161,10 @@ async fn concurrent_appends_are_group_committed_gap_free() {
             assert!(outs.iter().all(|o| o.seq == *seq));
         }
     }
+    // Every append answered by a commit; the batches grouped some of them.
+    let stats = j.commit_stats();
+    assert_eq!(stats.appends, 400);
+    assert!((1..=400).contains(&stats.commits), "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,6 +83,9 @@ struct LoopActor {
     /// How many entries of `known` are live: the capacity count, and zero once the loop
     /// may exit after a shutdown.
     live: usize,
+    /// `live` as last added to the inbox depth gauge (updated once per batch; the
+    /// gauge sums every loop's, so what is still counted is taken back on drop).
+    reported_live: usize,
     /// The consumed IDs in `known`, oldest first, to forget the oldest when memory is
     /// full.
     consumed_order: VecDeque<CommandId>,
@@ -125,6 +128,7 @@ pub(crate) fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
         consumed_memory,
         known: HashMap::new(),
         live: 0,
+        reported_live: 0,
         consumed_order: VecDeque::new(),
         next_seq: 0,
         accepting: true,
@@ -134,11 +138,13 @@ pub(crate) fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
         replies: Vec::new(),
         acked: Vec::new(),
     };
+    crate::metrics::loop_running(true);
     for command in seed {
         actor.seed(command);
     }
     // Seeded notifications are queued before `spawn` returns.
     inbox.publish(&mut actor.accepted, false);
+    crate::metrics::live_changed(&mut actor.reported_live, actor.live);
     tokio::spawn(actor.run(commands_rx));
     (
         LoopHandle::new(session_id, loop_id, commands_tx),
@@ -151,6 +157,8 @@ impl Drop for LoopActor {
         // Also when the task is dropped without finishing (its runtime shut down): a
         // waiting `recv` ends with `None` instead of waiting forever. Idempotent.
         self.inbox.close();
+        crate::metrics::live_changed(&mut self.reported_live, 0);
+        crate::metrics::loop_running(false);
     }
 }
 
@@ -225,6 +233,7 @@ impl LoopActor {
     /// Queues what this batch accepted for the consumer, then sends the batch's answers.
     fn publish(&mut self) {
         self.inbox.publish(&mut self.accepted, !self.accepting);
+        crate::metrics::live_changed(&mut self.reported_live, self.live);
         self.send_replies();
     }
 

@@ -91,6 +91,13 @@ impl LoopHandle {
     /// with the same notification answers `Duplicate` (it was accepted) or what a first
     /// delivery would have answered.
     pub async fn deliver(&self, command: ProcessNotification) -> Delivery {
+        let answer = self.decide(command).await;
+        crate::metrics::delivered(answer);
+        answer
+    }
+
+    /// [`deliver`](Self::deliver) without the metrics.
+    async fn decide(&self, command: ProcessNotification) -> Delivery {
         let (reply, answer) = oneshot::channel();
         if self
             .commands

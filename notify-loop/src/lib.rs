@@ -69,6 +69,7 @@ mod config;
 mod consumer;
 mod handle;
 mod inbox;
+mod metrics;
 
 pub use config::{DEFAULT_CAPACITY, DEFAULT_CONSUMED_MEMORY, LoopConfig};
 pub use consumer::{LoopAckError, LoopConsumer, Received};

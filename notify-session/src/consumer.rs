@@ -8,7 +8,7 @@ use notify_loop::{LoopConsumer, Received};
 use notify_types::{CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent};
 
 use crate::error::{AckError, PublishError};
-use crate::session::{Inner, Session};
+use crate::session::{Inner, Published, Session};
 
 /// Receives a native loop's notifications in acceptance order (restore-seeded ones
 /// first). Returned by [`Session::register_loop`].
@@ -129,7 +129,8 @@ impl SessionReceived {
             .journal_and_broadcast(SessionEvent::NotificationConsumed(consumed))
             .await
         {
-            Ok(_) => {}
+            Ok(Published::New { .. }) => crate::metrics::consumed(),
+            Ok(Published::Duplicate { .. }) => {}
             Err(PublishError::Journal(e)) => return Err(AckError::Journal(e)),
             Err(PublishError::SessionEnded { session_id, .. }) => {
                 return Err(AckError::SessionEnded { session_id });

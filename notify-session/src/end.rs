@@ -197,6 +197,9 @@ impl Session {
             let _ = self.inner.events.send(marker);
         }
         self.shutdown_loops().await;
+        if !already {
+            crate::metrics::ended(abandoned.len());
+        }
         tracing::info!(seq, abandoned = abandoned.len(), "session ended");
         Ok(Ended {
             session_id,

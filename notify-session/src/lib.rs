@@ -66,6 +66,7 @@
 mod consumer;
 mod end;
 mod error;
+mod metrics;
 mod restore;
 mod retry;
 mod session;
@@ -130,7 +131,7 @@ pub mod prelude {
         CommandId, Disposition, EventId, ExecutionId, LoopId, Notified, NotifyError,
         ProcessCompletionNotification, ProcessCompletionNotifier, ProcessLifecycleKind,
         ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
-        ProcessTerminalReason, SessionEvent, SessionId, StopCause,
+        ProcessTerminalReason, SessionEvent, SessionId, StopCause, Timestamp,
     };
 
     pub use crate::{

@@ -479,6 +479,9 @@ impl Session {
             .publish_lifecycle(lost)
             .await
             .map_err(DeclareLostError::Publish)?;
+        if matches!(event, Published::New { .. }) {
+            crate::metrics::declared_lost();
+        }
         Ok(LostOutcome { completion, event })
     }
 }

@@ -203,9 +203,11 @@ impl Session {
         if loops.contains_key(&loop_id) {
             return Err(RegisterError::AlreadyRegistered { loop_id });
         }
+        let seeded = config.seeded().len();
         let (handle, consumer) = notify_loop::spawn(config);
         loops.insert(loop_id, LoopEntry::Native(handle));
         drop(loops);
+        crate::metrics::redelivered(seeded);
         Ok(SessionConsumer::new(self.inner.clone(), loop_id, consumer))
     }
 
@@ -311,7 +313,9 @@ impl Session {
             loop_id = %n.loop_id,
             command_id = %n.command_id,
         );
-        self.notify_inner(n).instrument(span).await
+        let answer = self.notify_inner(n).instrument(span).await;
+        crate::metrics::notified(&answer);
+        answer
     }
 
     async fn notify_inner(

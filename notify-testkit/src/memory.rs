@@ -1,11 +1,13 @@
 //! An in-memory [`JournalBackend`] with the redb journal's semantics.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use notify_journal::{
-    AppendError, AppendOutcome, BoxFuture, Corruption, Frame, JournalBackend, JournalError,
-    PurgeStep, SessionState, Tombstone, check_replay_page, decode_checked_frame, frame_checksum,
+    AppendError, AppendOutcome, BoxFuture, CommitStats, Corruption, Frame, JournalBackend,
+    JournalError, PurgeStep, SessionState, Tombstone, check_replay_page, decode_checked_frame,
+    frame_checksum, record_append,
 };
 use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid, ended_event_id};
 
@@ -35,6 +37,10 @@ use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid, ende
 ///
 /// A std `Mutex` guards the state; it is never held across an `.await` (every
 /// operation completes synchronously and returns a ready future).
+///
+/// Its appends are counted in the `notify_journal_appends_total` metric under
+/// `backend="memory"`, and [`commit_stats`](Self::commit_stats) counts them like a
+/// backend that commits every append on its own.
 #[derive(Debug, Clone)]
 pub struct MemoryJournal {
     inner: Arc<Inner>,
@@ -46,6 +52,9 @@ struct Inner {
     max_record_bytes: usize,
     /// Every session with at least one frame, in ID order.
     sessions: Mutex<BTreeMap<SessionId, SessionLog>>,
+    /// Appends that passed the checks and were resolved against the store (each its
+    /// own "commit"), for [`CommitStats`].
+    resolved: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +119,7 @@ impl MemoryJournal {
             inner: Arc::new(Inner {
                 max_record_bytes,
                 sessions: Mutex::new(BTreeMap::new()),
+                resolved: AtomicU64::new(0),
             }),
         }
     }
@@ -118,6 +128,17 @@ impl MemoryJournal {
     #[must_use]
     pub fn max_record_bytes(&self) -> usize {
         self.inner.max_record_bytes
+    }
+
+    /// Commit counters since creation, shared by every clone: every append that passed
+    /// the checks counts as one commit of one append (`writer_wakeups` is 0).
+    #[must_use]
+    pub fn commit_stats(&self) -> CommitStats {
+        let n = self.inner.resolved.load(Ordering::Relaxed);
+        let mut stats = CommitStats::default();
+        stats.commits = n;
+        stats.appends = n;
+        stats
     }
 
     /// The number of frames across all sessions.
@@ -180,6 +201,7 @@ impl MemoryJournal {
             notify_journal::encode_for_append(session, record, self.inner.max_record_bytes)?;
         let key = record.key();
         let mut sessions = self.lock();
+        self.inner.resolved.fetch_add(1, Ordering::Relaxed);
         if let Some(log) = sessions.get(&session) {
             log.refuse(session, key)?;
         }
@@ -260,7 +282,9 @@ impl JournalBackend for MemoryJournal {
         session: SessionId,
         record: JournalRecord,
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-        Box::pin(std::future::ready(self.append_now(session, &record)))
+        let result = self.append_now(session, &record);
+        record_append("memory", &result);
+        Box::pin(std::future::ready(result))
     }
 
     fn lookup(

@@ -72,6 +72,7 @@ use writer::{AppendReq, Writer};
 
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, StorageError};
+use crate::stats::CommitStats;
 
 /// How many appends may wait for the writer before `append` waits for room.
 const QUEUE: usize = 8192;
@@ -176,6 +177,8 @@ pub struct PgJournal {
     /// The writer's queue; `None` once closed.
     queue: Mutex<Option<mpsc::Sender<AppendReq>>>,
     writers: Mutex<Vec<JoinHandle<()>>>,
+    /// The writers' shared queue, read for [`commit_stats`](Self::commit_stats).
+    commit_queue: Arc<writer::Queue>,
     /// Epoch of every lease this journal acquired and has not released. An entry
     /// outlives the lease itself: a lost lease keeps fencing appends until the
     /// caller acquires anew or releases it.
@@ -300,6 +303,7 @@ impl PgJournal {
             }),
             queue: Mutex::new(Some(tx)),
             writers: Mutex::new(tasks),
+            commit_queue: queue,
             leases: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
         })
@@ -322,6 +326,13 @@ impl PgJournal {
     #[must_use]
     pub fn max_record_bytes(&self) -> usize {
         self.max_record_bytes
+    }
+
+    /// Group-commit counters since connect, over all of its writers: `appends /
+    /// commits` is the mean batch size (`writer_wakeups` is always 0).
+    #[must_use]
+    pub fn commit_stats(&self) -> CommitStats {
+        self.commit_queue.stats()
     }
 
     /// Stops accepting appends, waits until every append already queued has been
@@ -399,7 +410,10 @@ impl JournalBackend for PgJournal {
         session: SessionId,
         record: JournalRecord,
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-        Box::pin(self.append_inner(session, record))
+        Box::pin(crate::metrics::counted(
+            crate::metrics::POSTGRES,
+            self.append_inner(session, record),
+        ))
     }
 
     fn lookup(

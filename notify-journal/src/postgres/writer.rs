@@ -5,9 +5,9 @@
 //! commit) costs one round trip.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify_types::{SessionId, Uuid};
 use tokio::sync::{Mutex as AsyncMutex, Notify, mpsc, oneshot};
@@ -19,6 +19,8 @@ use super::error::sanitize;
 use super::schema::Sql;
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
+use crate::metrics::POSTGRES;
+use crate::stats::CommitStats;
 
 /// One append waiting for its batch.
 pub(crate) struct AppendReq {
@@ -84,6 +86,10 @@ pub(crate) struct Queue {
     done: Notify,
     /// How many writers share the queue.
     writers: usize,
+    /// Successful batches, for [`CommitStats`].
+    commits: AtomicU64,
+    /// Appends answered by successful batches, for [`CommitStats`].
+    committed_appends: AtomicU64,
 }
 
 impl Queue {
@@ -93,6 +99,17 @@ impl Queue {
             rx: AsyncMutex::new(rx),
             in_flight: AtomicUsize::new(0),
             done: Notify::new(),
+            commits: AtomicU64::new(0),
+            committed_appends: AtomicU64::new(0),
+        }
+    }
+
+    /// The commit counters of every writer on this queue.
+    pub(crate) fn stats(&self) -> CommitStats {
+        CommitStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            appends: self.committed_appends.load(Ordering::Relaxed),
+            writer_wakeups: 0,
         }
     }
 }
@@ -221,7 +238,7 @@ impl Writer {
                 }
             }
             queue.in_flight.fetch_add(1, Ordering::SeqCst);
-            let results = self.commit(&batch).await;
+            let results = self.commit(&batch, &queue).await;
             queue.in_flight.fetch_sub(1, Ordering::SeqCst);
             queue.done.notify_waiters();
             for (req, result) in batch.drain(..).zip(results) {
@@ -233,11 +250,23 @@ impl Writer {
 
     /// Commits one batch, retrying it (bounded) after a serialization failure or
     /// deadlock; answers every append of the batch.
-    async fn commit(&mut self, batch: &[AppendReq]) -> Vec<Result<AppendOutcome, AppendError>> {
+    async fn commit(
+        &mut self,
+        batch: &[AppendReq],
+        queue: &Queue,
+    ) -> Vec<Result<AppendOutcome, AppendError>> {
+        let started = Instant::now();
         let mut retries = 0;
         loop {
             match self.attempt(batch).await {
-                Ok(results) => return results,
+                Ok(results) => {
+                    queue.commits.fetch_add(1, Ordering::Relaxed);
+                    queue
+                        .committed_appends
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    crate::metrics::committed(POSTGRES, batch.len(), started.elapsed());
+                    return results;
+                }
                 Err(Failure::Before { error, transient }) => {
                     if transient && retries < TRANSIENT_RETRIES {
                         retries += 1;
@@ -245,6 +274,7 @@ impl Writer {
                         continue;
                     }
                     tracing::warn!(error = %error, "journal batch rolled back");
+                    crate::metrics::commit_failed(POSTGRES);
                     if !transient {
                         // The connection may be broken (terminated backend, aborted
                         // idle transaction, timeout): never reuse it.
@@ -257,6 +287,7 @@ impl Writer {
                 }
                 Err(Failure::Commit(error)) => {
                     tracing::warn!(error = %error, "journal commit failed; outcome unknown");
+                    crate::metrics::commit_failed(POSTGRES);
                     self.conn = None;
                     return batch
                         .iter()

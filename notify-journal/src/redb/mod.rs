@@ -23,9 +23,10 @@ use tracing::Instrument;
 
 use self::options::JournalOptions;
 use self::read::{Snapshot, storage};
-use self::writer::{CommitStats, Queue, Request, panic_message};
+use self::writer::{Queue, Request, panic_message};
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
+use crate::stats::CommitStats;
 use crate::verify::VerifyReport;
 
 /// A durable, group-committed journal of many sessions in one redb file.
@@ -248,15 +249,15 @@ impl RedbJournal {
         let key = record.key();
         let span = tracing::debug_span!("journal.append", %session, %key);
         let submitted = span.in_scope(|| self.submit(session, &record));
-        async move {
+        let answer = async move {
             let rx = submitted?;
             match rx.await {
                 Ok(reply) => reply,
                 // The writer is gone without answering: it has stopped.
                 Err(_) => Err(AppendError::Closed),
             }
-        }
-        .instrument(span)
+        };
+        crate::metrics::counted(crate::metrics::REDB, answer).instrument(span)
     }
 
     fn submit(

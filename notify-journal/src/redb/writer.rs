@@ -27,6 +27,7 @@ use super::frame;
 use super::options::{Durability, JournalOptions};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
+use crate::stats::CommitStats;
 
 /// What an appender is told.
 pub(crate) type Reply = Result<AppendOutcome, AppendError>;
@@ -66,19 +67,6 @@ pub(crate) struct Queue {
     committed_appends: AtomicU64,
     /// Times the writer slept and an appender had to wake it, for [`CommitStats`].
     wakeups: AtomicU64,
-}
-
-/// Group-commit counters of a journal handle since it was opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct CommitStats {
-    /// Successful write transactions.
-    pub commits: u64,
-    /// Appends (new, duplicate or collision) answered by those transactions.
-    pub appends: u64,
-    /// Times an appender had to wake the sleeping writer thread (each costs a thread
-    /// wake-up; the rest were caught while the writer spun or worked).
-    pub writer_wakeups: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -403,6 +391,7 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
             Err(failure) => {
                 // The handle may be broken (fsyncgate): never write through it again.
                 w.queue.poisoned.store(true, Ordering::Release);
+                crate::metrics::commit_failed(crate::metrics::REDB);
                 tracing::error!(error = %failure.error(), "journal commit failed; journal poisoned");
                 w.replies.clear();
                 for req in w.batch.drain(..) {
@@ -553,6 +542,7 @@ impl Writer {
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
         self.tuning.observe_commit(started.elapsed());
+        crate::metrics::committed(crate::metrics::REDB, self.batch.len(), started.elapsed());
         self.next_pos = Some(staged_pos);
         if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
             self.heads.clear();

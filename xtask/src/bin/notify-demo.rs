@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -112,6 +114,9 @@ async fn run() -> anyhow::Result<()> {
 }
 
 async fn parent(path: &Path) -> anyhow::Result<()> {
+    // Before anything records: the libraries report to whatever recorder is installed.
+    metrics::set_global_recorder(&RECORDER)
+        .map_err(|_| anyhow::anyhow!("a metrics recorder was already installed"))?;
     let clock = Clock(Instant::now());
     let mut tally = Tally::default();
     println!("notify demo: durable process-completion notifications");
@@ -429,6 +434,19 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
         journal.last_seq(session_id).await?
     );
     println!("  elapsed: {:.2}s", clock.0.elapsed().as_secs_f64());
+    let stats = journal.commit_stats();
+    println!(
+        "  commits since the reopen: {} for {} appends",
+        stats.commits, stats.appends
+    );
+
+    heading("Metrics (this process; the child's died with it)");
+    intro(&[
+        "What the journal, the loops and the session reported through the `metrics` facade,",
+        "to the demo's own small recorder (an application installs an exporter instead).",
+        "docs/metrics.md says what each one means.",
+    ]);
+    RECORDER.print();
     if after.pending_count() != 0 || !after.orphans.is_empty() {
         bail!("restore left work behind");
     }
@@ -482,5 +500,125 @@ async fn crashing_child(path: &Path, session_id: SessionId, loop_id: LoopId) -> 
         session.notify_process_completion(n).await?;
         i += 1;
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The demo's metrics recorder: every metric of the run, in memory, for the summary.
+static RECORDER: DemoRecorder = DemoRecorder {
+    metrics: Mutex::new(BTreeMap::new()),
+};
+
+/// A minimal [`metrics::Recorder`]: counters and gauges as atomics, histograms as count,
+/// sum and maximum. Keyed by name and labels (`name{k=v,...}`).
+struct DemoRecorder {
+    metrics: Mutex<BTreeMap<String, Metric>>,
+}
+
+#[derive(Clone)]
+enum Metric {
+    Counter(Arc<AtomicU64>),
+    /// An `f64`'s bits (how `metrics` implements a gauge on an `AtomicU64`).
+    Gauge(Arc<AtomicU64>),
+    Histogram(Arc<Summary>),
+}
+
+/// A histogram's count, sum and maximum.
+#[derive(Default)]
+struct Summary(Mutex<(u64, f64, f64)>);
+
+impl metrics::HistogramFn for Summary {
+    fn record(&self, value: f64) {
+        let mut s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        s.0 += 1;
+        s.1 += value;
+        s.2 = s.2.max(value);
+    }
+}
+
+impl DemoRecorder {
+    fn get(&self, key: &metrics::Key, make: impl FnOnce() -> Metric) -> Metric {
+        let mut name = key.name().to_owned();
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        if !labels.is_empty() {
+            name = format!("{name}{{{}}}", labels.join(","));
+        }
+        let mut metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        metrics.entry(name).or_insert_with(make).clone()
+    }
+
+    fn print(&self) {
+        let metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, metric) in metrics.iter() {
+            let value = match metric {
+                Metric::Counter(n) => n.load(Ordering::Relaxed).to_string(),
+                Metric::Gauge(bits) => f64::from_bits(bits.load(Ordering::Relaxed)).to_string(),
+                Metric::Histogram(h) => {
+                    let (count, sum, max) = *h.0.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mean = if count == 0 { 0.0 } else { sum / count as f64 };
+                    if name.contains("_seconds") {
+                        format!(
+                            "{count} samples, mean {:.3} ms, max {:.3} ms",
+                            mean * 1e3,
+                            max * 1e3
+                        )
+                    } else {
+                        format!("{count} samples, mean {mean:.2}, max {max}")
+                    }
+                }
+            };
+            println!("  {name:<68} {value}");
+        }
+    }
+}
+
+impl metrics::Recorder for DemoRecorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        match self.get(key, || Metric::Counter(Arc::default())) {
+            Metric::Counter(n) => metrics::Counter::from_arc(n),
+            _ => metrics::Counter::noop(),
+        }
+    }
+
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        match self.get(key, || Metric::Gauge(Arc::default())) {
+            Metric::Gauge(bits) => metrics::Gauge::from_arc(bits),
+            _ => metrics::Gauge::noop(),
+        }
+    }
+
+    fn register_histogram(
+        &self,
+        key: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        match self.get(key, || Metric::Histogram(Arc::default())) {
+            Metric::Histogram(h) => metrics::Histogram::from_arc(h),
+            _ => metrics::Histogram::noop(),
+        }
     }
 }
