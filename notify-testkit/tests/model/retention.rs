@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use crate::real::{Real, poll_then_drop};
-use crate::reference::{MEnd, Model};
+use crate::reference::{MEnd, MState, Model};
 
 /// `Session::end`, against the model's prediction; with `cancel`, a first call is
 /// dropped after that many polls and a second one completes the end.
@@ -207,7 +207,7 @@ pub(crate) fn renew(real: &mut Real, model: &mut Model) {
 
 /// Drops the retired sessions' tombstones, unless the current session is purged.
 pub(crate) async fn drop_tombstones(real: &Real, model: &mut Model) -> Result<(), TestCaseError> {
-    if model.state == crate::reference::MState::Purged {
+    if model.state == MState::Purged {
         return Ok(());
     }
     let want = model.drop_tombstones();
