@@ -228,11 +228,30 @@ pub enum JournalError {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// Another handle (in this or another process) has the file open.
+    /// Another handle (in this or another process) has the file open. A read-only
+    /// open ([`RedbReader::open`](crate::RedbReader::open)) gets it while a writer holds
+    /// the file: the journal is in use.
     #[error("journal {path} is already open")]
     AlreadyOpen {
         /// The journal file.
         path: std::path::PathBuf,
+    },
+    /// There is no file at the path. Only a read-only open answers this; a writable
+    /// open creates the journal.
+    #[error("no journal at {path}: the file does not exist")]
+    Missing {
+        /// The path.
+        path: std::path::PathBuf,
+    },
+    /// The journal cannot be read without writing to it first, which a read-only open
+    /// never does: it was not closed cleanly (a writable open runs redb's recovery), or
+    /// it is of an older format (a writable open upgrades it). Nothing was changed.
+    #[error("journal {path} needs a writable open first: {reason}")]
+    NeedsWritableOpen {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
     },
     /// The file exists but is not a notify journal (not a redb file, or a redb file
     /// without the journal's metadata or tables).

@@ -30,8 +30,9 @@ pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_ap
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame_checksum};
 pub use metrics::record_append;
-pub use redb::RedbJournal;
 pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen};
+pub use redb::read_only::{RedbReader, RedbStats};
+pub use redb::{CompactReport, RedbJournal};
 pub use retention::{
     DEFAULT_PURGE_STEP_FRAMES, PurgeReport, PurgeStep, SessionState, Tombstone, purge, purge_with,
 };
@@ -47,5 +48,5 @@ mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
     LeaseError, LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
-    PgOpenError, PgOptions, PgSslMode, PgTls, PgTlsRefusal,
+    PgOpenError, PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
 };

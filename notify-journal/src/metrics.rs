@@ -22,13 +22,10 @@ pub(crate) const COMMIT_SECONDS: &str = "notify_journal_commit_seconds";
 /// unknown); every append in them got the error.
 pub(crate) const COMMIT_FAILURES: &str = "notify_journal_commit_failures_total";
 /// Counter, label `backend`: ended sessions purged (only their tombstone remains).
-#[allow(dead_code)] // Recorded by purge, which lands separately.
 pub(crate) const PURGED_SESSIONS: &str = "notify_journal_purged_sessions_total";
 /// Counter, label `backend`: frames removed by purge.
-#[allow(dead_code)] // Recorded by purge, which lands separately.
 pub(crate) const PURGED_FRAMES: &str = "notify_journal_purged_frames_total";
 /// Histogram, label `backend`, seconds: how long one bounded purge step took.
-#[allow(dead_code)] // Recorded by purge, which lands separately.
 pub(crate) const PURGE_STEP_SECONDS: &str = "notify_journal_purge_step_seconds";
 
 /// The `backend` label of [`RedbJournal`](crate::RedbJournal).
@@ -83,7 +80,6 @@ pub(crate) fn commit_failed(backend: &'static str) {
 }
 
 /// One purge step that took `took` and removed `sessions` sessions' `frames` frames.
-#[allow(dead_code)] // Called by purge, which lands separately.
 pub(crate) fn purge_step(backend: &'static str, sessions: u64, frames: u64, took: Duration) {
     metrics::counter!(PURGED_SESSIONS, "backend" => backend).increment(sessions);
     metrics::counter!(PURGED_FRAMES, "backend" => backend).increment(frames);

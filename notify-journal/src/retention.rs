@@ -11,7 +11,7 @@
 //! starting a fresh log at seq 1. Tombstones can be dropped after a second, longer
 //! horizon ([`JournalBackend::drop_tombstones`]); after that the session is unknown again,
 //! and a late append would start a new log: the trade-off is the tombstones' space
-//! (a few dozen bytes a session) against how late a retry may come.
+//! (about a hundred bytes a session in the redb journal) against how late a retry may come.
 
 use notify_types::{SessionId, Timestamp};
 

@@ -91,6 +91,14 @@ pub enum Problem {
         /// Where it is stored (backend-specific: a log position or a row).
         location: String,
     },
+    /// A session's end or purge record (its state row, or what the backend keeps of an
+    /// ended or purged session) is damaged or disagrees with the session's log.
+    SessionRow {
+        /// The session.
+        session: SessionId,
+        /// What is wrong.
+        detail: String,
+    },
     /// A stored frame so damaged that it does not say whose it is.
     Unreadable {
         /// Where it is stored (backend-specific: a log position or a row).
@@ -135,6 +143,9 @@ impl fmt::Display for Problem {
                 seqs.0, seqs.1
             ),
             Self::Orphan { location } => write!(f, "{location}: a frame no session's log reaches"),
+            Self::SessionRow { session, detail } => {
+                write!(f, "session {session}: end/purge record {detail}")
+            }
             Self::Unreadable { location, cause } => write!(f, "{location}: {cause}"),
         }
     }
@@ -149,6 +160,12 @@ pub struct VerifyReport {
     pub engine: EngineCheck,
     /// Sessions with at least one frame.
     pub sessions: u64,
+    /// Sessions ended and not purged (their logs are whole); counted by the redb
+    /// journal's verify, 0 where a backend does not count them.
+    pub ended: u64,
+    /// Tombstones: sessions whose purge began (some may still have frames to remove);
+    /// counted by the redb journal's verify, 0 where a backend does not count them.
+    pub tombstones: u64,
     /// Frames read.
     pub frames: u64,
     /// Index entries read.
@@ -168,6 +185,8 @@ impl VerifyReport {
         Self {
             engine: EngineCheck::NotRun,
             sessions: 0,
+            ended: 0,
+            tombstones: 0,
             frames: 0,
             keys: 0,
             bytes: 0,
@@ -201,8 +220,14 @@ impl fmt::Display for VerifyReport {
         };
         writeln!(
             f,
-            "{} sessions, {} frames, {} index entries, {} bytes; page check: {engine}; {} problem(s)",
-            self.sessions, self.frames, self.keys, self.bytes, self.problem_count
+            "{} sessions ({} ended, {} tombstones), {} frames, {} index entries, {} bytes; page check: {engine}; {} problem(s)",
+            self.sessions,
+            self.ended,
+            self.tombstones,
+            self.frames,
+            self.keys,
+            self.bytes,
+            self.problem_count
         )?;
         for p in &self.problems {
             writeln!(f, "  {p}")?;

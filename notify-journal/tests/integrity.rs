@@ -76,16 +76,15 @@ async fn a_flipped_byte_is_a_checksum_mismatch_on_every_read_path() {
     let report = j.verify(10).await.unwrap();
     assert!(!report.is_clean());
     assert_eq!(report.problem_count, 1, "{report}");
-    assert!(
-        matches!(
-            &report.problems[0],
-            Problem::Unreadable {
-                cause: Corruption::Checksum { .. },
-                ..
-            }
-        ),
-        "{report}"
-    );
+    // The header cannot be trusted, but the session's log names the frame.
+    match &report.problems[0] {
+        Problem::Frame {
+            session,
+            seq: 2,
+            cause: Corruption::Checksum { .. },
+        } => assert_eq!(*session, s),
+        other => panic!("expected the frame named by session and seq, got {other}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,23 +335,46 @@ fn stale_creation_files_of_dead_processes_are_removed() {
     assert!(other.exists(), "another journal's staging file was removed");
 }
 
-#[test]
-fn tombstones_of_a_later_build_refuse_the_open() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_row_this_build_cannot_read_is_never_ignored() {
+    // Opening reads no row (it never scans); every read of the session's state, and
+    // every append to it, checks the row and refuses one it cannot interpret.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
-    open(&path).close();
+    let s = three_frames(&path).await;
     tamper::with_txn(&path, |txn| {
         txn.open_table(SESSIONS)
             .unwrap()
-            .insert(7, b"ended".as_slice())
+            .insert(u(s), b"ended".as_slice())
             .unwrap();
         Ok(())
     })
     .unwrap();
+    let j = open(&path);
     assert!(matches!(
-        RedbJournal::open(&path, JournalOptions::default()),
-        Err(OpenError::UnsupportedContent { .. })
+        j.session_state(s).await,
+        Err(JournalError::Corrupt {
+            seq: 0,
+            source: Corruption::Truncated { len: 5 },
+            ..
+        })
     ));
+    assert!(matches!(
+        j.replay(s, 1, 10).await,
+        Err(JournalError::Corrupt { .. })
+    ));
+    assert!(matches!(
+        j.append(s, command(s, 4)).await,
+        Err(AppendError::Corrupt { .. })
+    ));
+    let report = j.verify(10).await.unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| matches!(p, Problem::SessionRow { session, .. } if *session == s)),
+        "{report}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

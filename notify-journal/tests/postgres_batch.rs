@@ -115,17 +115,22 @@ async fn a_version_1_schema_is_migrated_forward() {
         j.append(s, command(s, *k, 0)).await.unwrap();
     }
     j.close().await;
-    // Back to version 1: exactly what versions 2 and 3 added is removed (so these
+    // Back to version 1: exactly what versions 2 to 4 added is removed (so these
     // frames have no checksum, as frames written before version 3 do not).
     let raw = raw_client(&url).await;
     raw.batch_execute(&format!(
         "DROP FUNCTION \"{schema}\".append_batch;
+         DROP FUNCTION \"{schema}\".purge_step;
+         DROP INDEX \"{schema}\".sessions_due, \"{schema}\".sessions_purging,
+                    \"{schema}\".sessions_tombstones;
+         ALTER TABLE \"{schema}\".sessions DROP COLUMN ended_at, DROP COLUMN purged_at,
+                                           DROP COLUMN purge_done;
          ALTER TABLE \"{schema}\".frames DROP COLUMN checksum;
          DELETE FROM \"{schema}\".schema_version WHERE version > 1;"
     ))
     .await
     .unwrap();
-    const { assert!(PG_SCHEMA_VERSION >= 3) };
+    const { assert!(PG_SCHEMA_VERSION >= 4) };
 
     let j = journal(&url, &schema, PgOptions::default()).await;
     let version: i32 = raw

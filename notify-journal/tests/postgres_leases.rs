@@ -39,7 +39,9 @@ where
 }
 
 /// The tests' shared schema (each test uses fresh sessions in it).
-const SHARED: &str = "nj_test_shared";
+// Named for the journal schema version: builds at different versions sharing a test
+// database never meet (and refuse) each other's tables.
+const SHARED: &str = "nj_test_shared_v4";
 
 /// Waits, by the database's clock, until `session`'s lease is no longer live. Polls;
 /// never asserts on elapsed time.

@@ -24,7 +24,9 @@ use notify_types::{SessionId, Uuid};
 use postgres_support::{DATABASE_URL_VAR, command, database_url, journal};
 
 const CHILD_VAR: &str = "NJ_PG_CHILD";
-const SCHEMA: &str = "nj_test_shared";
+// Named for the journal schema version: builds at different versions sharing a test
+// database never meet (and refuse) each other's tables.
+const SCHEMA: &str = "nj_test_shared_v4";
 const PROCESSES: usize = 3;
 const KEYS: u128 = 90;
 const TASKS_PER_PROCESS: usize = 6;

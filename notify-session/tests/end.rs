@@ -290,3 +290,28 @@ async fn a_headless_session_ends_at_once() {
         .unwrap_err();
     assert_ended(&e, session.id(), false);
 }
+
+/// The restarted-process story on the PostgreSQL journal: the second journal is a
+/// new connection (another process, as far as the database knows). A schema of its
+/// own, since the story purges every ended session (needs a database; see
+/// `notify_testkit::postgres`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_process_is_refused_on_postgres() {
+    use notify_journal::{PgJournal, PgOptions};
+    let Some(url) = notify_testkit::postgres::database_url("session end on PostgreSQL") else {
+        return;
+    };
+    let schema = format!("ns_end_{}", notify_types::Uuid::now_v7().simple());
+    let options = PgOptions::default().schema(&schema);
+    let first = PgJournal::connect(&url, options.clone()).await.unwrap();
+    let second = PgJournal::connect(&url, options).await.unwrap();
+    restarted_process_is_refused(Arc::new(first), Arc::new(second)).await;
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}

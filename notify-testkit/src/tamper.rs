@@ -21,8 +21,13 @@ pub const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
     TableDefinition::new("notify_positions");
 /// `(key, session) -> position`.
 pub const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");
-/// `session -> state record` (tombstones).
+/// `session -> state row` (ended and purged sessions: CRC-32C, version, state, session,
+/// times, last seq, frames).
 pub const SESSIONS: TableDefinition<'_, u128, &[u8]> = TableDefinition::new("notify_sessions");
+/// `(class, time, session) -> ()`: the session rows ordered for purging (0 purging, 1
+/// ended, 2 purged).
+pub const RETENTION: TableDefinition<'_, (u8, i128, u128), ()> =
+    TableDefinition::new("notify_retention");
 /// `name -> value`: the format version.
 pub const META: TableDefinition<'_, &str, u64> = TableDefinition::new("notify_journal_meta");
 

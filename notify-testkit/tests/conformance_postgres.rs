@@ -1,4 +1,5 @@
-//! The backend conformance suite, unchanged, against [`PgJournal`].
+//! The backend conformance suite, unchanged, against [`PgJournal`]: the contract, the
+//! integrity checks, and the retention checks (each in a schema of its own).
 //!
 //! Needs the `postgres` feature and a database: `NOTIFY_TEST_DATABASE_URL` (a
 //! libpq-style string or URL), or `CI` set, which means the local default
@@ -11,7 +12,9 @@ use notify_journal::{PgJournal, PgOptions};
 
 /// The schema the suite's tables live in; the checks use fresh sessions, so runs
 /// (and concurrent test processes) can share it.
-const SCHEMA: &str = "nj_conformance";
+// Named for the journal schema version: builds at different versions sharing a test
+// database never meet (and refuse) each other's tables.
+const SCHEMA: &str = "nj_conformance_v4";
 
 /// Connects, or returns `None` after saying plainly that the suite is skipped.
 #[expect(
@@ -215,5 +218,73 @@ mod integrity {
             )),
             "verify missed the updated row: {after}"
         );
+    }
+}
+
+mod retention {
+    //! Session end, purge and tombstones. A purge takes every ended session of its
+    //! schema, so each check gets a fresh schema of its own, dropped when it ends.
+    use notify_journal::{PgJournal, PgOptions};
+    use notify_types::Uuid;
+
+    /// A journal on a schema of its own.
+    pub(super) struct Isolated {
+        pub(super) journal: PgJournal,
+        url: String,
+        schema: String,
+    }
+
+    #[expect(
+        clippy::panic,
+        reason = "test setup outside a #[test] fn: an unreachable database must fail the test"
+    )]
+    pub(super) async fn open() -> Option<Isolated> {
+        let url = notify_testkit::postgres::database_url("PostgreSQL retention check")?;
+        let schema = format!("nj_ret_{}", Uuid::now_v7().simple());
+        match PgJournal::connect(&url, PgOptions::default().schema(&schema)).await {
+            Ok(journal) => Some(Isolated {
+                journal,
+                url,
+                schema,
+            }),
+            Err(e) => panic!("cannot open the PostgreSQL journal: {e}"),
+        }
+    }
+
+    impl Drop for Isolated {
+        /// Drops the schema, best effort (a leftover schema is harmless), on a thread
+        /// of its own: `drop` cannot await.
+        fn drop(&mut self) {
+            let (url, schema) = (self.url.clone(), self.schema.clone());
+            let _ = std::thread::spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                rt.block_on(async {
+                    if let Ok((client, conn)) =
+                        tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                    {
+                        tokio::spawn(conn);
+                        let _ = client
+                            .batch_execute(&format!(
+                                "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+                            ))
+                            .await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+
+    notify_testkit::conformance_retention_tests! {
+        setup = match open().await {
+            Some(isolated) => isolated,
+            None => return Ok(()),
+        },
+        backend = |isolated| &isolated.journal,
     }
 }

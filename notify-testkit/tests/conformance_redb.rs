@@ -61,3 +61,13 @@ mod integrity {
         backend = |fixture| &fixture.0,
     }
 }
+
+mod retention {
+    //! Session end, purge and tombstones, each check on a file of its own.
+    use notify_journal::JournalOptions;
+
+    notify_testkit::conformance_retention_tests! {
+        setup = super::open(JournalOptions::default()),
+        backend = |fixture| &fixture.journal,
+    }
+}

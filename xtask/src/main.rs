@@ -112,6 +112,14 @@ fn demo_command() -> clap::Command {
                 .help("Keep the journal in this file (relative to the current directory); default: a fresh temp dir"),
         )
         .arg(
+            Arg::new("journal-at-crash")
+                .long("journal-at-crash")
+                .value_name("PATH")
+                .value_parser(value_parser!(PathBuf))
+                .conflicts_with("postgres")
+                .help("Also keep a copy of the journal as the crash left it, before restore (relative to the current directory): `notify pending PATH` shows what restore then does"),
+        )
+        .arg(
             Arg::new("postgres")
                 .long("postgres")
                 .action(ArgAction::SetTrue)
@@ -123,6 +131,7 @@ fn demo_command() -> clap::Command {
 /// What `demo` was asked to do.
 struct DemoArgs {
     journal: Option<PathBuf>,
+    journal_at_crash: Option<PathBuf>,
     postgres: bool,
 }
 
@@ -130,6 +139,7 @@ impl DemoArgs {
     fn from_matches(m: &ArgMatches) -> Self {
         Self {
             journal: m.get_one::<PathBuf>("journal").cloned(),
+            journal_at_crash: m.get_one::<PathBuf>("journal-at-crash").cloned(),
             postgres: m.get_flag("postgres"),
         }
     }
@@ -223,6 +233,9 @@ fn demo(args: &DemoArgs) -> TaskResult {
     if let Some(journal) = &args.journal {
         cmd.arg("--journal").arg(from_caller(journal)?);
     }
+    if let Some(copy) = &args.journal_at_crash {
+        cmd.arg("--journal-at-crash").arg(from_caller(copy)?);
+    }
     run(&mut cmd)
 }
 
@@ -309,6 +322,14 @@ mod tests {
             DemoArgs::from_matches(m).journal,
             Some(PathBuf::from("j.redb"))
         );
+        let m = parse(&["demo", "--journal-at-crash", "c.redb"]).unwrap();
+        let Some(("demo", m)) = m.subcommand() else {
+            panic!("not demo")
+        };
+        let args = DemoArgs::from_matches(m);
+        assert_eq!(args.journal_at_crash, Some(PathBuf::from("c.redb")));
+        assert_eq!(args.journal, None);
+        assert!(parse(&["demo", "--postgres", "--journal-at-crash", "c.redb"]).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! collision), frame and index entry in one transaction, replay in order. Storage
 //! layout and migrations: see `schema.rs`; the group-commit writer: `writer.rs`;
 //! the shared read connection and the reads: `reader.rs`; leases: `lease.rs`;
-//! connecting: `connect.rs`.
+//! session end, purge and tombstones: `retention.rs`; connecting: `connect.rs`.
 //!
 //! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
 //!   connection) take turns gathering every append queued meanwhile and commit
@@ -44,9 +44,12 @@
 mod connect;
 mod error;
 mod lease;
+mod migrations;
 mod options;
 mod reader;
+mod retention;
 mod schema;
+mod stats;
 mod tls;
 mod writer;
 
@@ -55,7 +58,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -63,6 +66,7 @@ pub use error::{LeaseError, PgOpenError, PgTlsRefusal};
 pub use lease::{PgLease, PgLeaseInfo};
 pub use options::{LeasePolicy, MigrationMode, PgOptions};
 pub use schema::PG_SCHEMA_VERSION;
+pub use stats::PgStats;
 pub use tls::{PgSslMode, PgTls};
 
 use connect::Connector;
@@ -72,6 +76,7 @@ use writer::{AppendReq, Writer};
 
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, StorageError};
+use crate::retention::{PurgeStep, SessionState};
 use crate::stats::CommitStats;
 
 /// How many appends may wait for the writer before `append` waits for room.
@@ -85,7 +90,9 @@ const QUEUE: usize = 8192;
 /// at version [`PG_SCHEMA_VERSION`] (recorded in `schema_version`; migrations run on
 /// connect under a transaction-scoped advisory lock, or are only validated):
 ///
-/// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at)`;
+/// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at,
+///   ended_at, purged_at, purge_done)`: a session's head, lease and life; once its
+///   purge began, its tombstone;
 /// * `frames(session, seq, key, kind, bytes, checksum, committed_at)`, primary key
 ///   `(session, seq)`, unique `(session, key)`: the idempotency index.
 ///
@@ -129,6 +136,23 @@ const QUEUE: usize = 8192;
 ///   [`LeasePolicy`]: by default they are allowed unless another writer holds a live
 ///   lease (then `Fenced`), so many processes can share a session; with
 ///   [`LeasePolicy::Required`] they are refused.
+///
+/// # Session end and retention
+///
+/// Same semantics as every backend (see [`SessionState`] and [`purge`](crate::purge)):
+///
+/// * The end marker is an append, so it follows the lease rules: while another writer
+///   holds a live lease, this journal's end marker is [`AppendError::Fenced`]. Its
+///   commit stamps the session's end time with the database's clock. Appends after it
+///   (also later in the same batch) are [`AppendError::SessionEnded`].
+/// * [`purge_step`](JournalBackend::purge_step) is one statement (one transaction) on
+///   the read connection: an unfinished purge first, else the session that ended
+///   first before the horizon, skipping sessions whose lease another holder has live;
+///   rows are taken `FOR UPDATE SKIP LOCKED`, so several purgers share the work. Its
+///   first step writes the tombstone with its first deletions; appends to live
+///   sessions never wait for it.
+/// * [`drop_tombstones`](JournalBackend::drop_tombstones) deletes finished tombstones'
+///   rows, never one with a live lease.
 ///
 /// # Testing
 ///
@@ -448,28 +472,27 @@ impl JournalBackend for PgJournal {
     ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         Box::pin(self.sessions_after_inner(after, limit))
     }
-    // Interim, until session end and purge land in this engine: every session is
-    // live and nothing is ever due for purging.
+
     fn session_state(
         &self,
-        _session: SessionId,
-    ) -> BoxFuture<'_, Result<crate::SessionState, JournalError>> {
-        Box::pin(async { Ok(crate::SessionState::Live) })
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        Box::pin(self.session_state_inner(session))
     }
 
     fn purge_step(
         &self,
-        _ended_before: notify_types::Timestamp,
-        _max_frames: usize,
-    ) -> BoxFuture<'_, Result<crate::PurgeStep, JournalError>> {
-        Box::pin(async { Ok(crate::PurgeStep::IDLE) })
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(self.purge_step_inner(ended_before, max_frames))
     }
 
     fn drop_tombstones(
         &self,
-        _purged_before: notify_types::Timestamp,
-        _limit: usize,
+        purged_before: Timestamp,
+        limit: usize,
     ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(async { Ok(0) })
+        Box::pin(self.drop_tombstones_inner(purged_before, limit))
     }
 }

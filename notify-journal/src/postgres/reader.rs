@@ -42,6 +42,9 @@ pub(super) struct ReaderConn {
     pub(super) verify_heads: Statement,
     pub(super) sessions_after: Statement,
     pub(super) sessions_first: Statement,
+    pub(super) session_state: Statement,
+    pub(super) purge_step: Statement,
+    pub(super) drop_tombstones: Statement,
 }
 
 impl ReaderConn {
@@ -73,6 +76,9 @@ impl ReaderConn {
         let verify_heads = p(&sql.verify_heads).await?;
         let sessions_after = p(&sql.sessions_after).await?;
         let sessions_first = p(&sql.sessions_first).await?;
+        let session_state = p(&sql.session_state).await?;
+        let purge_step = p(&sql.purge_step).await?;
+        let drop_tombstones = p(&sql.drop_tombstones).await?;
         Ok(Self {
             client,
             lookup,
@@ -87,6 +93,9 @@ impl ReaderConn {
             verify_heads,
             sessions_after,
             sessions_first,
+            session_state,
+            purge_step,
+            drop_tombstones,
         })
     }
 }
@@ -170,11 +179,18 @@ impl PgJournal {
                 c.client.query_opt(&c.lookup, &[&s, &key]).await
             })
             .await?;
+        // No row: the session is unknown.
         let Some(row) = row else {
             return Ok(None);
         };
         let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("lookup", &e));
-        let seq: i64 = row.try_get(0).map_err(get)?;
+        if row.try_get::<_, bool>(3).map_err(get)? {
+            return Err(JournalError::Purged { session });
+        }
+        // NULL frame columns: the key is unknown.
+        let Some(seq) = row.try_get::<_, Option<i64>>(0).map_err(get)? else {
+            return Ok(None);
+        };
         let seq = seq_u64(seq).map_err(JournalError::Storage)?;
         let bytes: &[u8] = row.try_get(1).map_err(get)?;
         let checksum: Option<i32> = row.try_get(2).map_err(get)?;
@@ -216,6 +232,9 @@ impl PgJournal {
         let mut out = Vec::with_capacity(rows.len());
         let mut head = 0;
         for row in rows {
+            if row.try_get::<_, bool>(4).map_err(get)? {
+                return Err(JournalError::Purged { session });
+            }
             let last: i64 = row.try_get(3).map_err(get)?;
             head = seq_u64(last).map_err(JournalError::Storage)?;
             // The one row of an empty page has no frame.
@@ -343,7 +362,8 @@ impl PgJournal {
     /// The deep integrity check: every frame's checksum (frames written before schema
     /// version 3 have none and are only decoded) and decoding, each frame's key and
     /// session against its row, every session's log contiguous from 1, and every
-    /// session's `last_seq` equal to its last frame. Reads page by page (each page its
+    /// session's `last_seq` equal to its last frame. Purged sessions are skipped: their
+    /// logs are being removed, and no read answers them. Reads page by page (each page its
     /// own statement, bounded by the operation timeout), so memory holds a page and one
     /// entry per session, never the frames, and appends go on; the pages are not one snapshot, so a frame appended meanwhile
     /// can show as a head ahead of what was read, never as damage. Keeps the first

@@ -1,13 +1,17 @@
-//! The journal's tables, their versioned migrations, and every SQL statement.
+//! The journal's tables, applying their versioned migrations (`migrations.rs`), and
+//! every SQL statement.
 //!
 //! Layout (all in one PostgreSQL schema, `notify_journal` by default):
 //!
 //! * `schema_version(version, applied_at)`: one row per applied migration.
-//! * `sessions(session, last_seq, lease_epoch, lease_holder, lease_expires_at)`: one
-//!   row per session that was written or leased. `last_seq` is the session's highest
-//!   frame; appends lock this row (`FOR UPDATE`), which totally orders every writer of
-//!   the session, in any process, and makes the lease check and the frame insert one
-//!   atomic step.
+//! * `sessions(session, last_seq, lease_epoch, lease_holder, lease_expires_at,
+//!   ended_at, purged_at, purge_done)`: one row per session that was written or
+//!   leased. `last_seq` is the session's highest frame; appends lock this row
+//!   (`FOR UPDATE`), which totally orders every writer of the session, in any
+//!   process, and makes the lease check, the end check and the frame insert one
+//!   atomic step. `ended_at` is set by the commit of the session's end marker;
+//!   `purged_at` by the first purge step, from which the row is the session's
+//!   tombstone; `purge_done` once no frame is left.
 //! * `frames(session, seq, key, kind, bytes, checksum, committed_at)`: primary key
 //!   `(session, seq)`, unique `(session, key)` (the idempotency index). A frame, its
 //!   index entry and the session's `last_seq` commit in one transaction.
@@ -20,214 +24,11 @@
 use tokio_postgres::{Client, IsolationLevel};
 
 use super::error::{PgOpenError, sanitize};
+use super::migrations::MIGRATIONS;
 use super::options::MigrationMode;
 
 /// The journal schema version this code writes and understands.
-pub const PG_SCHEMA_VERSION: u32 = 3;
-
-/// Migration `i` takes the schema from version `i` to `i + 1`. `{s}` is the schema.
-const MIGRATIONS: &[&str] = &[
-    // 1: sessions with their lease, frames with the idempotency index.
-    "CREATE TABLE {s}.sessions (
-         session          uuid PRIMARY KEY,
-         last_seq         bigint NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
-         lease_epoch      bigint NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
-         lease_holder     uuid,
-         lease_expires_at timestamptz,
-         CHECK ((lease_holder IS NULL) = (lease_expires_at IS NULL))
-     );
-     CREATE TABLE {s}.frames (
-         session      uuid NOT NULL REFERENCES {s}.sessions (session),
-         seq          bigint NOT NULL CHECK (seq >= 1),
-         key          uuid NOT NULL,
-         kind         text NOT NULL,
-         bytes        bytea NOT NULL,
-         committed_at timestamptz NOT NULL DEFAULT now(),
-         PRIMARY KEY (session, seq),
-         UNIQUE (session, key)
-     );",
-    // 2: `append_batch`, a whole group-commit batch in one statement (one round
-    // trip, committed as the statement's implicit transaction). In order, each step
-    // its own statement (READ COMMITTED: each sees what committed before it):
-    //   1. register the batch's sessions (sorted, so concurrent batches insert in one
-    //      order);
-    //   2. lock their rows, sorted (`FOR UPDATE`): every writer of a session, in any
-    //      process, is serialized here;
-    //   3. one statement that reads the locked rows (lease expiry judged by
-    //      `clock_timestamp()`, i.e. after the lock was granted), fences appends
-    //      whose lease is gone, resolves keys against committed frames and earlier
-    //      appends of the batch, numbers the new frames from `last_seq`, inserts
-    //      them, advances `last_seq`, and answers one row per input, in input order:
-    //      `o_status` 0 appended, 1 duplicate, 2 collision (`o_seq`: the original),
-    //      3 fenced.
-    // `p_epoch[i]` is the epoch of the caller's lease on `p_session[i]`, NULL when
-    // it holds none (then only another holder's live lease fences it).
-    "CREATE FUNCTION {s}.append_batch(
-         p_holder  uuid,
-         p_session uuid[],
-         p_key     uuid[],
-         p_kind    text[],
-         p_bytes   bytea[],
-         p_epoch   int8[]
-     ) RETURNS TABLE (o_status int2, o_seq int8)
-     LANGUAGE plpgsql VOLATILE AS $fn$
-     BEGIN
-         INSERT INTO {s}.sessions (session)
-         SELECT DISTINCT u FROM unnest(p_session) AS t(u) ORDER BY u
-         ON CONFLICT (session) DO NOTHING;
-         PERFORM 1 FROM {s}.sessions
-         WHERE session = ANY (p_session) ORDER BY session FOR UPDATE;
-         RETURN QUERY
-         WITH input AS (
-             SELECT t.i, t.s, t.k, t.kd, t.b, t.e
-             FROM unnest(p_session, p_key, p_kind, p_bytes, p_epoch)
-                  WITH ORDINALITY AS t(s, k, kd, b, e, i)
-         ),
-         st AS (
-             SELECT x.session, x.last_seq, x.lease_epoch, x.lease_holder,
-                    coalesce(x.lease_expires_at > clock_timestamp(), false) AS live
-             FROM {s}.sessions x WHERE x.session = ANY (p_session)
-         ),
-         judged AS (
-             SELECT n.i, n.s, n.k, n.kd, n.b,
-                    CASE WHEN n.e IS NOT NULL THEN
-                         NOT (st.live AND st.lease_holder IS NOT DISTINCT FROM p_holder
-                              AND st.lease_epoch = n.e)
-                    ELSE st.live AND st.lease_holder IS NOT NULL
-                         AND st.lease_holder <> p_holder
-                    END AS fenced
-             FROM input n JOIN st ON st.session = n.s
-         ),
-         firsts AS (
-             SELECT DISTINCT ON (j.s, j.k) j.s, j.k, j.i, j.kd, j.b
-             FROM judged j WHERE NOT j.fenced ORDER BY j.s, j.k, j.i
-         ),
-         resolved AS (
-             SELECT f.s, f.k, f.i, f.kd, f.b,
-                    fr.seq AS old_seq, fr.kind AS old_kind, fr.bytes AS old_bytes
-             FROM firsts f
-             LEFT JOIN {s}.frames fr ON fr.session = f.s AND fr.key = f.k
-         ),
-         fresh AS (
-             SELECT r.s, r.k, st.last_seq
-                        + row_number() OVER (PARTITION BY r.s ORDER BY r.i) AS seq,
-                    r.kd, r.b
-             FROM resolved r JOIN st ON st.session = r.s
-             WHERE r.old_seq IS NULL
-         ),
-         ins AS (
-             INSERT INTO {s}.frames (session, seq, key, kind, bytes)
-             SELECT w.s, w.seq, w.k, w.kd, w.b FROM fresh w
-         ),
-         upd AS (
-             UPDATE {s}.sessions x SET last_seq = m.top
-             FROM (SELECT w.s, max(w.seq) AS top FROM fresh w GROUP BY w.s) m
-             WHERE x.session = m.s
-         )
-         SELECT (CASE
-                     WHEN j.fenced THEN 3
-                     WHEN r.old_seq IS NULL AND r.i = j.i THEN 0
-                     WHEN coalesce(r.old_kind, r.kd) = j.kd
-                          AND coalesce(r.old_bytes, r.b) = j.b THEN 1
-                     ELSE 2
-                 END)::int2,
-                CASE WHEN j.fenced THEN 0::int8 ELSE coalesce(r.old_seq, w.seq) END
-         FROM judged j
-         LEFT JOIN resolved r ON NOT j.fenced AND r.s = j.s AND r.k = j.k
-         LEFT JOIN fresh w ON w.s = r.s AND w.k = r.k
-         ORDER BY j.i;
-     END
-     $fn$;",
-    // 3: every frame carries the CRC-32C of its bytes (`checksum`; NULL on frames
-    // written before this version), stored by `append_batch` from the caller's
-    // `p_checksum` and checked by every read. The duplicate check also judges the
-    // stored frame: the same bytes as this record's under another checksum means the
-    // stored checksum changed: `o_status` 4 (damaged, `o_seq` the frame's), never a
-    // duplicate. (Other bytes are a collision here; the writer then checks the stored
-    // row's bytes against its checksum itself, PostgreSQL before 18 having no CRC-32C.)
-    "ALTER TABLE {s}.frames ADD COLUMN checksum int4;
-     DROP FUNCTION {s}.append_batch(uuid, uuid[], uuid[], text[], bytea[], int8[]);
-     CREATE FUNCTION {s}.append_batch(
-         p_holder   uuid,
-         p_session  uuid[],
-         p_key      uuid[],
-         p_kind     text[],
-         p_bytes    bytea[],
-         p_epoch    int8[],
-         p_checksum int4[]
-     ) RETURNS TABLE (o_status int2, o_seq int8)
-     LANGUAGE plpgsql VOLATILE AS $fn$
-     BEGIN
-         INSERT INTO {s}.sessions (session)
-         SELECT DISTINCT u FROM unnest(p_session) AS t(u) ORDER BY u
-         ON CONFLICT (session) DO NOTHING;
-         PERFORM 1 FROM {s}.sessions
-         WHERE session = ANY (p_session) ORDER BY session FOR UPDATE;
-         RETURN QUERY
-         WITH input AS (
-             SELECT t.i, t.s, t.k, t.kd, t.b, t.e, t.c
-             FROM unnest(p_session, p_key, p_kind, p_bytes, p_epoch, p_checksum)
-                  WITH ORDINALITY AS t(s, k, kd, b, e, c, i)
-         ),
-         st AS (
-             SELECT x.session, x.last_seq, x.lease_epoch, x.lease_holder,
-                    coalesce(x.lease_expires_at > clock_timestamp(), false) AS live
-             FROM {s}.sessions x WHERE x.session = ANY (p_session)
-         ),
-         judged AS (
-             SELECT n.i, n.s, n.k, n.kd, n.b, n.c,
-                    CASE WHEN n.e IS NOT NULL THEN
-                         NOT (st.live AND st.lease_holder IS NOT DISTINCT FROM p_holder
-                              AND st.lease_epoch = n.e)
-                    ELSE st.live AND st.lease_holder IS NOT NULL
-                         AND st.lease_holder <> p_holder
-                    END AS fenced
-             FROM input n JOIN st ON st.session = n.s
-         ),
-         firsts AS (
-             SELECT DISTINCT ON (j.s, j.k) j.s, j.k, j.i, j.kd, j.b, j.c
-             FROM judged j WHERE NOT j.fenced ORDER BY j.s, j.k, j.i
-         ),
-         resolved AS (
-             SELECT f.s, f.k, f.i, f.kd, f.b, f.c,
-                    fr.seq AS old_seq, fr.kind AS old_kind, fr.bytes AS old_bytes,
-                    fr.checksum AS old_sum
-             FROM firsts f
-             LEFT JOIN {s}.frames fr ON fr.session = f.s AND fr.key = f.k
-         ),
-         fresh AS (
-             SELECT r.s, r.k, st.last_seq
-                        + row_number() OVER (PARTITION BY r.s ORDER BY r.i) AS seq,
-                    r.kd, r.b, r.c
-             FROM resolved r JOIN st ON st.session = r.s
-             WHERE r.old_seq IS NULL
-         ),
-         ins AS (
-             INSERT INTO {s}.frames (session, seq, key, kind, bytes, checksum)
-             SELECT w.s, w.seq, w.k, w.kd, w.b, w.c FROM fresh w
-         ),
-         upd AS (
-             UPDATE {s}.sessions x SET last_seq = m.top
-             FROM (SELECT w.s, max(w.seq) AS top FROM fresh w GROUP BY w.s) m
-             WHERE x.session = m.s
-         )
-         SELECT (CASE
-                     WHEN j.fenced THEN 3
-                     WHEN r.old_seq IS NULL AND r.i = j.i THEN 0
-                     WHEN r.old_sum IS NOT NULL AND r.old_bytes = j.b
-                          AND r.old_sum <> j.c THEN 4
-                     WHEN coalesce(r.old_kind, r.kd) = j.kd
-                          AND coalesce(r.old_bytes, r.b) = j.b THEN 1
-                     ELSE 2
-                 END)::int2,
-                CASE WHEN j.fenced THEN 0::int8 ELSE coalesce(r.old_seq, w.seq) END
-         FROM judged j
-         LEFT JOIN resolved r ON NOT j.fenced AND r.s = j.s AND r.k = j.k
-         LEFT JOIN fresh w ON w.s = r.s AND w.k = r.k
-         ORDER BY j.i;
-     END
-     $fn$;",
-];
+pub const PG_SCHEMA_VERSION: u32 = 4;
 
 /// Whether `name` is a schema identifier we may splice into SQL (quoted: see
 /// [`quoted`]); the pattern leaves nothing to escape.
@@ -348,6 +149,10 @@ pub(crate) async fn migrate(
 pub(crate) struct Sql {
     pub(crate) append_batch: String,
     pub(crate) lookup: String,
+    pub(crate) stored: String,
+    pub(crate) session_state: String,
+    pub(crate) purge_step: String,
+    pub(crate) drop_tombstones: String,
     pub(crate) replay: String,
     pub(crate) verify_frames: String,
     pub(crate) sessions_after: String,
@@ -359,6 +164,7 @@ pub(crate) struct Sql {
     pub(crate) renew: String,
     pub(crate) release: String,
     pub(crate) lease_info: String,
+    pub(crate) stats: String,
 }
 
 impl Sql {
@@ -369,13 +175,43 @@ impl Sql {
             append_batch: format!(
                 "SELECT o_status, o_seq FROM {s}.append_batch($1, $2, $3, $4, $5, $6, $7)"
             ),
+            // The frame of a key and whether its session is purged, in one snapshot:
+            // a row with NULL frame columns when the key is unknown, none when the
+            // session is.
             lookup: format!(
+                "SELECT f.seq, f.bytes, f.checksum, h.purged_at IS NOT NULL
+                 FROM {s}.sessions h
+                 LEFT JOIN {s}.frames f ON f.session = h.session AND f.key = $2
+                 WHERE h.session = $1"
+            ),
+            // The stored frame of a key alone (the writer checks a collision's).
+            stored: format!(
                 "SELECT seq, bytes, checksum FROM {s}.frames WHERE session = $1 AND key = $2"
             ),
-            // The page and the session's head in one snapshot: a row with NULL frame
-            // columns when the page is empty, none when the session is unknown.
+            session_state: format!(
+                "SELECT last_seq, ended_at, purged_at FROM {s}.sessions WHERE session = $1"
+            ),
+            // One bounded step in one statement's transaction: see migration 4.
+            purge_step: format!(
+                "SELECT o_session, o_removed, o_finished FROM {s}.purge_step($1, $2, $3)"
+            ),
+            // Finished tombstones purged before $1, oldest first, at most $2; never a
+            // row with a live lease, nor one another transaction holds.
+            drop_tombstones: format!(
+                "DELETE FROM {s}.sessions x USING (
+                     SELECT session FROM {s}.sessions
+                     WHERE purge_done AND purged_at < $1
+                       AND NOT coalesce(lease_expires_at > clock_timestamp(), false)
+                     ORDER BY purged_at LIMIT $2
+                     FOR UPDATE SKIP LOCKED
+                 ) d
+                 WHERE x.session = d.session"
+            ),
+            // The page, the session's head and whether it is purged, in one
+            // snapshot: a row with NULL frame columns when the page is empty, none
+            // when the session is unknown.
             replay: format!(
-                "SELECT f.seq, f.bytes, f.checksum, h.last_seq
+                "SELECT f.seq, f.bytes, f.checksum, h.last_seq, h.purged_at IS NOT NULL
                  FROM {s}.sessions h
                  LEFT JOIN LATERAL (
                      SELECT seq, bytes, checksum FROM {s}.frames
@@ -384,9 +220,14 @@ impl Sql {
                  WHERE h.session = $1
                  ORDER BY f.seq"
             ),
+            // Purged sessions' frames are being removed: not checked. (`h.session >= $1`
+            // starts the sessions' side of the join at the page too.)
             verify_frames: format!(
-                "SELECT session, seq, key, bytes, checksum FROM {s}.frames
-                 WHERE (session, seq) > ($1, $2) ORDER BY session, seq LIMIT $3"
+                "SELECT f.session, f.seq, f.key, f.bytes, f.checksum
+                 FROM {s}.frames f JOIN {s}.sessions h ON h.session = f.session
+                 WHERE (f.session, f.seq) > ($1, $2) AND h.session >= $1
+                   AND h.purged_at IS NULL
+                 ORDER BY f.session, f.seq LIMIT $3"
             ),
             sessions_after: format!(
                 "SELECT session FROM {s}.sessions
@@ -398,7 +239,7 @@ impl Sql {
             ),
             verify_heads: format!(
                 "SELECT session, last_seq FROM {s}.sessions
-                 WHERE session > $1 ORDER BY session LIMIT $2"
+                 WHERE session > $1 AND purged_at IS NULL ORDER BY session LIMIT $2"
             ),
             last_seq: format!("SELECT last_seq FROM {s}.sessions WHERE session = $1"),
             sessions: format!(
@@ -446,6 +287,15 @@ impl Sql {
                 "SELECT lease_epoch, lease_holder,
                         coalesce(lease_expires_at > clock_timestamp(), false)
                  FROM {s}.sessions WHERE session = $1"
+            ),
+            // `{s}` is a quoted identifier free of single quotes (see `quoted`).
+            stats: format!(
+                "SELECT (SELECT count(*) FROM {s}.sessions WHERE last_seq > 0),
+                        (SELECT count(*) FROM {s}.frames),
+                        (SELECT coalesce(sum(octet_length(bytes)), 0)::int8 FROM {s}.frames),
+                        (pg_total_relation_size('{s}.frames')
+                         + pg_total_relation_size('{s}.sessions'))::int8,
+                        (SELECT max(version) FROM {s}.schema_version)"
             ),
         }
     }

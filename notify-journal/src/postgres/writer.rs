@@ -68,7 +68,7 @@ impl WriterConn {
             .await
             .map_err(|e| sanitize("prepare", &e))?;
         let stored = client
-            .prepare(&sql.lookup)
+            .prepare(&sql.stored)
             .await
             .map_err(|e| sanitize("prepare", &e))?;
         Ok(Self {
@@ -385,12 +385,14 @@ fn to_u64(v: i64) -> Result<u64, Failure> {
     u64::try_from(v).map_err(|_| Failure::Commit(StorageError::msg("postgres: negative sequence")))
 }
 
-/// The batch's status codes from `append_batch` (see migrations 2 and 3).
+/// The batch's status codes from `append_batch` (see migrations 2, 3 and 4).
 const APPENDED: i16 = 0;
 const DUPLICATE: i16 = 1;
 const COLLISION: i16 = 2;
 const FENCED: i16 = 3;
 const DAMAGED: i16 = 4;
+const ENDED: i16 = 5;
+const PURGED: i16 = 6;
 
 /// A collision as the batch answered it, unless the stored row's bytes fail their
 /// checksum: then the row was changed behind the journal's back, and the append is
@@ -475,6 +477,10 @@ async fn transact(
             COLLISION => Err(judge_collision(conn, req, to_u64(seq)?).await),
             FENCED => Err(AppendError::Fenced {
                 session: SessionId::from_uuid(req.session),
+            }),
+            ENDED | PURGED => Err(AppendError::SessionEnded {
+                session: SessionId::from_uuid(req.session),
+                purged: status == PURGED,
             }),
             DAMAGED => Err(AppendError::Corrupt {
                 session: SessionId::from_uuid(req.session),

@@ -499,7 +499,7 @@ mod tests {
             decode_body(&bytes).unwrap_err(),
             BodyError::TrailingBytes { count: 1 }
         );
-        for tag in [0, 4, 0x7f, 0xff] {
+        for tag in [0, 6, 0x7f, 0xff] {
             bytes[0] = tag;
             assert_eq!(
                 decode_body(&bytes).unwrap_err(),

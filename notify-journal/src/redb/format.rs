@@ -27,11 +27,27 @@ pub(crate) const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
 /// `(key, session) -> position`: the idempotency index. Keyed by the key first, so
 /// time-ordered (UUIDv7) keys insert near the right edge whatever the session.
 pub(crate) const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");
-/// `session -> state record`: ended and purged sessions (tombstones). Empty until a
-/// build that ends and purges sessions writes it; a build that cannot interpret its rows
-/// refuses to open a file that has any, so no tombstone is ever ignored.
+/// `session -> state row` (`state.rs`): ended and purged sessions (tombstones). Written
+/// in the transaction that commits a session's end marker; a build that cannot interpret
+/// its rows refuses to open a file that has any, so no tombstone is ever ignored.
 pub(crate) const SESSIONS: TableDefinition<'_, u128, &[u8]> =
     TableDefinition::new("notify_sessions");
+/// `(class, time, session) -> ()`: every [`SESSIONS`] row once more, ordered for the
+/// purge: [`CLASS_PURGING`] first (an unfinished purge is finished first), then
+/// [`CLASS_ENDED`] by end time (the oldest end is purged first), then [`CLASS_PURGED`] by
+/// purge time (the oldest tombstone is dropped first). Written in the same transaction
+/// as the row it mirrors. Absent from files no build with session ends wrote to (it is
+/// created by the first write transaction); an older build ignores it, and refuses such
+/// a file anyway through [`SESSIONS`].
+pub(crate) const RETENTION: TableDefinition<'_, (u8, i128, u128), ()> =
+    TableDefinition::new("notify_retention");
+/// [`RETENTION`] class of a session whose purge began and has frames left; time: its end.
+pub(crate) const CLASS_PURGING: u8 = 0;
+/// [`RETENTION`] class of an ended session, awaiting its purge; time: its end.
+pub(crate) const CLASS_ENDED: u8 = 1;
+/// [`RETENTION`] class of a purged session (only its tombstone left); time: the purge's
+/// start.
+pub(crate) const CLASS_PURGED: u8 = 2;
 
 /// The format-1 tables, read only by the upgrade.
 pub(crate) mod v1 {

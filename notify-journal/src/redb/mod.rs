@@ -2,11 +2,16 @@
 //! sessions' logs; `docs/design.md` is its format.
 
 mod body;
+mod compact;
 pub(crate) mod format;
 mod frame;
 mod open;
 pub(crate) mod options;
+mod purge;
 mod read;
+pub(crate) mod read_only;
+mod resolve;
+mod state;
 mod upgrade;
 mod verify;
 pub(crate) mod writer;
@@ -16,16 +21,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
-use notify_types::{JournalRecord, SessionId, Uuid};
+use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid};
 use redb::{Database, ReadableDatabase, StorageBackend};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+pub use self::compact::CompactReport;
 use self::options::JournalOptions;
+use self::purge::Chore;
 use self::read::{Snapshot, storage};
 use self::writer::{Queue, Request, panic_message};
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
+use crate::retention::{PurgeStep, SessionState};
 use crate::stats::CommitStats;
 use crate::verify::VerifyReport;
 
@@ -273,6 +281,7 @@ impl RedbJournal {
             session: session.as_uuid().as_u128(),
             key: record.key().as_u128(),
             body,
+            ends: matches!(record, JournalRecord::Event(SessionEvent::SessionEnded(_))),
             reply,
         })?;
         Ok(rx)
@@ -341,7 +350,80 @@ impl RedbJournal {
     ///
     /// [`JournalError::Closed`] or [`JournalError::Storage`].
     pub fn last_seq_blocking(&self, session: SessionId) -> Result<u64, JournalError> {
-        self.snapshot("a session's head", |s| s.head(session.as_uuid().as_u128()))
+        self.snapshot("a session's head", |s| {
+            s.last_seq(session.as_uuid().as_u128())
+        })
+    }
+
+    /// [`JournalBackend::session_state`], on the calling thread: one point read of the
+    /// session's state row.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Corrupt`] when the row is damaged; [`JournalError::Closed`] or
+    /// [`JournalError::Storage`].
+    pub fn session_state_blocking(&self, session: SessionId) -> Result<SessionState, JournalError> {
+        self.snapshot("a session's state", |s| {
+            s.state(session.as_uuid().as_u128())
+        })
+    }
+
+    /// [`JournalBackend::purge_step`]: one bounded step of a purge, run by the writer
+    /// thread as its own write transaction between two append batches (so an append
+    /// waits for at most one step). The step is queued when this is called.
+    ///
+    /// A frame, position or index entry of the session found damaged stops the step
+    /// (nothing of it is written) with [`JournalError::Corrupt`]: the purge does not
+    /// remove what it cannot account for. Since an unfinished purge is finished first,
+    /// later steps answer the same until the file is repaired; appends go on.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the step: it commits or not, and the next
+    /// step continues from whatever committed.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Corrupt`] for damage; [`JournalError::Storage`] for a storage
+    /// failure (the handle is then poisoned, as after a failed append batch);
+    /// [`JournalError::Closed`].
+    pub fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> impl Future<Output = Result<PurgeStep, JournalError>> + Send + 'static {
+        let (reply, rx) = oneshot::channel();
+        self.inner.queue.submit_chore(Chore::Purge {
+            ended_before,
+            max_frames,
+            reply,
+        });
+        async move { rx.await.unwrap_or(Err(JournalError::Closed)) }
+    }
+
+    /// [`JournalBackend::drop_tombstones`]: drops up to `limit` tombstones of finished
+    /// purges that began before `purged_before`, oldest first, in one write transaction
+    /// run by the writer thread between two append batches.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the drop: it commits or not.
+    ///
+    /// # Errors
+    ///
+    /// As [`purge_step`](Self::purge_step).
+    pub fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = Result<u64, JournalError>> + Send + 'static {
+        let (reply, rx) = oneshot::channel();
+        self.inner.queue.submit_chore(Chore::DropTombstones {
+            purged_before,
+            limit,
+            reply,
+        });
+        async move { rx.await.unwrap_or(Err(JournalError::Closed)) }
     }
 
     /// [`JournalBackend::sessions`], on the calling thread.
@@ -383,7 +465,7 @@ impl RedbJournal {
     /// cannot read; damage is reported in the report, not as an error.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
         let db = self.inner.db()?;
-        verify::contained(|| verify::logical(&db, max_problems))
+        verify::contained(|| verify::logical(db.as_ref(), max_problems))
     }
 
     /// The deep integrity check of [`verify_blocking`](Self::verify_blocking) plus
@@ -405,6 +487,24 @@ impl RedbJournal {
         max_problems: usize,
     ) -> Result<VerifyReport, OpenError> {
         verify::file(path.as_ref(), max_problems)
+    }
+
+    /// Offline compaction of the journal at `path`, which no process may have open:
+    /// redb's `compact` moves pages toward the start of the file and truncates the
+    /// freed end. A running journal reuses the pages purges free, so its file stops
+    /// growing under a steady state; this gives the space back to the file system.
+    /// Opening checks the file as [`open`](Self::open) does by default (redb's page
+    /// check; a format-1 file is upgraded first).
+    ///
+    /// redb compacts in its own transactions (two-phase commits): a crash during it
+    /// leaves the journal as it was or compacted, never damaged.
+    ///
+    /// # Errors
+    ///
+    /// The refusals of [`open`](Self::open); [`OpenError::Storage`] when the compaction
+    /// itself fails (nothing is lost: each of its transactions commits or not).
+    pub fn compact_file(path: impl AsRef<Path>) -> Result<CompactReport, OpenError> {
+        compact::file(path.as_ref())
     }
     /// Runs a blocking read on tokio's blocking pool when called inside a runtime, else
     /// inline.
@@ -470,29 +570,28 @@ impl JournalBackend for RedbJournal {
     ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
         self.read(move |j| j.sessions_after_blocking(after, limit))
     }
-    // Interim, until session end and purge land in this engine: every session is
-    // live and nothing is ever due for purging.
+
     fn session_state(
         &self,
-        _session: SessionId,
-    ) -> BoxFuture<'_, Result<crate::SessionState, JournalError>> {
-        Box::pin(async { Ok(crate::SessionState::Live) })
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
+        self.read(move |j| j.session_state_blocking(session))
     }
 
     fn purge_step(
         &self,
-        _ended_before: notify_types::Timestamp,
-        _max_frames: usize,
-    ) -> BoxFuture<'_, Result<crate::PurgeStep, JournalError>> {
-        Box::pin(async { Ok(crate::PurgeStep::IDLE) })
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(RedbJournal::purge_step(self, ended_before, max_frames))
     }
 
     fn drop_tombstones(
         &self,
-        _purged_before: notify_types::Timestamp,
-        _limit: usize,
+        purged_before: Timestamp,
+        limit: usize,
     ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(async { Ok(0) })
+        Box::pin(RedbJournal::drop_tombstones(self, purged_before, limit))
     }
 }
 

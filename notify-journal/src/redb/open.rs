@@ -5,10 +5,10 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use redb::{Database, DatabaseError, ReadableDatabase, ReadableTableMetadata, TableHandle};
+use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 
 use super::format::{
-    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, SESSIONS, UPGRADING_KEY, v1,
+    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
 };
 use super::options::{JournalOptions, VerifyOnOpen};
 use super::upgrade;
@@ -275,19 +275,9 @@ pub(crate) fn prepare_with(db: &Database, path: &Path, init: bool) -> Result<(),
                 {
                     return Err(damaged("a journal table is missing"));
                 }
-                let sessions = txn
-                    .open_table(SESSIONS)
-                    .map_err(|e| fail("open sessions")(e.into()))?
-                    .len()
-                    .map_err(|e| fail("read sessions")(e.into()))?;
-                if sessions > 0 {
-                    return Err(OpenError::UnsupportedContent {
-                        path: path.to_path_buf(),
-                        reason:
-                            "it records ended or purged sessions, which this build cannot honour"
-                                .to_owned(),
-                    });
-                }
+                // The rows of `notify_sessions` (ended and purged sessions) are honoured
+                // where they are read (`state.rs`); a row of a later version is refused
+                // there. Builds before session ends refuse a file with any row.
                 drop(txn);
                 if upgrading {
                     // The old tables go only in the step that clears the mark: a
@@ -331,6 +321,8 @@ pub(crate) fn prepare_with(db: &Database, path: &Path, init: bool) -> Result<(),
             .map_err(|e| fail("create keys")(e.into()))?;
         txn.open_table(SESSIONS)
             .map_err(|e| fail("create sessions")(e.into()))?;
+        txn.open_table(RETENTION)
+            .map_err(|e| fail("create retention")(e.into()))?;
     }
     txn.commit().map_err(|e| fail("commit layout")(e.into()))
 }

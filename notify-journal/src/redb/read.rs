@@ -1,21 +1,25 @@
 //! Reads of a format-2 journal inside one read transaction: every frame is checked
 //! (checksum, identity, decoding) before it is believed, and a log is contiguous up to
-//! its head or the read fails.
+//! its head or the read fails. A session with a tombstone (its purge began) answers
+//! [`JournalError::Purged`] to every read of its log, never part of it.
 
 use notify_types::{SessionId, Uuid};
 use redb::{ReadOnlyTable, ReadTransaction};
 
-use super::format::{KEYS, LOG, POSITIONS};
+use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use super::state::SessionRow;
 use super::{body, frame};
 use crate::backend::Frame;
 use crate::error::{Corruption, JournalError, StorageError};
 use crate::integrity::{check_identity, check_replay_page, corrupt};
+use crate::retention::SessionState;
 
 /// The journal's tables in one read transaction (one consistent snapshot).
 pub(crate) struct Snapshot {
     pub(crate) log: ReadOnlyTable<u64, &'static [u8]>,
     pub(crate) positions: ReadOnlyTable<(u128, u64), u64>,
     pub(crate) keys: ReadOnlyTable<(u128, u128), u64>,
+    pub(crate) sessions: ReadOnlyTable<u128, &'static [u8]>,
 }
 
 pub(crate) fn storage<E>(context: &'static str) -> impl Fn(E) -> JournalError
@@ -37,7 +41,47 @@ impl Snapshot {
                 .open_table(POSITIONS)
                 .map_err(storage("open positions"))?,
             keys: txn.open_table(KEYS).map_err(storage("open keys"))?,
+            sessions: txn.open_table(SESSIONS).map_err(storage("open sessions"))?,
         })
+    }
+
+    /// The session's state row, checked; `None` for a live session.
+    pub(crate) fn row(&self, session: u128) -> Result<Option<SessionRow>, JournalError> {
+        let Some(guard) = self
+            .sessions
+            .get(session)
+            .map_err(storage("read session row"))?
+        else {
+            return Ok(None);
+        };
+        SessionRow::parse(session, guard.value())
+            .map(Some)
+            .map_err(|c| corrupt(sid(session), 0, c))
+    }
+
+    /// Whether the session is live, ended or purged.
+    pub(crate) fn state(&self, session: u128) -> Result<SessionState, JournalError> {
+        Ok(self
+            .row(session)?
+            .map_or(SessionState::Live, |row| row.state()))
+    }
+
+    /// Refuses a read of the log of a session whose purge began.
+    fn refuse_purged(&self, session: u128) -> Result<(), JournalError> {
+        match self.row(session)? {
+            Some(row) if row.is_tombstoned() => Err(JournalError::Purged {
+                session: sid(session),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The session's last seq: its tombstone's once its purge began, else its head.
+    pub(crate) fn last_seq(&self, session: u128) -> Result<u64, JournalError> {
+        match self.row(session)? {
+            Some(row) if row.is_tombstoned() => Ok(row.last_seq),
+            _ => self.head(session),
+        }
     }
 
     /// The session's last seq: its last position entry (0 when it has none).
@@ -95,6 +139,7 @@ impl Snapshot {
 
     /// The seq at which `key` is journaled in `session`, confirmed against its frame.
     pub(crate) fn lookup(&self, session: u128, key: u128) -> Result<Option<u64>, JournalError> {
+        self.refuse_purged(session)?;
         let Some(pos) = self
             .keys
             .get((key, session))
@@ -153,6 +198,7 @@ impl Snapshot {
         limit: usize,
     ) -> Result<Vec<Frame>, JournalError> {
         let s = sid(session);
+        self.refuse_purged(session)?;
         let head = self.head(session)?;
         let mut out = Vec::new();
         let mut expected = from_seq.max(1);
@@ -173,13 +219,15 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// Every session with at least one frame, in ID order: one seek per session.
+    /// Every session with at least one frame or a state row, in ID order: two seeks per
+    /// session.
     pub(crate) fn sessions(&self) -> Result<Vec<SessionId>, JournalError> {
         self.sessions_after(None, usize::MAX)
     }
 
-    /// At most `limit` sessions with a frame and an ID above `after`, in ID order: one
-    /// seek per session.
+    /// At most `limit` sessions with a frame or a state row (ended, purged) and an ID
+    /// above `after`, in ID order: the positions and the rows merged, two seeks per
+    /// session.
     pub(crate) fn sessions_after(
         &self,
         after: Option<SessionId>,
@@ -194,15 +242,27 @@ impl Snapshot {
             },
         };
         while out.len() < limit {
-            let next = self
+            let logged = self
                 .positions
                 .range((from, 0)..)
                 .map_err(storage("read positions"))?
                 .next()
                 .transpose()
-                .map_err(storage("read position"))?;
-            let Some((k, _)) = next else { break };
-            let session = k.value().0;
+                .map_err(storage("read position"))?
+                .map(|(k, _)| k.value().0);
+            let ended = self
+                .sessions
+                .range(from..)
+                .map_err(storage("read sessions"))?
+                .next()
+                .transpose()
+                .map_err(storage("read session row"))?
+                .map(|(k, _)| k.value());
+            let session = match (logged, ended) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => break,
+            };
             out.push(sid(session));
             match session.checked_add(1) {
                 Some(n) => from = n,

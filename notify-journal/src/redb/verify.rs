@@ -1,12 +1,15 @@
 //! The redb journal's deep integrity check.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use notify_types::Uuid;
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use notify_types::{JournalRecord, SessionEvent, Uuid};
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
+use super::format::RETENTION;
 use super::open;
 use super::read::{Snapshot, sid, storage};
+use super::state::{SessionRow, Stage};
 use super::writer::panic_message;
 use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
@@ -59,13 +62,17 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
     })
 }
 
-/// The logical check in one read transaction: frames, positions and index entries
-/// checked against each other (see `RedbJournal::verify_blocking`).
-pub(crate) fn logical(db: &Database, max_problems: usize) -> Result<VerifyReport, JournalError> {
+/// The logical check in one read transaction: frames, positions, index entries and
+/// session rows checked against each other (see `RedbJournal::verify_blocking`).
+pub(crate) fn logical(
+    db: &impl ReadableDatabase,
+    max_problems: usize,
+) -> Result<VerifyReport, JournalError> {
     let txn = db.begin_read().map_err(storage("begin read"))?;
     let snap = Snapshot::open(&txn)?;
     let mut report = VerifyReport::new(max_problems);
-    let linked = check_log(&snap, &mut report)?;
+    let mut unreadable = BTreeMap::new();
+    let linked = check_log(&snap, &mut report, &mut unreadable)?;
     let positions = snap.positions.len().map_err(storage("count positions"))?;
     let keys = snap.keys.len().map_err(storage("count keys"))?;
     // Every frame is named by its own position and index entry, and neither table
@@ -73,18 +80,32 @@ pub(crate) fn logical(db: &Database, max_problems: usize) -> Result<VerifyReport
     // correspondence, so each entry's look-up of its frame would find it and is
     // skipped (the point look-ups are most of a verify's cost).
     let one_to_one = linked == report.frames && positions == report.frames && keys == report.frames;
-    check_positions(&snap, &mut report, !one_to_one)?;
+    check_positions(&snap, &mut report, !one_to_one, &mut unreadable)?;
+    // Frames so damaged they do not say whose they are, and that no position names.
+    for (pos, cause) in unreadable {
+        report.push(Problem::Unreadable {
+            location: format!("log position {pos}"),
+            cause,
+        });
+    }
     if one_to_one {
         report.keys = keys;
     } else {
         check_keys(&snap, &mut report)?;
     }
+    check_rows(&txn, &snap, &mut report)?;
     Ok(report)
 }
 
 /// Every frame: checksum, decoding, identity, reached by its session's log and by its
-/// key's index entry. Returns how many frames both name.
-fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<u64, JournalError> {
+/// key's index entry. Returns how many frames both name. Frames whose header cannot be
+/// trusted go to `unreadable` (by log position), for [`check_positions`] to name by the
+/// session and seq whose position holds them.
+fn check_log(
+    snap: &Snapshot,
+    report: &mut VerifyReport,
+    unreadable: &mut BTreeMap<u64, Corruption>,
+) -> Result<u64, JournalError> {
     let mut linked = 0;
     for entry in snap.log.iter().map_err(storage("read log"))? {
         let (k, v) = entry.map_err(storage("read log entry"))?;
@@ -94,10 +115,7 @@ fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<u64, JournalE
         let f = match frame::parse(bytes) {
             Ok(f) => f,
             Err(cause) => {
-                report.push(Problem::Unreadable {
-                    location: format!("log position {pos}"),
-                    cause,
-                });
+                unreadable.insert(pos, cause);
                 continue;
             }
         };
@@ -116,6 +134,24 @@ fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<u64, JournalE
                     record.key(),
                     record.session_id()
                 ))));
+            }
+            Ok(JournalRecord::Event(SessionEvent::SessionEnded(_))) => {
+                // An end marker ends its session in the same commit: a session whose
+                // log holds one has a row (a damaged row is reported by `check_rows`).
+                if snap
+                    .sessions
+                    .get(f.session)
+                    .map_err(storage("read sessions"))?
+                    .is_none()
+                {
+                    report.push(Problem::SessionRow {
+                        session,
+                        detail: format!(
+                            "is missing: the log holds the end marker at seq {}",
+                            f.seq
+                        ),
+                    });
+                }
             }
             Ok(_) => {}
         }
@@ -178,12 +214,14 @@ fn check_log(snap: &Snapshot, report: &mut VerifyReport) -> Result<u64, JournalE
     Ok(linked)
 }
 
-/// Every session's log: contiguous from 1, and (when `look_up`) each position holding
-/// that very frame.
+/// Every session's log: contiguous from 1 (from wherever it starts, for a session being
+/// purged), and (when `look_up`) each position holding that very frame. A position
+/// holding an unreadable frame names it (it is taken out of `unreadable`).
 fn check_positions(
     snap: &Snapshot,
     report: &mut VerifyReport,
     look_up: bool,
+    unreadable: &mut BTreeMap<u64, Corruption>,
 ) -> Result<(), JournalError> {
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
@@ -193,7 +231,9 @@ fn check_positions(
         if current != Some(s) {
             current = Some(s);
             report.sessions += 1;
-            expected = 1;
+            // A purge removes a log from its front: what is left starts anywhere.
+            let purging = matches!(snap.row(s), Ok(Some(row)) if row.stage == Stage::Purging);
+            expected = if purging { seq } else { 1 };
         }
         let session = sid(s);
         if seq != expected {
@@ -204,6 +244,14 @@ fn check_positions(
         }
         expected = seq.saturating_add(1);
         if !look_up {
+            continue;
+        }
+        if let Some(cause) = unreadable.remove(&pos) {
+            report.push(Problem::Frame {
+                session,
+                seq,
+                cause,
+            });
             continue;
         }
         match snap.log.get(pos).map_err(storage("read log"))? {
@@ -252,6 +300,117 @@ fn check_keys(snap: &Snapshot, report: &mut VerifyReport) -> Result<(), JournalE
                     report.push(problem(format!("names another frame ({})", f.describe())));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Every session row: it parses, agrees with its session's log (an ended log ends at the
+/// row's last seq with the end marker; a log being purged ends there too; a purged
+/// session has none), and has exactly its entry in the retention index, which holds
+/// nothing else.
+fn check_rows(
+    txn: &ReadTransaction,
+    snap: &Snapshot,
+    report: &mut VerifyReport,
+) -> Result<(), JournalError> {
+    let retention = match txn.open_table(RETENTION) {
+        Ok(t) => Some(t),
+        // A file no build with session ends wrote to.
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(storage("open retention")(e)),
+    };
+    for entry in snap.sessions.iter().map_err(storage("read sessions"))? {
+        let (k, v) = entry.map_err(storage("read session row"))?;
+        let s = k.value();
+        let session = sid(s);
+        let row = match SessionRow::parse(s, v.value()) {
+            Ok(row) => row,
+            Err(cause) => {
+                report.push(Problem::SessionRow {
+                    session,
+                    detail: format!("is damaged: {cause}"),
+                });
+                continue;
+            }
+        };
+        match row.stage {
+            Stage::Ended => report.ended += 1,
+            Stage::Purging | Stage::Purged => report.tombstones += 1,
+        }
+        let mut problem = |detail: String| report.push(Problem::SessionRow { session, detail });
+        let range = || {
+            snap.positions
+                .range((s, 0)..=(s, u64::MAX))
+                .map_err(storage("read positions"))
+        };
+        let first = range()?
+            .next()
+            .transpose()
+            .map_err(storage("read position"))?
+            .map(|(k, v)| (k.value().1, v.value()));
+        let last = range()?
+            .next_back()
+            .transpose()
+            .map_err(storage("read position"))?
+            .map(|(k, v)| (k.value().1, v.value()));
+        match (row.stage, first, last) {
+            (Stage::Ended, Some((1, _)), Some((seq, pos))) if seq == row.last_seq => {
+                match snap.frame_at(s, seq, None, pos) {
+                    Ok((_, JournalRecord::Event(SessionEvent::SessionEnded(_)))) => {}
+                    // A damaged frame is reported by the frame checks.
+                    Err(_) => {}
+                    Ok(_) => problem(format!(
+                        "says the session ended at seq {seq}, which is not its end marker"
+                    )),
+                }
+            }
+            (Stage::Ended, first, last) => problem(format!(
+                "says the session ended at seq {} but its log runs {:?}..={:?}",
+                row.last_seq,
+                first.map(|f| f.0),
+                last.map(|l| l.0)
+            )),
+            (Stage::Purging, Some(_), Some((seq, _))) if seq == row.last_seq => {}
+            (Stage::Purging, _, last) => problem(format!(
+                "is a purge under way to seq {} but the log left ends at {:?}",
+                row.last_seq,
+                last.map(|l| l.0)
+            )),
+            (Stage::Purged, None, _) => {}
+            (Stage::Purged, Some((seq, _)), _) => {
+                problem(format!("is purged but its log still holds seq {seq}"));
+            }
+        }
+        let indexed = match &retention {
+            Some(t) => t
+                .get(row.retention_key())
+                .map_err(storage("read retention"))?
+                .is_some(),
+            None => false,
+        };
+        if !indexed {
+            problem("has no entry in the retention index".to_owned());
+        }
+    }
+    let Some(retention) = retention else {
+        return Ok(());
+    };
+    // Each entry must be exactly its row's (so a session has one entry, its row's).
+    for entry in retention.iter().map_err(storage("read retention"))? {
+        let (k, _) = entry.map_err(storage("read retention entry"))?;
+        let key = k.value();
+        match snap.row(key.2) {
+            Ok(Some(row)) if row.retention_key() == key => {}
+            // A damaged row is reported with the rows.
+            Err(_) => {}
+            Ok(_) => report.push(Problem::SessionRow {
+                session: sid(key.2),
+                detail: format!(
+                    "is not what the retention index entry (class {}, time {}) says",
+                    key.0, key.1
+                ),
+            }),
         }
     }
     Ok(())

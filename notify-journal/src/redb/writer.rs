@@ -10,23 +10,27 @@
 //! each append is resolved as soon as it is taken from the queue.
 //!
 //! The writer keeps each written session's head (last seq) and the log's next position
-//! in memory, so a new frame costs no read beyond the index lookup (see
-//! `docs/design.md`).
+//! in memory, so a new frame costs no read beyond the session-row and index lookups
+//! (`resolve.rs`; see `docs/design.md`).
+//!
+//! Purge steps and tombstone drops (`purge.rs`) are chores queued beside the appends:
+//! the writer runs at most one, alone in its own write transaction, between two
+//! batches, so an append waits for at most one step.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use notify_types::{SessionId, Uuid};
-use redb::{Database, ReadableTable};
+use redb::Database;
 use tokio::sync::oneshot;
 
-use super::format::{KEYS, LOG, POSITIONS};
-use super::frame;
+use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
 use super::options::{Durability, JournalOptions};
+use super::purge::{self, Chore, ChoreFailure};
+use super::resolve::Tables;
 use crate::backend::AppendOutcome;
-use crate::error::{AppendError, Corruption, StorageError};
+use crate::error::{AppendError, JournalError, StorageError};
 use crate::stats::CommitStats;
 
 /// What an appender is told.
@@ -38,11 +42,16 @@ pub(crate) struct Request {
     pub(crate) key: u128,
     /// The record's frame body (`body.rs`): what the duplicate check compares.
     pub(crate) body: Vec<u8>,
+    /// Whether the record is the session's end marker (its commit ends the session).
+    pub(crate) ends: bool,
     pub(crate) reply: oneshot::Sender<Reply>,
 }
 
 struct QueueState {
     items: VecDeque<Request>,
+    /// Purge steps and tombstone drops, each run alone in its own transaction between
+    /// batches (so an append waits for at most one).
+    chores: VecDeque<Chore>,
     /// Set by `close`: no new requests; the writer drains what is queued and exits.
     closed: bool,
     /// An appender wakes the writer only when the queue reaches this length: 1 while
@@ -80,6 +89,7 @@ impl Queue {
         Self {
             state: Mutex::new(QueueState {
                 items: VecDeque::new(),
+                chores: VecDeque::new(),
                 closed: false,
                 wake_at: 1,
             }),
@@ -126,6 +136,28 @@ impl Queue {
         Ok(())
     }
 
+    /// Queues a chore; refuses it if the journal is closed or poisoned.
+    pub(crate) fn submit_chore(&self, chore: Chore) {
+        let mut st = lock(&self.state);
+        if st.closed {
+            drop(st);
+            return chore.refuse(JournalError::Closed);
+        }
+        if self.is_poisoned() {
+            drop(st);
+            return chore.refuse(poisoned());
+        }
+        st.chores.push_back(chore);
+        // Whatever the writer waits for (appends to linger for, or work at all), a
+        // chore ends the wait: a lingering batch commits and the chore runs next.
+        self.ready.notify_one();
+    }
+
+    /// The next queued chore, if any.
+    fn take_chore(&self) -> Option<Chore> {
+        lock(&self.state).chores.pop_front()
+    }
+
     /// Stops accepting requests and wakes the writer so it can drain and exit.
     pub(crate) fn close(&self) {
         let mut st = lock(&self.state);
@@ -156,7 +188,7 @@ impl Queue {
         }
         let mut st = lock(&self.state);
         let mut slept = false;
-        while st.items.is_empty() {
+        while st.items.is_empty() && st.chores.is_empty() {
             if st.closed {
                 return false;
             }
@@ -207,7 +239,7 @@ impl Queue {
         gap: Duration,
     ) -> bool {
         let mut st = lock(&self.state);
-        if st.items.is_empty() && !st.closed {
+        if st.items.is_empty() && st.chores.is_empty() && !st.closed {
             let left = deadline
                 .checked_duration_since(Instant::now())
                 .unwrap_or(Duration::ZERO);
@@ -226,7 +258,7 @@ impl Queue {
             return false;
         }
         self.take_locked(&mut st, out, max);
-        !st.closed && Instant::now() < deadline
+        !st.closed && st.chores.is_empty() && Instant::now() < deadline
     }
 }
 
@@ -239,7 +271,7 @@ const RETURN_SAMPLE_MAX: Duration = Duration::from_millis(2);
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
 /// lazily from the positions table, when a new session would exceed this).
-const HEADS_CACHE_MAX: usize = 1 << 16;
+pub(super) const HEADS_CACHE_MAX: usize = 1 << 16;
 
 /// The writer's batching state.
 struct Tuning {
@@ -352,7 +384,17 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
                 // A vanished appender (dropped future) is a normal event.
                 let _ = req.reply.send(Err(AppendError::Poisoned));
             }
+            while let Some(chore) = w.queue.take_chore() {
+                chore.refuse(poisoned());
+            }
             continue;
+        }
+        // At most one chore between two batches: an append waits for one step at most.
+        if let Some(chore) = w.queue.take_chore() {
+            dirty_non_durable |= w.run_chore(chore);
+            if w.queue.len() == 0 || w.queue.is_poisoned() {
+                continue;
+            }
         }
         let span = tracing::debug_span!("journal.commit", batch = tracing::field::Empty);
         let _entered = span.enter();
@@ -430,12 +472,15 @@ impl Drop for ExitGuard {
         for req in st.items.drain(..) {
             let _ = req.reply.send(Err(AppendError::Closed));
         }
+        for chore in st.chores.drain(..) {
+            chore.refuse(JournalError::Closed);
+        }
     }
 }
 
 /// Why a whole batch failed.
 #[derive(Clone)]
-enum BatchFailure {
+pub(super) enum BatchFailure {
     /// Before the commit: the transaction was dropped, nothing written.
     BeforeCommit(StorageError),
     /// The commit itself failed: outcome unknown.
@@ -457,8 +502,18 @@ impl BatchFailure {
     }
 }
 
-fn before(context: &'static str) -> impl Fn(redb::StorageError) -> BatchFailure {
+pub(super) fn before<E>(context: &'static str) -> impl Fn(E) -> BatchFailure
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     move |e| BatchFailure::BeforeCommit(StorageError::new(context, e))
+}
+
+/// What a chore is told once the handle is poisoned.
+fn poisoned() -> JournalError {
+    JournalError::Storage(StorageError::msg(
+        "journal is poisoned by an earlier commit failure; reopen it",
+    ))
 }
 
 fn flush_durable(db: &Database) -> Result<(), StorageError> {
@@ -506,6 +561,9 @@ impl Writer {
                 log: txn.open_table(LOG).map_err(table_err)?,
                 positions: txn.open_table(POSITIONS).map_err(table_err)?,
                 keys: txn.open_table(KEYS).map_err(table_err)?,
+                sessions: txn.open_table(SESSIONS).map_err(table_err)?,
+                retention: None,
+                txn: &txn,
                 frame: &mut self.frame,
             };
             let mut next_pos = match self.next_pos {
@@ -552,145 +610,115 @@ impl Writer {
     }
 }
 
-/// The journal's tables inside one write transaction.
-struct Tables<'txn, 'w> {
-    log: redb::Table<'txn, u64, &'static [u8]>,
-    positions: redb::Table<'txn, (u128, u64), u64>,
-    keys: redb::Table<'txn, (u128, u128), u64>,
-    frame: &'w mut Vec<u8>,
-}
-
-impl Tables<'_, '_> {
-    /// The log's next free position: one past its last entry.
-    fn next_position(&self) -> Result<u64, BatchFailure> {
-        let last = self
-            .log
-            .last()
-            .map_err(before("read the log's end"))?
-            .map_or(0, |(k, _)| k.value());
-        last.checked_add(1)
-            .ok_or_else(|| BatchFailure::BeforeCommit(StorageError::msg("log positions exhausted")))
-    }
-
-    /// Resolves one request against the transaction's current view: a duplicate, a
-    /// collision, or a new frame (written with its position and index entry; its head
-    /// staged).
-    fn resolve(
-        &mut self,
-        req: &Request,
-        next_pos: &mut u64,
-        staged: &mut HashMap<u128, u64>,
-        committed: &mut HashMap<u128, u64>,
-    ) -> Result<Reply, BatchFailure> {
-        let existing = self
-            .keys
-            .get((req.key, req.session))
-            .map_err(before("read index"))?
-            .map(|g| g.value());
-        if let Some(pos) = existing {
-            return self.compare(req, pos);
-        }
-        let head = match staged
-            .get(&req.session)
-            .or_else(|| committed.get(&req.session))
-        {
-            Some(h) => *h,
-            None => {
-                let h = self
-                    .positions
-                    .range((req.session, 0)..=(req.session, u64::MAX))
-                    .map_err(before("read positions"))?
-                    .next_back()
-                    .transpose()
-                    .map_err(before("read position"))?
-                    .map_or(0, |(k, _)| k.value().1);
-                // A committed value: safe to remember whatever this batch's fate.
-                if committed.len() < HEADS_CACHE_MAX {
-                    committed.insert(req.session, h);
+impl Writer {
+    /// Runs one chore in its own write transaction and answers it. A storage failure
+    /// poisons the handle like a failed batch; damage found is answered and writes
+    /// nothing. Returns whether it committed without a sync.
+    fn run_chore(&mut self, chore: Chore) -> bool {
+        match chore {
+            Chore::Purge {
+                ended_before,
+                max_frames,
+                reply,
+            } => {
+                let started = Instant::now();
+                let result = self.chore_txn(|txn| {
+                    let step = purge::step(txn, ended_before, max_frames)?;
+                    Ok((step.session.is_some(), step))
+                });
+                if let Ok((true, step)) = &result {
+                    crate::metrics::purge_step(
+                        crate::metrics::REDB,
+                        u64::from(step.finished),
+                        step.frames_removed,
+                        started.elapsed(),
+                    );
                 }
-                h
+                if let Ok((_, step)) = &result
+                    && let Some(s) = step.session
+                {
+                    // Its appends are refused from now on; forget its head.
+                    self.heads.remove(&s.as_uuid().as_u128());
+                }
+                let committed = matches!(result, Ok((true, _)));
+                let _ = reply.send(result.map(|(_, step)| step));
+                committed && self.options.durability == Durability::NonDurableForTestsOnly
             }
-        };
-        let (Some(seq), Some(after)) = (head.checked_add(1), next_pos.checked_add(1)) else {
-            return Err(BatchFailure::BeforeCommit(StorageError::msg(
-                "sequence space exhausted",
-            )));
-        };
-        let pos = *next_pos;
-        frame::write(self.frame, req.session, seq, req.key, &req.body);
-        self.log
-            .insert(pos, self.frame.as_slice())
-            .map_err(before("write frame"))?;
-        self.positions
-            .insert((req.session, seq), pos)
-            .map_err(before("write position"))?;
-        self.keys
-            .insert((req.key, req.session), pos)
-            .map_err(before("write index"))?;
-        *next_pos = after;
-        staged.insert(req.session, seq);
-        Ok(Ok(AppendOutcome {
-            seq,
-            appended: true,
-        }))
+            Chore::DropTombstones {
+                purged_before,
+                limit,
+                reply,
+            } => {
+                let result = self.chore_txn(|txn| {
+                    let n = purge::drop_tombstones(txn, purged_before, limit)?;
+                    Ok((n > 0, n))
+                });
+                if matches!(result, Ok((true, _))) {
+                    // A dropped session is unknown again: its next append starts a new
+                    // log, so no remembered head may outlive its tombstone.
+                    self.heads.clear();
+                }
+                let committed = matches!(result, Ok((true, _)));
+                let _ = reply.send(result.map(|(_, n)| n));
+                committed && self.options.durability == Durability::NonDurableForTestsOnly
+            }
+        }
     }
 
-    /// The key is journaled at `pos`: a duplicate if the frame there is this session's
-    /// frame of this key with the identical body, a collision if its body differs, and
-    /// damage (nothing written, the appender told) if it is not that frame at all.
-    fn compare(&self, req: &Request, pos: u64) -> Result<Reply, BatchFailure> {
-        let session = SessionId::from_uuid(Uuid::from_u128(req.session));
-        let damaged = |seq, source| {
-            Ok(Err(AppendError::Corrupt {
-                session,
-                seq,
-                source,
-            }))
-        };
-        let Some(guard) = self.log.get(pos).map_err(before("read frame"))? else {
-            return damaged(
-                0,
-                Corruption::Inconsistent(format!(
-                    "the index entry of key {} names log position {pos}, which holds no frame",
-                    Uuid::from_u128(req.key)
-                )),
-            );
-        };
-        let f = match frame::parse(guard.value()) {
-            Ok(f) => f,
-            Err(c) => return damaged(0, c),
-        };
-        if f.session != req.session || f.key != req.key {
-            return damaged(
-                f.seq,
-                Corruption::Misplaced {
-                    found: f.describe(),
-                },
-            );
-        }
-        let positioned = self
-            .positions
-            .get((req.session, f.seq))
-            .map_err(before("read positions"))?
-            .map(|g| g.value());
-        if positioned != Some(pos) {
-            return damaged(
-                f.seq,
-                Corruption::Inconsistent(format!(
-                    "the index names log position {pos}, the session's log {positioned:?}"
-                )),
-            );
-        }
-        Ok(if f.body == req.body.as_slice() {
-            Ok(AppendOutcome {
-                seq: f.seq,
-                appended: false,
+    /// Runs `f` in a write transaction with the journal's durability; commits when `f`
+    /// says so (`Ok((true, _))`), else drops the transaction. A panic of the storage
+    /// engine is contained.
+    fn chore_txn<T>(
+        &mut self,
+        f: impl FnOnce(&redb::WriteTransaction) -> Result<(bool, T), ChoreFailure>,
+    ) -> Result<(bool, T), JournalError> {
+        self.committing = false;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut txn = self.db.begin_write().map_err(|e| {
+                BatchFailure::BeforeCommit(StorageError::new("begin write transaction", e))
+            })?;
+            txn.set_durability(match self.options.durability {
+                Durability::Immediate => redb::Durability::Immediate,
+                Durability::NonDurableForTestsOnly => redb::Durability::None,
             })
-        } else {
-            Err(AppendError::Collision {
-                key: Uuid::from_u128(req.key),
-                seq: f.seq,
+            .map_err(before("set durability"))?;
+            txn.set_quick_repair(self.options.quick_repair);
+            let (commit, out) = match f(&txn) {
+                Ok(v) => v,
+                Err(ChoreFailure::Damaged(e)) => return Ok(Err(e)),
+                Err(ChoreFailure::Storage(e)) => return Err(BatchFailure::BeforeCommit(e)),
+            };
+            if commit {
+                self.committing = true;
+                txn.commit()
+                    .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
+            }
+            Ok(Ok((commit, out)))
+        }))
+        .unwrap_or_else(|panic| {
+            let e = StorageError::msg(format!(
+                "the storage engine panicked while purging ({}); the file may be damaged: verify it",
+                panic_message(panic.as_ref())
+            ));
+            Err(if self.committing {
+                BatchFailure::Commit(e)
+            } else {
+                BatchFailure::BeforeCommit(e)
             })
-        })
+        });
+        match result {
+            // Not counted in `CommitStats` (batches only): the purge metrics count steps.
+            Ok(answer) => answer,
+            Err(failure) => {
+                self.queue.poisoned.store(true, Ordering::Release);
+                tracing::error!(error = %failure.error(), "journal purge commit failed; journal poisoned");
+                Err(JournalError::Storage(match failure {
+                    BatchFailure::BeforeCommit(e) => e,
+                    BatchFailure::Commit(e) => StorageError::msg(format!(
+                        "commit failed, outcome unknown (the step may or may not be durable; it is safe to purge again after reopening): {e}"
+                    )),
+                }))
+            }
+        }
     }
 }

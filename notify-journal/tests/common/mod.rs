@@ -17,8 +17,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use notify_journal::{JournalOptions, RedbJournal};
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId,
-    Uuid,
+    ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEnded, SessionEvent,
+    SessionId, Uuid,
 };
 
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -66,6 +66,11 @@ pub fn consumed(session: SessionId, cause: CommandId) -> JournalRecord {
     JournalRecord::from(SessionEvent::NotificationConsumed(
         NotificationConsumed::new(session, loop_id(), cause),
     ))
+}
+
+/// The session's end marker.
+pub fn ended(session: SessionId) -> JournalRecord {
+    JournalRecord::from(SessionEvent::SessionEnded(SessionEnded::new(session)))
 }
 
 pub fn open(path: &Path) -> RedbJournal {

@@ -69,6 +69,13 @@ pub fn consumed(session: SessionId, cause: CommandId) -> JournalRecord {
     ))
 }
 
+/// The end marker of `session`.
+pub fn ended(session: SessionId) -> JournalRecord {
+    JournalRecord::from(SessionEvent::SessionEnded(notify_types::SessionEnded::new(
+        session,
+    )))
+}
+
 /// Rebuilds `url` as a key/value connection string (`host`, `port`, `user`,
 /// `dbname`, `password` from it), optionally pointed at another TCP port, with
 /// `extra` appended. `None` when the server is not reached over TCP.

@@ -3,7 +3,8 @@
 //! process killed with SIGKILL) followed by restore.
 //!
 //! Run it with `cargo xtask demo`. `--journal PATH` keeps the journal file; by default
-//! it lives in a fresh temp dir. Every part says what it runs and what it is meant to
+//! it lives in a fresh temp dir. `--journal-at-crash PATH` also keeps a copy of the
+//! journal as the crash left it, before restore (for `notify pending`). Every part says what it runs and what it is meant to
 //! show before it shows it.
 #![allow(clippy::print_stdout, reason = "a command-line demo prints its report")]
 #![allow(clippy::print_stderr, reason = "and its error")]
@@ -69,7 +70,7 @@ fn short(id: impl std::fmt::Display) -> String {
     id.get(start..).unwrap_or(&id).to_owned()
 }
 
-const USAGE: &str = "usage: notify-demo [--journal PATH]";
+const USAGE: &str = "usage: notify-demo [--journal PATH] [--journal-at-crash PATH]";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -86,11 +87,15 @@ async fn main() -> std::process::ExitCode {
 async fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut journal_path: Option<PathBuf> = None;
+    let mut at_crash: Option<PathBuf> = None;
     let mut child: Option<(SessionId, LoopId)> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--journal" => journal_path = Some(it.next().context("--journal needs a path")?.into()),
+            "--journal-at-crash" => {
+                at_crash = Some(it.next().context("--journal-at-crash needs a path")?.into());
+            }
             // Internal: the crashing child of part 4 (this same binary).
             "--child" => {
                 let session = it.next().context("--child needs a session id")?.parse()?;
@@ -110,10 +115,10 @@ async fn run() -> anyhow::Result<()> {
     }
     let tmp = tempfile::tempdir()?;
     let path = journal_path.unwrap_or_else(|| tmp.path().join("notify-demo.redb"));
-    parent(&path).await
+    parent(&path, at_crash.as_deref()).await
 }
 
-async fn parent(path: &Path) -> anyhow::Result<()> {
+async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
     // Before anything records: the libraries report to whatever recorder is installed.
     metrics::set_global_recorder(&RECORDER)
         .map_err(|_| anyhow::anyhow!("a metrics recorder was already installed"))?;
@@ -375,6 +380,20 @@ async fn parent(path: &Path) -> anyhow::Result<()> {
         "again changes nothing. Shows: nothing acknowledged is lost, nothing is redelivered twice.",
     ]);
     let journal = RedbJournal::open(path, JournalOptions::default())?;
+    if let Some(copy) = at_crash {
+        // The journal as the crash left it (recovered by the open, nothing restored
+        // yet), closed so that the copy is a clean file: `notify pending` on it shows
+        // what this restore is about to do.
+        journal.close();
+        std::fs::copy(path, copy)
+            .with_context(|| format!("copy the journal to {}", copy.display()))?;
+        println!("journal as the crash left it copied to {}", copy.display());
+    }
+    let journal = if at_crash.is_some() {
+        RedbJournal::open(path, JournalOptions::default())?
+    } else {
+        journal
+    };
     let mut report = restore(session_id, &journal).await?;
     println!(
         "journal holds {} frames for the session ({} before the crash); {} notifications pending, {} orphaned processes",

@@ -1,0 +1,518 @@
+//! The PostgreSQL journal's session end, purge and tombstones against a real server:
+//! refusals after end and purge, a purge in bounded steps, ends inside one batch,
+//! leases held elsewhere, concurrent purgers, and migrating a version-3 schema.
+//!
+//! Needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the local default);
+//! without either, each test says it was skipped and returns. Every test uses a fresh
+//! schema of its own: a purge takes every ended session of its schema.
+#![cfg(feature = "postgres")]
+// Test code: a failed expectation is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod postgres_support;
+
+use std::sync::Arc;
+
+use notify_journal::{
+    AppendError, AppendOutcome, JournalBackend, JournalError, PG_SCHEMA_VERSION, PgJournal,
+    PgOptions, PurgeStep, SessionState, purge, replay_all,
+};
+use notify_types::{SessionId, Timestamp, Uuid};
+use postgres_support::{
+    command, database_url, drop_schema, ended, fresh_schema, journal, raw_client,
+};
+
+fn appended(seq: u64) -> AppendOutcome {
+    AppendOutcome {
+        seq,
+        appended: true,
+    }
+}
+
+fn duplicate(seq: u64) -> AppendOutcome {
+    AppendOutcome {
+        seq,
+        appended: false,
+    }
+}
+
+/// The next microsecond: stored times are whole microseconds, so this is the
+/// earliest horizon that `t` is before.
+fn just_after(t: Timestamp) -> Timestamp {
+    Timestamp::from_microsecond(t.as_microsecond() + 1).unwrap()
+}
+
+async fn ended_at(j: &PgJournal, s: SessionId) -> Timestamp {
+    match j.session_state(s).await.unwrap() {
+        SessionState::Ended { ended_at, .. } => ended_at,
+        other => panic!("{s} is not ended: {other:?}"),
+    }
+}
+
+fn is_ended(r: &Result<AppendOutcome, AppendError>, s: SessionId, purged: bool) -> bool {
+    matches!(r, Err(AppendError::SessionEnded { session, purged: p }) if *session == s && *p == purged)
+}
+
+/// End, refusals, a purge in bounded steps (the tombstone from the first step, never
+/// a partial log), the refusals after it, and dropping the tombstone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_purge_in_steps_and_drop_the_tombstone() {
+    let Some(url) = database_url("end_purge_in_steps_and_drop_the_tombstone") else {
+        return;
+    };
+    let schema = fresh_schema("ret_steps");
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let (s, live) = (SessionId::new(), SessionId::new());
+    let keys: Vec<Uuid> = (0..4).map(|_| Uuid::now_v7()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(
+            j.append(s, command(s, *k, 0)).await.unwrap(),
+            appended(i as u64 + 1)
+        );
+    }
+    j.append(live, command(live, Uuid::now_v7(), 0))
+        .await
+        .unwrap();
+    assert_eq!(j.session_state(s).await.unwrap(), SessionState::Live);
+    assert_eq!(j.append(s, ended(s)).await.unwrap(), appended(5));
+    let end = ended_at(&j, s).await;
+    assert_eq!(
+        j.session_state(s).await.unwrap(),
+        SessionState::Ended {
+            ended_at: end,
+            last_seq: 5
+        }
+    );
+
+    // Ended: new records and retries of old ones are refused; the marker deduplicates.
+    assert!(is_ended(
+        &j.append(s, command(s, Uuid::now_v7(), 0)).await,
+        s,
+        false
+    ));
+    assert!(is_ended(
+        &j.append(s, command(s, keys[0], 0)).await,
+        s,
+        false
+    ));
+    assert_eq!(j.append(s, ended(s)).await.unwrap(), duplicate(5));
+    assert_eq!(replay_all(&j, s).await.unwrap().len(), 5);
+
+    // Not yet due at its own end time (strictly before).
+    assert_eq!(j.purge_step(end, 2).await.unwrap(), PurgeStep::IDLE);
+
+    // Step 1 of 3: the tombstone, two frames gone, nothing of the log answered.
+    let step = j.purge_step(just_after(end), 2).await.unwrap();
+    assert_eq!(
+        step,
+        PurgeStep {
+            session: Some(s),
+            frames_removed: 2,
+            finished: false
+        }
+    );
+    let SessionState::Purged(tomb) = j.session_state(s).await.unwrap() else {
+        panic!("not purged after its first step");
+    };
+    assert_eq!((tomb.ended_at, tomb.last_seq, tomb.frames), (end, 5, 5));
+    assert!(tomb.purged_at >= end);
+    assert!(matches!(
+        j.replay(s, 1, 100).await,
+        Err(JournalError::Purged { session }) if session == s
+    ));
+    assert!(matches!(
+        j.lookup(s, keys[3]).await,
+        Err(JournalError::Purged { session }) if session == s
+    ));
+    assert_eq!(j.last_seq(s).await.unwrap(), 5);
+    assert!(j.sessions().await.unwrap().contains(&s));
+    assert!(is_ended(&j.append(s, ended(s)).await, s, true));
+    // A partly removed log is not damage.
+    let report = j.verify(100).await.unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+
+    // An unfinished purge is finished whatever the horizon.
+    let step = j.purge_step(Timestamp::MIN, 2).await.unwrap();
+    assert_eq!((step.session, step.frames_removed), (Some(s), 2));
+    let step = j.purge_step(Timestamp::MIN, 2).await.unwrap();
+    assert_eq!(
+        step,
+        PurgeStep {
+            session: Some(s),
+            frames_removed: 1,
+            finished: true
+        }
+    );
+    assert_eq!(
+        j.purge_step(Timestamp::MAX, 2).await.unwrap(),
+        PurgeStep::IDLE
+    );
+
+    // Purged: every append is refused, retries and the marker too.
+    for r in [
+        command(s, keys[1], 0),
+        command(s, Uuid::now_v7(), 0),
+        ended(s),
+    ] {
+        assert!(is_ended(&j.append(s, r).await, s, true));
+    }
+    assert_eq!(j.last_seq(s).await.unwrap(), 5);
+    assert_eq!(j.sessions_after(None, 10).await.unwrap().len(), 2);
+    // The live session was never touched.
+    assert_eq!(
+        j.append(live, command(live, Uuid::now_v7(), 0))
+            .await
+            .unwrap(),
+        appended(2)
+    );
+
+    // Tombstones go after their own horizon (strictly after the purge began).
+    assert_eq!(j.drop_tombstones(tomb.purged_at, 10).await.unwrap(), 0);
+    assert_eq!(j.drop_tombstones(Timestamp::MIN, 10).await.unwrap(), 0);
+    assert_eq!(
+        j.drop_tombstones(just_after(tomb.purged_at), 10)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(j.session_state(s).await.unwrap(), SessionState::Live);
+    assert_eq!(j.last_seq(s).await.unwrap(), 0);
+    assert_eq!(j.sessions().await.unwrap(), vec![live]);
+    // Unknown again: the documented cost of dropping a tombstone.
+    assert_eq!(
+        j.append(s, command(s, keys[0], 0)).await.unwrap(),
+        appended(1)
+    );
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// Inside one batch, the appends after a session's end marker are refused as after its
+/// commit; the marker's duplicate is a duplicate, other bytes under its key collide,
+/// and another session of the batch is untouched. Called on `append_batch` directly,
+/// so the batch's make-up is certain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_inside_one_batch_refuses_what_follows_it() {
+    let Some(url) = database_url("an_end_inside_one_batch_refuses_what_follows_it") else {
+        return;
+    };
+    let schema = fresh_schema("ret_batch");
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let raw = raw_client(&url).await;
+    let (s, t) = (SessionId::new(), SessionId::new());
+    let (k1, k2, kt) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    let kend = ended(s).key();
+    let rows = [
+        (s, k1, "Cmd", b"a".as_slice()),
+        (s, kend, "SessionEnded", b"end"),
+        (t, kt, "Cmd", b"t"),
+        (s, k2, "Cmd", b"b"),
+        (s, kend, "SessionEnded", b"end"),
+        (s, kend, "SessionEnded", b"other"),
+        (s, k1, "Cmd", b"a"),
+    ];
+    let sessions: Vec<Uuid> = rows.iter().map(|r| *r.0.as_uuid()).collect();
+    let keys: Vec<Uuid> = rows.iter().map(|r| r.1).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.2).collect();
+    let bytes: Vec<&[u8]> = rows.iter().map(|r| r.3).collect();
+    let epochs: Vec<Option<i64>> = vec![None; rows.len()];
+    let sums: Vec<i32> = vec![0; rows.len()];
+    let answer: Vec<(i16, i64)> = raw
+        .query(
+            &format!(
+                "SELECT o_status, o_seq FROM \"{schema}\".append_batch($1, $2, $3, $4, $5, $6, $7)"
+            ),
+            &[
+                &Uuid::now_v7(),
+                &sessions,
+                &keys,
+                &kinds,
+                &bytes,
+                &epochs,
+                &sums,
+            ],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        answer,
+        vec![(0, 1), (0, 2), (0, 1), (5, 0), (1, 2), (2, 2), (5, 0)]
+    );
+    assert!(matches!(
+        j.session_state(s).await.unwrap(),
+        SessionState::Ended { last_seq: 2, .. }
+    ));
+    assert_eq!(j.session_state(t).await.unwrap(), SessionState::Live);
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// Only the lease holder ends a session, and a session whose lease another writer
+/// holds live is not purged until that lease is released; the holder may purge it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_held_elsewhere_blocks_ending_and_purging() {
+    let Some(url) = database_url("a_lease_held_elsewhere_blocks_ending_and_purging") else {
+        return;
+    };
+    let schema = fresh_schema("ret_lease");
+    let me = journal(&url, &schema, PgOptions::default()).await;
+    let other = journal(&url, &schema, PgOptions::default()).await;
+    let (s, u) = (SessionId::new(), SessionId::new());
+    other.acquire_lease(s).await.unwrap();
+    other.acquire_lease(u).await.unwrap();
+    for x in [s, u] {
+        other
+            .append(x, command(x, Uuid::now_v7(), 0))
+            .await
+            .unwrap();
+    }
+
+    // Ending is an append: without the lease it is fenced.
+    assert!(matches!(
+        me.append(s, ended(s)).await,
+        Err(AppendError::Fenced { session }) if session == s
+    ));
+    assert_eq!(me.session_state(s).await.unwrap(), SessionState::Live);
+    for x in [s, u] {
+        assert_eq!(other.append(x, ended(x)).await.unwrap(), appended(2));
+    }
+    let horizon = just_after(ended_at(&other, u).await.max(ended_at(&other, s).await));
+
+    // Both are due, but the lease is another writer's: nothing for `me`.
+    assert_eq!(me.purge_step(horizon, 10).await.unwrap(), PurgeStep::IDLE);
+    assert!(matches!(
+        me.session_state(s).await.unwrap(),
+        SessionState::Ended { .. }
+    ));
+
+    // The holder purges its own sessions; once it lets `s` go, so may anyone.
+    other.release_lease(s).await.unwrap();
+    let first = me.purge_step(horizon, 10).await.unwrap();
+    assert_eq!(
+        first,
+        PurgeStep {
+            session: Some(s),
+            frames_removed: 2,
+            finished: true
+        }
+    );
+    assert_eq!(me.purge_step(horizon, 10).await.unwrap(), PurgeStep::IDLE);
+    let report = purge(&other, horizon, 10).await.unwrap();
+    assert_eq!((report.sessions, report.frames), (1, 2));
+    assert!(other.session_state(u).await.unwrap().is_purged());
+    // A purged session refuses even its lease holder.
+    assert!(is_ended(
+        &other.append(u, command(u, Uuid::now_v7(), 0)).await,
+        u,
+        true
+    ));
+    me.close().await;
+    other.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// Two journals purging the same schema at once share the work: every session is
+/// purged exactly once, every frame removed exactly once, while a live session takes
+/// appends throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_purgers_share_the_work() {
+    let Some(url) = database_url("concurrent_purgers_share_the_work") else {
+        return;
+    };
+    let schema = fresh_schema("ret_many");
+    let a = Arc::new(journal(&url, &schema, PgOptions::default()).await);
+    let b = Arc::new(journal(&url, &schema, PgOptions::default()).await);
+    let mut ended_sessions = Vec::new();
+    for _ in 0..16 {
+        let s = SessionId::new();
+        for _ in 0..4 {
+            a.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap();
+        }
+        a.append(s, ended(s)).await.unwrap();
+        ended_sessions.push(s);
+    }
+    let mut last_end = Timestamp::MIN;
+    for s in &ended_sessions {
+        last_end = last_end.max(ended_at(&a, *s).await);
+    }
+    let horizon = just_after(last_end);
+    let live = SessionId::new();
+    let writer = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move {
+            for i in 1..=50 {
+                let got = a.append(live, command(live, Uuid::now_v7(), 0)).await;
+                assert_eq!(got.unwrap(), appended(i));
+            }
+        })
+    };
+    let pa = tokio::spawn({
+        let a = Arc::clone(&a);
+        async move { purge(&*a, horizon, 3).await }
+    });
+    let pb = tokio::spawn({
+        let b = Arc::clone(&b);
+        async move { purge(&*b, horizon, 3).await }
+    });
+    let (ra, rb) = (pa.await.unwrap().unwrap(), pb.await.unwrap().unwrap());
+    writer.await.unwrap();
+    assert_eq!(ra.sessions + rb.sessions, 16, "{ra:?} {rb:?}");
+    assert_eq!(ra.frames + rb.frames, 16 * 5, "{ra:?} {rb:?}");
+    for s in &ended_sessions {
+        assert!(a.session_state(*s).await.unwrap().is_purged());
+    }
+    assert_eq!(replay_all(&*a, live).await.unwrap().len(), 50);
+    a.close().await;
+    b.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// A database at schema version 3 opens: it is migrated to the current version, a
+/// session whose end marker version 3 journaled is ended as of that frame's commit,
+/// and a live session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_3_schema_is_migrated_forward() {
+    let Some(url) = database_url("a_version_3_schema_is_migrated_forward") else {
+        return;
+    };
+    let schema = fresh_schema("ret_v3");
+    let (live, done) = (SessionId::new(), SessionId::new());
+    let keys: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    for k in &keys {
+        j.append(live, command(live, *k, 0)).await.unwrap();
+        j.append(done, command(done, *k, 0)).await.unwrap();
+    }
+    j.append(done, ended(done)).await.unwrap();
+    j.close().await;
+    // Back to version 3: exactly what version 4 added is removed (the columns take
+    // their check constraint with them).
+    let raw = raw_client(&url).await;
+    raw.batch_execute(&format!(
+        "DROP FUNCTION \"{schema}\".purge_step;
+         DROP INDEX \"{schema}\".sessions_due, \"{schema}\".sessions_purging,
+                    \"{schema}\".sessions_tombstones;
+         ALTER TABLE \"{schema}\".sessions DROP COLUMN ended_at, DROP COLUMN purged_at,
+                                           DROP COLUMN purge_done;
+         DELETE FROM \"{schema}\".schema_version WHERE version > 3;"
+    ))
+    .await
+    .unwrap();
+    const { assert!(PG_SCHEMA_VERSION >= 4) };
+
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let version: i32 = raw
+        .query_one(
+            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    let committed: std::time::SystemTime = raw
+        .query_one(
+            &format!("SELECT committed_at FROM \"{schema}\".frames WHERE session = $1 AND seq = 4"),
+            &[done.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        j.session_state(done).await.unwrap(),
+        SessionState::Ended {
+            ended_at: Timestamp::try_from(committed).unwrap(),
+            last_seq: 4
+        }
+    );
+    assert!(is_ended(
+        &j.append(done, command(done, Uuid::now_v7(), 0)).await,
+        done,
+        false
+    ));
+    assert_eq!(j.append(done, ended(done)).await.unwrap(), duplicate(4));
+    assert_eq!(j.session_state(live).await.unwrap(), SessionState::Live);
+    assert_eq!(
+        j.append(live, command(live, keys[1], 0)).await.unwrap(),
+        duplicate(2)
+    );
+    assert_eq!(
+        j.append(live, command(live, Uuid::now_v7(), 0))
+            .await
+            .unwrap(),
+        appended(4)
+    );
+    assert_eq!(replay_all(&j, done).await.unwrap().len(), 4);
+    let report = purge(&j, Timestamp::MAX, 2).await.unwrap();
+    assert_eq!((report.sessions, report.frames, report.steps), (1, 4, 2));
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// A tombstone dropped while an append to its session waits for the session's row
+/// (after registering it found the row there) is a registration to redo, not a
+/// broken batch: the append starts the session anew at seq 1, and the other appends
+/// of its batch are not disturbed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tombstone_dropped_under_a_waiting_append_is_registered_again() {
+    let Some(url) = database_url("a_tombstone_dropped_under_a_waiting_append_is_registered_again")
+    else {
+        return;
+    };
+    let schema = fresh_schema("ret_race");
+    let j = Arc::new(journal(&url, &schema, PgOptions::default()).await);
+    let s = SessionId::new();
+    j.append(s, ended(s)).await.unwrap();
+    purge(&*j, Timestamp::MAX, 8).await.unwrap();
+    assert!(j.session_state(s).await.unwrap().is_purged());
+
+    // A dropper that has locked the tombstone's row and not yet deleted it.
+    let mut dropper = raw_client(&url).await;
+    let tx = dropper.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
+        &[s.as_uuid()],
+    )
+    .await
+    .unwrap();
+    let append = tokio::spawn({
+        let j = Arc::clone(&j);
+        async move { j.append(s, command(s, Uuid::now_v7(), 0)).await }
+    });
+    // Bounded wait until the append is blocked on the row lock (never timed).
+    let watcher = raw_client(&url).await;
+    let pattern = format!("%{schema}%append_batch%");
+    let mut waiting = false;
+    for _ in 0..1500 {
+        let n: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                &[&pattern],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(waiting, "the append never waited for the locked row");
+    tx.execute(
+        &format!("DELETE FROM \"{schema}\".sessions WHERE session = $1"),
+        &[s.as_uuid()],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(append.await.unwrap().unwrap(), appended(1));
+    assert_eq!(j.session_state(s).await.unwrap(), SessionState::Live);
+    assert_eq!(j.last_seq(s).await.unwrap(), 1);
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}

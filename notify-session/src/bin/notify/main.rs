@@ -1,0 +1,399 @@
+//! `notify`: the operator command line for notify journals, on a redb file or on
+//! PostgreSQL (`--postgres CONNINFO [--schema S]`).
+//!
+//! The read commands (`sessions`, `show`, `pending`, `verify`, `export`, `stats`) open
+//! a redb file read-only and never change it; a PostgreSQL schema is neither created
+//! nor migrated by them. Every figure comes from the library's own answers (the
+//! listing, replay, restore's reduction, the deep verify): the command line holds no
+//! journal logic of its own. Built with the `cli` feature:
+//! `cargo install … notify-session --features cli --bin notify`.
+
+mod error;
+mod integrity;
+mod journal;
+mod output;
+mod read;
+mod retention;
+mod transfer;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
+use notify_session::notify_types::SessionId;
+
+use crate::error::{CliError, EXIT_STATUS_HELP, Exit};
+use crate::integrity::VerifyArgs;
+use crate::journal::{DEFAULT_SCHEMA, Journal, Location};
+use crate::output::Out;
+
+/// Inspect, verify, export, import and purge notify journals: redb files or PostgreSQL.
+#[derive(Parser)]
+#[command(name = "notify", version, after_help = EXIT_STATUS_HELP)]
+struct Cli {
+    /// Print JSON lines (one object per line) for scripts instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the journal is, when it is not a file.
+#[derive(Args)]
+struct Db {
+    /// Use the PostgreSQL journal at CONNINFO (a libpq string such as
+    /// "host=db user=notify dbname=notify", or a postgresql:// URL) instead of a file;
+    /// PATH is then left out.
+    #[arg(long, value_name = "CONNINFO")]
+    postgres: Option<String>,
+    /// The PostgreSQL schema holding the journal [default: notify_journal].
+    #[arg(long, value_name = "S", requires = "postgres")]
+    schema: Option<String>,
+}
+
+/// The exit statuses, for every command's `--help` (a macro so `concat!` takes it).
+macro_rules! exit_help {
+    () => {
+        "Exit status: 0 ok (verify: clean); 1 verify found problems; 2 usage; 3 not found \
+         (path, schema or session); 4 not a notify journal; 5 damaged; 6 in use by another \
+         process; 7 needs a writable open first; 8 refused (import); 9 I/O or database failure"
+    };
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every session: frames, head, pending, orphans, state, first and last activity.
+    ///
+    /// PENDING is what a restore would redeliver, ORPHANS the processes it would
+    /// declare lost. Activity times are the process times of the session's lifecycle
+    /// events (records carry no commit time). Opens the journal read-only.
+    #[command(
+        override_usage = "notify sessions PATH\n       notify sessions --postgres CONNINFO [--schema S]",
+        after_help = concat!(
+            "Example:\n  notify sessions /var/lib/agent/notify.redb\n  \
+             notify sessions --postgres 'host=db user=notify dbname=notify' --json\n\n",
+            exit_help!()
+        )
+    )]
+    Sessions {
+        /// The journal file (left out with --postgres).
+        #[arg(value_name = "PATH", num_args = 0..=1)]
+        args: Vec<String>,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// A session's frames, decoded, one line each.
+    ///
+    /// Each line: seq, kind, command or event ID, loop, handle, state and reason, and
+    /// the details (exit code, process times, what a consumption consumes). Opens the
+    /// journal read-only.
+    #[command(
+        override_usage = "notify show PATH SESSION [--from SEQ] [--limit N]\n       \
+                          notify show --postgres CONNINFO [--schema S] SESSION [--from SEQ] [--limit N]",
+        after_help = concat!(
+            "Example:\n  notify show notify.redb 0199a5c2-1d3e-7c41-9f7a-3c2e8b6d1a20 --from 100 --limit 20\n\n",
+            exit_help!()
+        )
+    )]
+    Show {
+        /// The journal file (left out with --postgres), then the session ID.
+        #[arg(value_name = "PATH SESSION", num_args = 1..=2)]
+        args: Vec<String>,
+        /// The first seq to show.
+        #[arg(long, value_name = "SEQ", default_value_t = 1)]
+        from: u64,
+        /// At most N frames.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// What a restore would redeliver, and the processes it would declare lost.
+    ///
+    /// Per session and loop, the notifications appended and never consumed (restore
+    /// redelivers them), then the processes whose last event is not terminal (restore
+    /// declares them lost). Opens the journal read-only.
+    #[command(
+        override_usage = "notify pending PATH [SESSION]\n       notify pending --postgres CONNINFO [--schema S] [SESSION]",
+        after_help = concat!(
+            "Example:\n  notify pending notify.redb\n  \
+             notify pending notify.redb 0199a5c2-1d3e-7c41-9f7a-3c2e8b6d1a20 --json\n\n",
+            exit_help!()
+        )
+    )]
+    Pending {
+        /// The journal file (left out with --postgres), then a session ID to cover
+        /// only that session.
+        #[arg(value_name = "PATH [SESSION]", num_args = 0..=2)]
+        args: Vec<String>,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// The deep integrity check; exit status 0 only when the journal is clean.
+    ///
+    /// Every frame's checksum and decoding, every session's log contiguous up to its
+    /// head, index entries and frames one to one. Each problem is named by session and
+    /// seq.
+    ///
+    /// Opens a redb file read-only. With --pages, redb's own check of every page's
+    /// checksum runs too; that needs the file opened for writing (redb then saves its
+    /// allocator state, and recovers a file not closed cleanly).
+    #[command(
+        override_usage = "notify verify PATH [--pages] [--max-problems N]\n       \
+                          notify verify --postgres CONNINFO [--schema S] [--max-problems N]",
+        after_help = concat!(
+            "Example:\n  notify verify notify.redb && echo clean\n\n",
+            exit_help!()
+        )
+    )]
+    Verify {
+        /// The journal file (left out with --postgres).
+        #[arg(value_name = "PATH", num_args = 0..=1)]
+        args: Vec<String>,
+        /// List at most N problems (all are counted) [default: 100].
+        #[arg(long, value_name = "N")]
+        max_problems: Option<usize>,
+        /// Also run redb's page check (opens the file for writing).
+        #[arg(long)]
+        pages: bool,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Every frame (or one session's) as JSON lines, in the canonical wire form.
+    ///
+    /// One line per frame, to stdout: `{"session":…,"seq":…,"record":RECORD}`, RECORD
+    /// being the record's `JournalRecord::encode` bytes. `notify import` reads it back;
+    /// export, import and export again give the same bytes. Purged sessions (only a
+    /// tombstone left) are skipped, with a note on stderr. Opens the journal read-only.
+    #[command(
+        override_usage = "notify export PATH [SESSION]\n       notify export --postgres CONNINFO [--schema S] [SESSION]",
+        after_help = concat!(
+            "Example:\n  notify export notify.redb 0199a5c2-1d3e-7c41-9f7a-3c2e8b6d1a20 > session.jsonl\n\n",
+            exit_help!()
+        )
+    )]
+    Export {
+        /// The journal file (left out with --postgres), then a session ID to cover
+        /// only that session.
+        #[arg(value_name = "PATH [SESSION]", num_args = 0..=2)]
+        args: Vec<String>,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Appends an export to an empty journal, at the same seqs.
+    ///
+    /// Reads `notify export`'s lines from --input FILE, or stdin. A redb file is
+    /// created if missing; a journal that holds any session is refused.
+    #[command(
+        override_usage = "notify import PATH [--input FILE]\n       notify import --postgres CONNINFO [--schema S] [--input FILE]",
+        after_help = concat!(
+            "Example:\n  notify export old.redb | notify import new.redb\n  \
+             notify import --postgres 'host=db dbname=notify' --input session.jsonl\n\n",
+            exit_help!()
+        )
+    )]
+    Import {
+        /// The journal file (left out with --postgres).
+        #[arg(value_name = "PATH", num_args = 0..=1)]
+        args: Vec<String>,
+        /// Read the export from FILE instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        input: Option<PathBuf>,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// File size, sessions, frames, index entries, bytes per frame, format version.
+    ///
+    /// For PostgreSQL: the tables' size and the schema version. Opens the journal
+    /// read-only.
+    #[command(
+        override_usage = "notify stats PATH\n       notify stats --postgres CONNINFO [--schema S]",
+        after_help = concat!("Example:\n  notify stats notify.redb --json\n\n", exit_help!())
+    )]
+    Stats {
+        /// The journal file (left out with --postgres).
+        #[arg(value_name = "PATH", num_args = 0..=1)]
+        args: Vec<String>,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Purges the sessions that ended before WHEN, in bounded steps.
+    ///
+    /// One transaction per step; each purged session leaves its tombstone, so that a
+    /// late append for it still fails closed. Opens the journal for writing (a redb file
+    /// in use is refused).
+    #[command(
+        override_usage = "notify purge PATH --ended-before WHEN [--max-frames-per-step N]\n       \
+                          notify purge --postgres CONNINFO [--schema S] --ended-before WHEN [--max-frames-per-step N]",
+        after_help = concat!(
+            "WHEN is an RFC 3339 time (2026-01-31T00:00:00Z) or an age before now (30d, 12h, 90m, 3600s).\n\n\
+             Example:\n  notify purge notify.redb --ended-before 30d\n\n",
+            exit_help!()
+        )
+    )]
+    Purge {
+        /// The journal file (left out with --postgres).
+        #[arg(value_name = "PATH", num_args = 0..=1)]
+        args: Vec<String>,
+        /// Purge sessions that ended before WHEN.
+        #[arg(long, value_name = "WHEN", required = true)]
+        ended_before: String,
+        /// Remove at most N frames per step [default: 1024].
+        #[arg(long, value_name = "N")]
+        max_frames_per_step: Option<usize>,
+        #[command(flatten)]
+        db: Db,
+    },
+}
+
+/// The journal's location and the positional arguments after it. In file mode the
+/// first positional is PATH; with `--postgres` there is none.
+fn locate(
+    db: Db,
+    mut args: Vec<String>,
+    rest: std::ops::RangeInclusive<usize>,
+) -> Result<(Location, Vec<String>), clap::Error> {
+    let usage =
+        |msg: String| Cli::command().error(clap::error::ErrorKind::WrongNumberOfValues, msg);
+    let at = match db.postgres {
+        Some(conninfo) => Location::Postgres {
+            conninfo,
+            schema: db.schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()),
+        },
+        None => {
+            if args.is_empty() {
+                return Err(usage(
+                    "a journal PATH (or --postgres CONNINFO) is required".to_owned(),
+                ));
+            }
+            Location::File(PathBuf::from(args.remove(0)))
+        }
+    };
+    if !rest.contains(&args.len()) {
+        let what = if args.len() > *rest.end() {
+            "too many arguments"
+        } else {
+            "a SESSION is required"
+        };
+        return Err(usage(format!("{what}: {}", args.join(" "))));
+    }
+    Ok((at, args))
+}
+
+fn session_arg(arg: Option<&String>) -> Result<Option<SessionId>, clap::Error> {
+    arg.map(|s| {
+        s.parse::<SessionId>().map_err(|_| {
+            Cli::command().error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{s:?} is not a session ID (a UUID)"),
+            )
+        })
+    })
+    .transpose()
+}
+
+async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
+    let usage = |e: clap::Error| -> CliError {
+        let _ = e.print();
+        CliError::new(Exit::Usage, "")
+    };
+    match command {
+        Command::Sessions { args, db } => {
+            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let journal = Journal::open_read(&at).await?;
+            read::sessions(&journal, &at.describe(), out).await?;
+            journal.close().await;
+        }
+        Command::Show {
+            args,
+            from,
+            limit,
+            db,
+        } => {
+            let (at, rest) = locate(db, args, 1..=1).map_err(usage)?;
+            let session = session_arg(rest.first()).map_err(usage)?;
+            let journal = Journal::open_read(&at).await?;
+            if let Some(session) = session {
+                read::show(&journal, &at.describe(), session, from, limit, out).await?;
+            }
+            journal.close().await;
+        }
+        Command::Pending { args, db } => {
+            let (at, rest) = locate(db, args, 0..=1).map_err(usage)?;
+            let session = session_arg(rest.first()).map_err(usage)?;
+            let journal = Journal::open_read(&at).await?;
+            read::pending(&journal, &at.describe(), session, out).await?;
+            journal.close().await;
+        }
+        Command::Verify {
+            args,
+            max_problems,
+            pages,
+            db,
+        } => {
+            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            return integrity::verify(
+                &at,
+                &VerifyArgs {
+                    max_problems,
+                    pages,
+                },
+                out,
+            )
+            .await;
+        }
+        Command::Export { args, db } => {
+            let (at, rest) = locate(db, args, 0..=1).map_err(usage)?;
+            let session = session_arg(rest.first()).map_err(usage)?;
+            let journal = Journal::open_read(&at).await?;
+            transfer::export(&journal, &at.describe(), session, out).await?;
+            journal.close().await;
+        }
+        Command::Import { args, input, db } => {
+            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            transfer::import(&at, input.as_ref(), out).await?;
+        }
+        Command::Stats { args, db } => {
+            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            integrity::stats(&at, out).await?;
+        }
+        Command::Purge {
+            args,
+            ended_before,
+            max_frames_per_step,
+            db,
+        } => {
+            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let horizon =
+                retention::parse_horizon(&ended_before).map_err(retention::bad_horizon)?;
+            retention::purge(&at, horizon, max_frames_per_step, out).await?;
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = Out::new(cli.json);
+    let result = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(run(cli.command, &mut out)),
+        Err(e) => Err(CliError::new(
+            Exit::Failed,
+            format!("cannot start the runtime: {e}"),
+        )),
+    };
+    let result = result.and_then(|exit| out.flush().map(|()| exit));
+    match result {
+        Ok(exit) => ExitCode::from(exit as u8),
+        Err(e) => {
+            let _ = out.flush();
+            if !e.message.is_empty() {
+                eprintln!("notify: {}", e.message);
+            }
+            ExitCode::from(e.exit as u8)
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The real `notify` binary on a PostgreSQL journal (`--postgres CONNINFO --schema S`),
+//! in schemas of its own: every read command against the library's answers, verify
+//! naming a row changed behind the journal's back, export → import → export, and the
+//! missing schema. Needs `NOTIFY_TEST_DATABASE_URL` (default: the local test database);
+//! fails when there is none.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cli_support;
+
+use cli_support::{
+    check_export, check_pending, check_sessions, check_show, expect_code, notify,
+    notify_with_input, populate, truth,
+};
+use notify_journal::{JournalBackend, PgJournal, PgOptions};
+use notify_testkit::postgres::{DATABASE_URL_VAR, LOCAL_DEFAULT_URL};
+use notify_types::{JournalRecord, SessionEnded, SessionEvent};
+
+fn url() -> String {
+    std::env::var(DATABASE_URL_VAR)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| LOCAL_DEFAULT_URL.to_owned())
+}
+
+/// A fresh schema name of this test binary's own.
+fn schema(tag: &str) -> String {
+    format!(
+        "cli_{tag}_{}",
+        uuid::Uuid::new_v4().simple().to_string().get(..12).unwrap()
+    )
+}
+
+async fn drop_schema(url: &str, schema: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to drop the test schema");
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_works_on_postgres_as_on_a_file() {
+    let url = url();
+    let (s1, s2) = (schema("src"), schema("copy"));
+    let journal = PgJournal::connect(&url, PgOptions::default().schema(&s1))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at {DATABASE_URL_VAR} (or the local default) is needed: {e}")
+        });
+    let fixture = populate(&journal).await;
+    let truth = truth(&journal).await;
+    assert_eq!(truth.keys().copied().collect::<Vec<_>>(), fixture.sessions);
+    let pg = |cmd: &str, schema: &str, extra: &[&str]| {
+        let mut args = vec![cmd, "--postgres", &url, "--schema", schema];
+        args.extend_from_slice(extra);
+        notify(&args.iter().map(|s| &**s).collect::<Vec<_>>())
+    };
+
+    check_sessions(&pg("sessions", &s1, &["--json"]), &truth);
+    for (session, t) in &truth {
+        check_show(
+            &pg("show", &s1, &[&session.to_string(), "--json"]),
+            &t.frames,
+        );
+    }
+    check_pending(&pg("pending", &s1, &["--json"]), &truth);
+    let verify = pg("verify", &s1, &[]);
+    expect_code(&verify, 0);
+    assert!(verify.stdout.contains("clean"), "{}", verify.stdout);
+    let stats = pg("stats", &s1, &["--json"]);
+    expect_code(&stats, 0);
+    let s = &stats.json()[0];
+    let frames: usize = truth.values().map(|t| t.frames.len()).sum();
+    assert_eq!(s["frames"], frames as u64);
+    assert_eq!(s["sessions"], truth.len() as u64);
+    assert_eq!(s["schema_version"], notify_journal::PG_SCHEMA_VERSION);
+
+    // Export → import into another schema → export: the same bytes.
+    let first = pg("export", &s1, &[]);
+    expect_code(&first, 0);
+    check_export(&first.raw, &truth);
+    let mut args = vec!["import", "--postgres", &url, "--schema", &s2];
+    let import = notify_with_input(&args, &first.raw);
+    expect_code(&import, 0);
+    let second = pg("export", &s2, &[]);
+    expect_code(&second, 0);
+    assert!(
+        first.raw == second.raw,
+        "export → import → export changed the bytes"
+    );
+    // And never into a journal that is not empty.
+    args.push("--json");
+    let again = notify_with_input(&args, &first.raw);
+    expect_code(&again, 8);
+    assert!(again.stderr.contains("is not empty"), "{}", again.stderr);
+    assert!(pg("export", &s2, &[]).raw == first.raw);
+
+    // A row changed behind the journal's back: verify names its session and seq.
+    let session = fixture.sessions[2];
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let changed = client
+        .execute(
+            &format!(
+                "UPDATE \"{s1}\".frames SET bytes = overlay(bytes placing 'X'::bytea from 10 for 1) \
+                 WHERE session = $1 AND seq = 4"
+            ),
+            &[session.as_uuid()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed, 1);
+    let verify = pg("verify", &s1, &[]);
+    expect_code(&verify, 1);
+    assert!(
+        verify.stdout.contains(&format!("session {session} seq 4")),
+        "{}",
+        verify.stdout
+    );
+    let show = pg("show", &s1, &[&session.to_string()]);
+    expect_code(&show, 5);
+    assert!(show.stderr.contains("damaged"), "{}", show.stderr);
+
+    // The read commands created nothing: a schema that holds no journal stays absent.
+    let absent = schema("absent");
+    for cmd in ["sessions", "pending", "verify", "export", "stats"] {
+        let run = pg(cmd, &absent, &[]);
+        expect_code(&run, 3);
+        assert!(
+            run.stderr.contains("holds no notify journal"),
+            "{}",
+            run.stderr
+        );
+    }
+    let exists = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+            &[&absent],
+        )
+        .await
+        .unwrap();
+    assert_eq!(exists.get::<_, i64>(0), 0, "a read created the schema");
+
+    // Purge through the library's purge (no session of the fixture has ended).
+    let purge = pg("purge", &s2, &["--ended-before", "1d", "--json"]);
+    expect_code(&purge, 0);
+    assert_eq!(purge.json()[0]["frames"], 0);
+
+    // End a session of the copy, then purge it: the state column follows, a purged
+    // session's frames are gone (show: not found) and export skips it.
+    let copy = PgJournal::connect(&url, PgOptions::default().schema(&s2))
+        .await
+        .unwrap();
+    let ended = fixture.sessions[0];
+    let end = JournalRecord::Event(SessionEvent::SessionEnded(SessionEnded::new(ended)));
+    let marker = copy.append(ended, end).await.unwrap();
+    assert!(marker.appended);
+    let listed = pg("sessions", &s2, &["--json"]);
+    expect_code(&listed, 0);
+    let row = listed
+        .json()
+        .into_iter()
+        .find(|l| l["session"] == ended.to_string())
+        .unwrap();
+    assert_eq!(row["state"], "ended", "{row}");
+    assert!(row["ended_at"].is_string(), "{row}");
+    assert_eq!(
+        row["pending"], 0,
+        "an ended session has nothing to redeliver"
+    );
+    assert_eq!(row["head"], marker.seq);
+    let purge = pg(
+        "purge",
+        &s2,
+        &["--ended-before", "2999-01-01T00:00:00Z", "--json"],
+    );
+    expect_code(&purge, 0);
+    assert_eq!(purge.json()[0]["sessions"], 1);
+    assert_eq!(purge.json()[0]["frames"], marker.seq);
+    let listed = pg("sessions", &s2, &["--json"]);
+    let row = listed
+        .json()
+        .into_iter()
+        .find(|l| l["session"] == ended.to_string())
+        .unwrap();
+    assert_eq!(row["state"], "purged", "{row}");
+    assert!(row["purged_at"].is_string(), "{row}");
+    assert_eq!(row["frames"], 0);
+    assert_eq!(row["head"], marker.seq);
+    let show = pg("show", &s2, &[&ended.to_string()]);
+    expect_code(&show, 3);
+    assert!(show.stderr.contains("was purged"), "{}", show.stderr);
+    let export = pg("export", &s2, &[]);
+    expect_code(&export, 0);
+    assert!(
+        export.stderr.contains(&format!("skipping session {ended}")),
+        "{}",
+        export.stderr
+    );
+    assert!(!export.stdout.contains(&ended.to_string()));
+    assert_eq!(
+        export.stdout.lines().count() + truth[&ended].frames.len(),
+        first.stdout.lines().count()
+    );
+    copy.close().await;
+
+    journal.close().await;
+    drop_schema(&url, &s1).await;
+    drop_schema(&url, &s2).await;
+}
