@@ -16,10 +16,11 @@
 //!   foreign loop, restart-after-crash, and consumer helpers (receive N, ack N,
 //!   drain).
 //!
-//! `tests/model.rs` is the model-based test of the whole system: a generated list of
+//! `tests/model/` is the model-based test of the whole system: a generated list of
 //! operations (notify, retry, reuse an ID, receive and ack, fill an inbox, crash and
-//! restore, shut a loop down, lifecycle events, declare orphans lost) run against a
-//! session over a real redb journal and against a plain reference model.
+//! restore, shut a loop down, lifecycle events, declare orphans lost, end the session,
+//! purge ended sessions) run against a session over a real redb journal and against a
+//! plain reference model.
 //!
 //! ```
 //! use notify_journal::JournalBackend;
