@@ -112,9 +112,20 @@ impl Session {
         // later ones wait, then see the session ended.
         let mut ended = self.inner.ended.write().await;
         if *ended {
+            drop(ended);
+            // An earlier call may have been cancelled while shutting the loops down.
+            self.shutdown_loops().await;
+            let seq = match &self.inner.journal {
+                Some(journal) => match journal.session_state(session_id).await {
+                    Ok(SessionState::Ended { last_seq, .. }) => last_seq,
+                    Ok(_) => 0,
+                    Err(e) => return Err(EndError::Read(e)),
+                },
+                None => 0,
+            };
             return Ok(Ended {
                 session_id,
-                seq: 0,
+                seq,
                 abandoned: Vec::new(),
                 already: true,
             });

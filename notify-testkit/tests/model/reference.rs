@@ -349,18 +349,18 @@ impl Model {
     /// journal each pending notification's abandonment, then the end marker; the
     /// handle's loops close and deliver nothing more.
     pub(crate) fn end(&mut self, abandon: bool) -> MEnd {
-        if self.handle_ended {
-            return MEnd::Ended {
-                seq: 0,
-                abandoned: Vec::new(),
-                already: true,
-            };
-        }
         let already = |seq| MEnd::Ended {
             seq,
             abandoned: Vec::new(),
             already: true,
         };
+        if self.handle_ended {
+            // The journal's word: the end marker's seq, or 0 once purged.
+            return match self.state {
+                MState::Ended => already(self.seq()),
+                _ => already(0),
+            };
+        }
         let answer = match self.state {
             MState::Ended => already(self.seq()),
             MState::Purged => already(0),

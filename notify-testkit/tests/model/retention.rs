@@ -44,10 +44,9 @@ pub(crate) async fn end(
             // call finishes the end where it stopped.
             let got = ended(session.end(how).await, model)?;
             let agree = match (&got, &want) {
-                // The end was journaled, or found, by the cancelled call: the journal's
-                // answer is the marker's seq; the handle's own, if the cancelled call
-                // also marked it ended (then dropped while shutting the loops down),
-                // is 0.
+                // The end was journaled, or found, by the cancelled call: the answer
+                // is the marker's seq, whether the cancelled call had marked the handle
+                // ended or not.
                 (
                     MEnd::Ended {
                         seq,
@@ -55,7 +54,7 @@ pub(crate) async fn end(
                         already: true,
                     },
                     MEnd::Ended { seq: want_seq, .. },
-                ) => abandoned.is_empty() && (seq == want_seq || *seq == 0),
+                ) => abandoned.is_empty() && seq == want_seq,
                 (
                     MEnd::Ended {
                         seq,
