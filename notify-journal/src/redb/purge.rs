@@ -202,10 +202,13 @@ pub(crate) fn step(
             ));
         }
         expected = seq.saturating_add(1);
+        // Removed first and checked from what the removal hands back (one B-tree
+        // walk per table, not two); a failed check abandons the whole step, so
+        // nothing of it is committed.
         let key = {
             let guard = log
-                .get(pos)
-                .map_err(storage("read log"))?
+                .remove(pos)
+                .map_err(storage("remove frame"))?
                 .ok_or_else(|| damaged(session, seq, Corruption::Missing))?;
             let f = frame::parse(guard.value()).map_err(|c| damaged(session, seq, c))?;
             if (f.session, f.seq) != (session, seq) {
@@ -220,8 +223,8 @@ pub(crate) fn step(
             f.key
         };
         let indexed = keys
-            .get((key, session))
-            .map_err(storage("read keys"))?
+            .remove((key, session))
+            .map_err(storage("remove index entry"))?
             .map(|g| g.value());
         if indexed != Some(pos) {
             return Err(inconsistent(
@@ -230,12 +233,9 @@ pub(crate) fn step(
                 format!("the frame's index entry names log position {indexed:?}, not {pos}"),
             ));
         }
-        log.remove(pos).map_err(storage("remove frame"))?;
         positions
             .remove((session, seq))
             .map_err(storage("remove position"))?;
-        keys.remove((key, session))
-            .map_err(storage("remove index entry"))?;
     }
     let finished = positions
         .range((session, 0)..=(session, u64::MAX))
