@@ -377,6 +377,10 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         committing: false,
     };
     let mut dirty_non_durable = false;
+    // Writer time owed to appends since the last chore: while appends wait, a chore runs
+    // only once the batches after the previous one have taken as long as it did, so a
+    // purge under a full append load gets about half the writer, not all of it.
+    let mut owed = std::time::Duration::ZERO;
     while w.queue.wait_for_work(&mut w.tuning) {
         if w.queue.is_poisoned() {
             w.queue.take(&mut w.batch, w.tuning.max_batch);
@@ -390,12 +394,17 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
             continue;
         }
         // At most one chore between two batches: an append waits for one step at most.
-        if let Some(chore) = w.queue.take_chore() {
+        if (owed.is_zero() || w.queue.len() == 0)
+            && let Some(chore) = w.queue.take_chore()
+        {
+            let started = std::time::Instant::now();
             dirty_non_durable |= w.run_chore(chore);
+            owed = started.elapsed();
             if w.queue.len() == 0 || w.queue.is_poisoned() {
                 continue;
             }
         }
+        let batch_started = std::time::Instant::now();
         let span = tracing::debug_span!("journal.commit", batch = tracing::field::Empty);
         let _entered = span.enter();
         // A panic inside the storage engine (a damaged page it trusts) must not escape:
@@ -415,6 +424,7 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
                     BatchFailure::BeforeCommit(e)
                 })
             });
+        owed = owed.saturating_sub(batch_started.elapsed());
         span.record("batch", w.batch.len());
         w.tuning.last_batch = w.batch.len();
         w.tuning.arrived_during_commit = w.queue.len();
