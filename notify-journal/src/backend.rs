@@ -145,16 +145,26 @@ pub trait JournalBackend: Send + Sync {
     /// ended sessions whose lease another writer holds live.
     ///
     /// Most callers want [`purge`](crate::purge), which steps until nothing is due.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the step: it commits whole or not at all,
+    /// and a later step continues an unfinished purge.
     fn purge_step(
         &self,
         ended_before: Timestamp,
         max_frames: usize,
     ) -> BoxFuture<'_, Result<PurgeStep, JournalError>>;
 
-    /// Drops up to `limit` tombstones of sessions whose purge finished before
-    /// `purged_before`, answering how many it dropped. A dropped session is unknown
+    /// Drops up to `limit` tombstones of sessions whose purge is finished and began
+    /// (the tombstone's `purged_at`) before `purged_before`, answering how many it
+    /// dropped. A dropped session is unknown
     /// again: a late append to it would start a new log at seq 1, so choose a horizon
     /// longer than any retry can come late (see the crate's retention notes).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the drop: it commits whole or not at all.
     fn drop_tombstones(
         &self,
         purged_before: Timestamp,

@@ -26,6 +26,7 @@ pub enum IfPending {
 
 /// What [`Session::end`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Ended {
     /// The session.
     pub session_id: SessionId,
@@ -51,8 +52,12 @@ impl Session {
     /// Notifications still pending (appended, never consumed, as [`restore`] computes
     /// them from the journal) refuse the end ([`EndError::Pending`]) unless `pending`
     /// is [`IfPending::Abandon`], which journals each as abandoned before the end
-    /// marker. Notifications and events in flight when `end` is called finish first;
-    /// later ones wait for the end and are refused. Ending an ended session is not an
+    /// marker. Notifications and events in flight on this handle (or its clones) when
+    /// `end` is called finish first; later ones wait for the end and are refused. End a
+    /// session from the handle that owns it: another handle on the same session (in
+    /// another process) is ordered only by the journal, so a notification it appends
+    /// while this end runs may precede the end marker without being abandoned (on
+    /// PostgreSQL, hold the session's lease: a writer without it is fenced). Ending an ended session is not an
     /// error ([`Ended::already`]). A headless session has no journal: it ends at once,
     /// with nothing to check or abandon.
     ///
@@ -232,6 +237,10 @@ impl Session {
     /// Whether this session has ended (through [`end`](Self::end) on this handle or a
     /// clone). A session ended by another process sharing the journal is found out at
     /// its next append.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads (it waits while an `end` is in progress).
     pub async fn is_ended(&self) -> bool {
         *self.inner.ended.read().await
     }

@@ -190,6 +190,18 @@ async fn ended_report(
         .last_seq(session_id)
         .await
         .map_err(RestoreError::Replay)?;
+    if state == SessionState::Live {
+        // The log holds the end marker but the journal's bookkeeping says live: damage
+        // (a lost or altered session row), never a clean live session with nothing
+        // pending.
+        return Err(RestoreError::Replay(JournalError::Corrupt {
+            session: session_id,
+            seq: last_seq,
+            source: notify_journal::Corruption::Inconsistent(
+                "the end marker is journaled but the session is not ended".to_owned(),
+            ),
+        }));
+    }
     tracing::info!(last_seq, ?state, "restored an ended session");
     Ok(RestoreReport {
         last_seq,

@@ -365,8 +365,12 @@ impl Session {
                 }
             }
         }
+        // The gate stays held through the dispatch: an end waits for it, so a
+        // notification it lets through is delivered before the end abandons what is
+        // pending (the loop task never waits on the session, so this cannot deadlock).
+        let delivery = handle.deliver(command).await;
         drop(ended);
-        match handle.deliver(command).await {
+        match delivery {
             Delivery::Accepted => Ok(Notified::Accepted),
             Delivery::Duplicate => Ok(Notified::Duplicate),
             Delivery::Stopped(cause) => Err(NotifyError::DeliveryStopped {

@@ -589,8 +589,10 @@ fn ended_sessions_purge_and_compact_from_the_command_line() {
     let listed = notify(&["sessions", p, "--json"]);
     assert_eq!(state(&listed, ended).as_deref(), Some("purged"));
 
-    // A missing file is not created by compact.
+    // A missing file is not created by compact or purge.
     let missing = dir.path().join("missing.redb");
-    expect_code(&notify(&["compact", missing.to_str().unwrap()]), 3);
+    let m = missing.to_str().unwrap();
+    expect_code(&notify(&["compact", m]), 3);
+    expect_code(&notify(&["purge", m, "--ended-before", "0s"]), 3);
     assert!(!missing.exists());
 }

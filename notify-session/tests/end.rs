@@ -271,8 +271,14 @@ async fn notifications_racing_the_end_are_recorded_or_refused() {
             (id, Ok(_)) => {
                 accepted.insert(id);
             }
-            // Appended before the end, then the loop was shut down.
-            (id, Err(NotifyError::DeliveryStopped { .. })) => {
+            // Appended before the end, the loop full: journaled, so abandoned.
+            (
+                id,
+                Err(NotifyError::DeliveryStopped {
+                    cause: notify_types::StopCause::Full,
+                    ..
+                }),
+            ) => {
                 accepted.insert(id);
             }
             (_, Err(e)) => assert_ended(&e, session.id(), false),

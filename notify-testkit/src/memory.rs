@@ -201,10 +201,10 @@ impl MemoryJournal {
             notify_journal::encode_for_append(session, record, self.inner.max_record_bytes)?;
         let key = record.key();
         let mut sessions = self.lock();
-        self.inner.resolved.fetch_add(1, Ordering::Relaxed);
         if let Some(log) = sessions.get(&session) {
             log.refuse(session, key)?;
         }
+        self.inner.resolved.fetch_add(1, Ordering::Relaxed);
         if let Some(log) = sessions.get(&session)
             && let Some(&seq) = log.index.get(&key)
         {

@@ -160,7 +160,8 @@ impl CliError {
             AppendError::Collision { .. }
             | AppendError::Invalid(_)
             | AppendError::TooLarge { .. }
-            | AppendError::SessionMismatch { .. } => Exit::Refused,
+            | AppendError::SessionMismatch { .. }
+            | AppendError::SessionEnded { .. } => Exit::Refused,
             _ => Exit::Failed,
         };
         Self::new(

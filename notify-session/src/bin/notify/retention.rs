@@ -49,7 +49,23 @@ pub(crate) async fn purge(
     out: &mut Out,
 ) -> Result<(), CliError> {
     let what = at.describe();
-    let journal = Journal::open_write(at).await?;
+    // Purging never creates the journal it was pointed at: a mistyped path or schema
+    // is "not found", not an empty journal with nothing to purge.
+    let journal = match at {
+        Location::File(path) if !path.exists() => {
+            return Err(CliError::new(
+                Exit::NotFound,
+                format!("{}: no such file", path.display()),
+            ));
+        }
+        Location::File(_) => Journal::open_write(at).await?,
+        Location::Postgres { conninfo, schema } => {
+            PgJournal::connect(conninfo, pg_options(schema, false))
+                .await
+                .map(Journal::Postgres)
+                .map_err(|e| CliError::postgres(schema, &e))?
+        }
+    };
     let mut progress = Progress::new();
     let result = purge_with(
         journal.backend(),

@@ -37,10 +37,22 @@ pub(crate) async fn export(
             loop {
                 let frames_page = match journal.backend().replay(session, from, PAGE).await {
                     // Only a tombstone is left, which no import could recreate.
-                    Err(JournalError::Purged { .. }) if named.is_none() => {
+                    Err(JournalError::Purged { .. }) if named.is_none() && from == 1 => {
                         progress.clear();
                         eprintln!("notify: skipping session {session}: it was purged");
                         break;
+                    }
+                    // Purged while it was being exported: what was written of it is
+                    // only part of its log, which an import would take for the whole.
+                    Err(JournalError::Purged { .. }) if from > 1 => {
+                        progress.clear();
+                        return Err(CliError::new(
+                            Exit::Failed,
+                            format!(
+                                "{what}: session {session} was purged while it was being                                  exported: the export is incomplete (its first {} frames                                  were written); export again",
+                                from - 1
+                            ),
+                        ));
                     }
                     page => page.map_err(|e| CliError::journal(what, &e))?,
                 };
