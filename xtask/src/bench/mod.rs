@@ -208,6 +208,32 @@ fn rows() -> Vec<Row> {
             Metric("disk/format1/10k"),
             Info,
         ),
+        // Issue 12: steady state (2,000 sessions x 500, at most 50 live, each ended and
+        // purged after a one-wave horizon).
+        row(
+            "steady state: final file size vs after the first 100 sessions",
+            Metric("retention/file_bytes/final"),
+            Metric("retention/file_bytes/after_100_sessions"),
+            ValueAtMost(1.5),
+        ),
+        row(
+            "steady state: 64 appenders on the plateaued file vs a fresh file",
+            Metric("paired/steady_vs_fresh_64/a"),
+            Metric("paired/steady_vs_fresh_64/b"),
+            RateAtLeast(0.9),
+        ),
+        row(
+            "64 appenders while a 100,000-frame backlog is purged vs a fresh file",
+            Metric("paired/purging_vs_fresh_64/a"),
+            Metric("paired/purging_vs_fresh_64/b"),
+            Info,
+        ),
+        row(
+            "offline compaction after purging everything: size after vs before",
+            Metric("retention/compact/after"),
+            Metric("retention/compact/before"),
+            Info,
+        ),
         Row {
             what: "restore, 1M-frame session, 1,000 pending: peak RSS growth (MB), 1 MiB cache",
             measured: Metric("restore/peak_rss_growth_mb/cache_1mib"),
@@ -412,6 +438,30 @@ const FIGURES: &[(&str, Src)] = &[
         Src::Crit("formats/format2/1024"),
     ),
     (
+        "steady state: purge rate (frames/s of step time)",
+        Src::Metric("retention/purge_rate"),
+    ),
+    (
+        "longest purge step (1,024 frames) under load",
+        Src::Metric("retention/purge_step/max"),
+    ),
+    (
+        "append latency p99 while a backlog is purged, 64 appenders",
+        Src::Metric("retention/append_latency/p99"),
+    ),
+    (
+        "worst append latency while a backlog is purged, 64 appenders",
+        Src::Metric("retention/append_latency/max"),
+    ),
+    (
+        "steady state: file size after the first 100 sessions",
+        Src::Metric("retention/file_bytes/after_100_sessions"),
+    ),
+    (
+        "steady state: file size after 2,000 sessions",
+        Src::Metric("retention/file_bytes/final"),
+    ),
+    (
         "append latency p50, 1 appender",
         Src::Metric("latency/journal/1/p50"),
     ),
@@ -544,7 +594,7 @@ fn measure_all<E: From<anyhow::Error>>(
         std::fs::remove_dir_all(&metrics)
             .with_context(|| format!("removing {}", metrics.display()))?;
     }
-    for name in ["append", "open_verify", "restore_memory"] {
+    for name in ["append", "open_verify", "restore_memory", "retention"] {
         bench(&["-p", "notify-journal", "--bench", name])?;
     }
     match format1_harness(root, target) {
