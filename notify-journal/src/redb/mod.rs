@@ -22,15 +22,15 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid};
-use redb::{Database, ReadableDatabase, StorageBackend};
+use redb::{Database, StorageBackend};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
 pub use self::compact::CompactReport;
 use self::options::JournalOptions;
 use self::purge::Chore;
-use self::read::{Snapshot, storage};
-use self::writer::{Queue, Request, panic_message};
+use self::read::Snapshot;
+use self::writer::{Queue, Request};
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
 use crate::retention::{PurgeStep, SessionState};
@@ -295,17 +295,7 @@ impl RedbJournal {
         what: &'static str,
         f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
     ) -> Result<T, JournalError> {
-        let db = self.inner.db()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let txn = db.begin_read().map_err(storage("begin read"))?;
-            f(&Snapshot::open(&txn)?)
-        }))
-        .unwrap_or_else(|panic| {
-            Err(JournalError::Storage(StorageError::msg(format!(
-                "the storage engine panicked while reading {what} ({}); the file may be damaged: verify it",
-                panic_message(panic.as_ref())
-            ))))
-        })
+        read::in_snapshot(&*self.inner.db()?, what, f)
     }
 
     /// [`JournalBackend::lookup`], on the calling thread (a short blocking read). A hit

@@ -4,7 +4,7 @@
 //! [`JournalError::Purged`] to every read of its log, never part of it.
 
 use notify_types::{SessionId, Uuid};
-use redb::{ReadOnlyTable, ReadTransaction};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
 use super::state::SessionRow;
@@ -27,6 +27,26 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     move |e| JournalError::Storage(StorageError::new(context, e))
+}
+
+/// Runs `f` on one consistent snapshot of `db` (a writable or a read-only database),
+/// on the calling thread. A panic of the storage engine (a damaged page it trusted) is
+/// contained and answered as [`JournalError::Storage`] naming `what` was being read.
+pub(crate) fn in_snapshot<T>(
+    db: &impl ReadableDatabase,
+    what: &'static str,
+    f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
+) -> Result<T, JournalError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let txn = db.begin_read().map_err(storage("begin read"))?;
+        f(&Snapshot::open(&txn)?)
+    }))
+    .unwrap_or_else(|panic| {
+        Err(JournalError::Storage(StorageError::msg(format!(
+            "the storage engine panicked while reading {what} ({}); the file may be damaged: verify it",
+            super::writer::panic_message(panic.as_ref())
+        ))))
+    })
 }
 
 pub(crate) fn sid(v: u128) -> SessionId {

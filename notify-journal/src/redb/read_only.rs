@@ -12,7 +12,7 @@ use super::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, SESSIONS, UPGRADING_KEY,
 };
 use super::open::{self, contain};
-use super::read::{Snapshot, storage};
+use super::read::{Snapshot, in_snapshot, storage};
 use super::verify;
 use super::writer::panic_message;
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
@@ -138,16 +138,7 @@ impl RedbReader {
         what: &'static str,
         f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
     ) -> Result<T, JournalError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let txn = self.db.begin_read().map_err(storage("begin read"))?;
-            f(&Snapshot::open(&txn)?)
-        }))
-        .unwrap_or_else(|panic| {
-            Err(JournalError::Storage(StorageError::msg(format!(
-                "the storage engine panicked while reading {what} ({}); the file may be damaged: verify it",
-                panic_message(panic.as_ref())
-            ))))
-        })
+        in_snapshot(&*self.db, what, f)
     }
 
     /// [`JournalBackend::lookup`], on the calling thread.
