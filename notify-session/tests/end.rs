@@ -348,3 +348,44 @@ async fn a_restarted_process_is_refused_on_postgres() {
         .await
         .unwrap();
 }
+
+/// A journal whose log holds the end marker but whose bookkeeping lost the session's
+/// row is damaged: restore names it, never a clean live session with nothing pending.
+#[tokio::test]
+async fn restore_names_an_end_marker_without_its_session_row() {
+    use notify_journal::{JournalError, JournalOptions, RedbJournal};
+    use notify_testkit::tamper;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.redb");
+    let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+    {
+        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let session = Session::new(session_id, journal.clone());
+        let _inbox = session
+            .register_loop(LoopConfig::new(session_id, loop_id))
+            .unwrap();
+        session
+            .notify_process_completion(notification(session_id, loop_id))
+            .await
+            .unwrap();
+        session.end(IfPending::Abandon).await.unwrap();
+        drop(session);
+        journal.close();
+    }
+    tamper::with_txn(&path, |txn| {
+        let mut rows = txn
+            .open_table(tamper::SESSIONS)
+            .map_err(|e| tamper::TamperError::new(format!("open sessions: {e}")))?;
+        rows.remove(session_id.as_uuid().as_u128())
+            .map_err(|e| tamper::TamperError::new(format!("remove row: {e}")))?;
+        Ok(())
+    })
+    .unwrap();
+    let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    match restore(session_id, &journal).await {
+        Err(notify_session::RestoreError::Replay(JournalError::Corrupt { session, .. })) => {
+            assert_eq!(session, session_id);
+        }
+        other => panic!("want Corrupt, got {other:?}"),
+    }
+}

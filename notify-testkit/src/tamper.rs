@@ -36,6 +36,14 @@ pub const META: TableDefinition<'_, &str, u64> = TableDefinition::new("notify_jo
 #[error("tamper: {0}")]
 pub struct TamperError(String);
 
+impl TamperError {
+    /// A failure described by `message`, for damage written by a test's own closure.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
 fn err(context: &str, e: impl std::fmt::Display) -> TamperError {
     TamperError(format!("{context}: {e}"))
 }
