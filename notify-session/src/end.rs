@@ -1,9 +1,9 @@
 //! Ending a session: refuse or abandon what is pending, journal the end marker, and
 //! refuse everything after it.
 
-use notify_journal::{AppendError, SessionState};
+use notify_journal::{AppendError, JournalBackend, JournalError, SessionState};
 use notify_types::{
-    CommandId, NotificationAbandoned, SessionEnded, SessionEvent, SessionId, consumed_event_id,
+    CommandId, JournalRecord, NotificationAbandoned, SessionEnded, SessionEvent, SessionId,
 };
 use tracing::Instrument as _;
 
@@ -35,8 +35,14 @@ pub struct Ended {
     pub seq: u64,
     /// The notifications journaled as abandoned, in journal order.
     pub abandoned: Vec<CommandId>,
-    /// Whether the session had already ended (by this or an earlier process) before
-    /// this call: nothing was written.
+    /// Notifications another handle of the session (another process) appended after
+    /// this end last read the journal and before its end marker: journaled, but
+    /// neither consumed nor abandoned, since nothing is appended after the marker.
+    /// Always empty when only this handle (and its clones) writes the session.
+    pub unresolved: Vec<CommandId>,
+    /// Whether the session's end marker was already journaled (by this handle earlier,
+    /// or by another process): this call wrote no marker (only the abandonments it
+    /// lists, if another process ended the session while it was abandoning).
     pub already: bool,
 }
 
@@ -53,10 +59,12 @@ impl Session {
     /// them from the journal) refuse the end ([`EndError::Pending`]) unless `pending`
     /// is [`IfPending::Abandon`], which journals each as abandoned before the end
     /// marker. Notifications and events in flight on this handle (or its clones) when
-    /// `end` is called finish first; later ones wait for the end and are refused. End a
-    /// session from the handle that owns it: another handle on the same session (in
-    /// another process) is ordered only by the journal, so a notification it appends
-    /// while this end runs may precede the end marker without being abandoned (on
+    /// `end` is called finish first; later ones wait for the end and are refused.
+    /// Another handle on the same session (in another process) is ordered only by the
+    /// journal: `end` reads the journal again after abandoning, until a reading finds
+    /// nothing pending, and a notification that handle appends after the last reading
+    /// and before the marker is reported in [`Ended::unresolved`] (journaled, never
+    /// delivered, not abandoned). End a session from the handle that owns it (on
     /// PostgreSQL, hold the session's lease: a writer without it is fenced). Ending an ended session is not an
     /// error ([`Ended::already`]). A headless session has no journal: it ends at once,
     /// with nothing to check or abandon.
@@ -132,6 +140,7 @@ impl Session {
                 session_id,
                 seq,
                 abandoned: Vec::new(),
+                unresolved: Vec::new(),
                 already: true,
             });
         }
@@ -148,53 +157,58 @@ impl Session {
                 session_id,
                 seq: 0,
                 abandoned: Vec::new(),
+                unresolved: Vec::new(),
                 already: false,
             });
         };
-        let report = restore(session_id, journal.as_ref())
-            .await
-            .map_err(|crate::RestoreError::Replay(e)| EndError::Read(e))?;
-        if report.state != SessionState::Live {
-            mark(&mut ended);
-            self.shutdown_loops().await;
-            return Ok(Ended {
-                session_id,
-                seq: if report.state.is_purged() {
-                    0
-                } else {
-                    report.last_seq
-                },
-                abandoned: Vec::new(),
-                already: true,
-            });
-        }
-        let count = report.pending_count();
-        if count > 0 && pending == IfPending::Refuse {
-            return Err(EndError::Pending { count });
-        }
-        let mut abandoned = Vec::with_capacity(count);
-        for (&loop_id, commands) in &report.pending {
-            for command in commands {
-                let cause = command.command_id();
-                // Consumed since the journal was read? Then it is not pending.
-                let consumed = journal
-                    .lookup(session_id, *consumed_event_id(cause).as_uuid())
-                    .await
-                    .map_err(EndError::Read)?;
-                if consumed.is_some() {
-                    continue;
-                }
-                let event = NotificationAbandoned::new(session_id, loop_id, cause);
-                append(
-                    journal.as_ref(),
-                    session_id,
-                    SessionEvent::from(event).into(),
-                )
+        // Read what is pending, abandon it, and read again until a reading finds
+        // nothing pending: a notification another handle appends meanwhile is found
+        // by the next reading and abandoned too.
+        let mut abandoned = Vec::new();
+        let mut rounds = 0;
+        let report = loop {
+            let report = restore(session_id, journal.as_ref())
                 .await
-                .map_err(EndError::Journal)?;
-                abandoned.push(cause);
+                .map_err(|crate::RestoreError::Replay(e)| EndError::Read(e))?;
+            if report.state != SessionState::Live {
+                mark(&mut ended);
+                self.shutdown_loops().await;
+                return Ok(Ended {
+                    session_id,
+                    seq: if report.state.is_purged() {
+                        0
+                    } else {
+                        report.last_seq
+                    },
+                    // Abandonments of an earlier round stay journaled (and listed).
+                    abandoned,
+                    unresolved: Vec::new(),
+                    already: true,
+                });
             }
-        }
+            let count = report.pending_count();
+            if count == 0 || rounds == MAX_ROUNDS {
+                break report;
+            }
+            if pending == IfPending::Refuse {
+                return Err(EndError::Pending { count });
+            }
+            for (&loop_id, commands) in &report.pending {
+                for command in commands {
+                    let cause = command.command_id();
+                    let event = NotificationAbandoned::new(session_id, loop_id, cause);
+                    append(
+                        journal.as_ref(),
+                        session_id,
+                        SessionEvent::from(event).into(),
+                    )
+                    .await
+                    .map_err(EndError::Journal)?;
+                    abandoned.push(cause);
+                }
+            }
+            rounds += 1;
+        };
         let marker = SessionEvent::from(SessionEnded::new(session_id));
         let (seq, already) = match append(journal.as_ref(), session_id, marker.clone().into()).await
         {
@@ -206,6 +220,22 @@ impl Session {
             }
             Err(e) => return Err(EndError::Journal(e)),
         };
+        // Frames between the last reading and the marker were appended by another
+        // handle: the notifications among them can no longer be abandoned (nothing is
+        // appended after the marker), so they are reported.
+        let unresolved = if already || seq <= report.last_seq + 1 {
+            Vec::new()
+        } else {
+            stragglers(journal.as_ref(), session_id, report.last_seq + 1, seq)
+                .await
+                .map_err(EndError::Read)?
+        };
+        if !unresolved.is_empty() {
+            tracing::warn!(
+                count = unresolved.len(),
+                "notifications appended by another handle while the session ended were neither consumed nor abandoned"
+            );
+        }
         mark(&mut ended);
         drop(ended);
         if !already {
@@ -221,6 +251,7 @@ impl Session {
             session_id,
             seq,
             abandoned,
+            unresolved,
             already,
         })
     }
@@ -244,4 +275,36 @@ impl Session {
     pub async fn is_ended(&self) -> bool {
         *self.inner.ended.read().await
     }
+}
+
+/// Read-abandon rounds before the end marker goes regardless (another handle that
+/// keeps appending would otherwise hold the end off forever); what it appends after the
+/// last reading is reported in [`Ended::unresolved`].
+const MAX_ROUNDS: usize = 8;
+
+/// The commands among frames `from..to` of `session` that no frame in that range
+/// consumes or abandons.
+async fn stragglers(
+    journal: &dyn JournalBackend,
+    session: SessionId,
+    from: u64,
+    to: u64,
+) -> Result<Vec<CommandId>, JournalError> {
+    let limit = usize::try_from(to.saturating_sub(from)).unwrap_or(usize::MAX);
+    let frames = journal.replay(session, from, limit).await?;
+    let settled: Vec<CommandId> = frames
+        .iter()
+        .filter_map(|(_, r)| match r {
+            JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => Some(c.cause()),
+            JournalRecord::Event(SessionEvent::NotificationAbandoned(a)) => Some(a.cause()),
+            _ => None,
+        })
+        .collect();
+    Ok(frames
+        .iter()
+        .filter_map(|(_, r)| match r {
+            JournalRecord::Command(c) if !settled.contains(&c.command_id()) => Some(c.command_id()),
+            _ => None,
+        })
+        .collect())
 }

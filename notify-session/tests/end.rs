@@ -389,3 +389,141 @@ async fn restore_names_an_end_marker_without_its_session_row() {
         other => panic!("want Corrupt, got {other:?}"),
     }
 }
+
+/// Another handle of the session (another process, in effect): a journal wrapper that,
+/// just before it forwards the first append of kind `on`, appends `foreign` itself.
+struct Interloper {
+    inner: MemoryJournal,
+    on: &'static str,
+    foreign: std::sync::Mutex<Option<JournalRecord>>,
+}
+
+impl JournalBackend for Interloper {
+    fn append(
+        &self,
+        session: SessionId,
+        record: JournalRecord,
+    ) -> notify_journal::BoxFuture<
+        '_,
+        Result<notify_journal::AppendOutcome, notify_journal::AppendError>,
+    > {
+        let foreign = if record.type_name() == self.on {
+            self.foreign.lock().unwrap().take()
+        } else {
+            None
+        };
+        Box::pin(async move {
+            if let Some(foreign) = foreign {
+                self.inner.append(session, foreign).await.unwrap();
+            }
+            self.inner.append(session, record).await
+        })
+    }
+    fn lookup(
+        &self,
+        session: SessionId,
+        key: notify_types::Uuid,
+    ) -> notify_journal::BoxFuture<'_, Result<Option<u64>, notify_journal::JournalError>> {
+        self.inner.lookup(session, key)
+    }
+    fn replay(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        limit: usize,
+    ) -> notify_journal::BoxFuture<
+        '_,
+        Result<Vec<notify_journal::Frame>, notify_journal::JournalError>,
+    > {
+        self.inner.replay(session, from_seq, limit)
+    }
+    fn last_seq(
+        &self,
+        session: SessionId,
+    ) -> notify_journal::BoxFuture<'_, Result<u64, notify_journal::JournalError>> {
+        self.inner.last_seq(session)
+    }
+    fn sessions(
+        &self,
+    ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
+        self.inner.sessions()
+    }
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> notify_journal::BoxFuture<'_, Result<SessionState, notify_journal::JournalError>> {
+        self.inner.session_state(session)
+    }
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> notify_journal::BoxFuture<
+        '_,
+        Result<notify_journal::PurgeStep, notify_journal::JournalError>,
+    > {
+        self.inner.purge_step(ended_before, max_frames)
+    }
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> notify_journal::BoxFuture<'_, Result<u64, notify_journal::JournalError>> {
+        self.inner.drop_tombstones(purged_before, limit)
+    }
+}
+
+/// Ends a session with one pending notification while "another handle" appends a
+/// notification just before the append of kind `on`; answers the end and the foreign
+/// notification's command ID.
+async fn end_with_interloper(
+    on: &'static str,
+) -> (notify_session::Ended, CommandId, MemoryJournal) {
+    let memory = MemoryJournal::new();
+    let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+    let foreign = notification(session_id, loop_id);
+    let journal = Interloper {
+        inner: memory.clone(),
+        on,
+        foreign: std::sync::Mutex::new(Some(JournalRecord::Command(foreign.clone().into()))),
+    };
+    let session = Session::new(session_id, journal);
+    let _inbox = session
+        .register_loop(LoopConfig::new(session_id, loop_id))
+        .unwrap();
+    session
+        .notify_process_completion(notification(session_id, loop_id))
+        .await
+        .unwrap();
+    let ended = session.end(IfPending::Abandon).await.unwrap();
+    (ended, foreign.command_id, memory)
+}
+
+/// A notification another handle appends while this end is abandoning is found by the
+/// next reading and abandoned too.
+#[tokio::test]
+async fn a_notification_appended_while_abandoning_is_abandoned_too() {
+    let (ended, foreign, _) = end_with_interloper("NotificationAbandoned").await;
+    assert!(ended.abandoned.contains(&foreign), "{ended:?}");
+    assert_eq!(ended.abandoned.len(), 2);
+    assert!(ended.unresolved.is_empty());
+}
+
+/// One appended after the last reading, just before the end marker, cannot be
+/// abandoned any more: the end reports it rather than leaving it silent.
+#[tokio::test]
+async fn a_notification_appended_just_before_the_marker_is_reported_unresolved() {
+    let (ended, foreign, journal) = end_with_interloper("SessionEnded").await;
+    assert_eq!(ended.unresolved, vec![foreign]);
+    assert!(!ended.abandoned.contains(&foreign));
+    let kinds = kinds(&journal, ended.session_id).await;
+    assert_eq!(
+        kinds,
+        [
+            "ProcessNotification",
+            "NotificationAbandoned",
+            "ProcessNotification",
+            "SessionEnded"
+        ]
+    );
+}
