@@ -3,7 +3,8 @@
 
 use notify_journal::{AppendError, JournalBackend, JournalError, SessionState};
 use notify_types::{
-    CommandId, JournalRecord, NotificationAbandoned, SessionEnded, SessionEvent, SessionId,
+    CommandId, JournalRecord, NotificationAbandoned, ProcessNotification, SessionEnded,
+    SessionEvent, SessionId,
 };
 use tracing::Instrument as _;
 
@@ -223,13 +224,25 @@ impl Session {
         // Frames between the last reading and the marker were appended by another
         // handle: the notifications among them can no longer be abandoned (nothing is
         // appended after the marker), so they are reported.
-        let unresolved = if already || seq <= report.last_seq + 1 {
+        let mut unresolved: Vec<CommandId> = if already {
             Vec::new()
         } else {
-            stragglers(journal.as_ref(), session_id, report.last_seq + 1, seq)
-                .await
-                .map_err(EndError::Read)?
+            // Still pending at the last reading: only after MAX_ROUNDS readings that
+            // each found more (another handle kept appending).
+            report
+                .pending
+                .values()
+                .flatten()
+                .map(ProcessNotification::command_id)
+                .collect()
         };
+        if !already && seq > report.last_seq + 1 {
+            unresolved.extend(
+                stragglers(journal.as_ref(), session_id, report.last_seq + 1, seq)
+                    .await
+                    .map_err(EndError::Read)?,
+            );
+        }
         if !unresolved.is_empty() {
             tracing::warn!(
                 count = unresolved.len(),
@@ -278,8 +291,9 @@ impl Session {
 }
 
 /// Read-abandon rounds before the end marker goes regardless (another handle that
-/// keeps appending would otherwise hold the end off forever); what it appends after the
-/// last reading is reported in [`Ended::unresolved`].
+/// keeps appending would otherwise hold the end off forever); what is still pending
+/// then, and what it appends after the last reading, is reported in
+/// [`Ended::unresolved`].
 const MAX_ROUNDS: usize = 8;
 
 /// The commands among frames `from..to` of `session` that no frame in that range

@@ -391,11 +391,12 @@ async fn restore_names_an_end_marker_without_its_session_row() {
 }
 
 /// Another handle of the session (another process, in effect): a journal wrapper that,
-/// just before it forwards the first append of kind `on`, appends `foreign` itself.
+/// just before it forwards an append of kind `on`, appends the next of `foreign` itself
+/// (one each time, while any is left).
 struct Interloper {
     inner: MemoryJournal,
     on: &'static str,
-    foreign: std::sync::Mutex<Option<JournalRecord>>,
+    foreign: std::sync::Mutex<std::collections::VecDeque<JournalRecord>>,
 }
 
 impl JournalBackend for Interloper {
@@ -408,7 +409,7 @@ impl JournalBackend for Interloper {
         Result<notify_journal::AppendOutcome, notify_journal::AppendError>,
     > {
         let foreign = if record.type_name() == self.on {
-            self.foreign.lock().unwrap().take()
+            self.foreign.lock().unwrap().pop_front()
         } else {
             None
         };
@@ -473,19 +474,27 @@ impl JournalBackend for Interloper {
     }
 }
 
-/// Ends a session with one pending notification while "another handle" appends a
-/// notification just before the append of kind `on`; answers the end and the foreign
-/// notification's command ID.
+/// Ends a session with one pending notification while "another handle" appends
+/// `foreign` notifications, one just before each append of kind `on`; answers the end,
+/// the foreign notifications' command IDs and the journal.
 async fn end_with_interloper(
     on: &'static str,
-) -> (notify_session::Ended, CommandId, MemoryJournal) {
+    foreign: usize,
+) -> (notify_session::Ended, Vec<CommandId>, MemoryJournal) {
     let memory = MemoryJournal::new();
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
-    let foreign = notification(session_id, loop_id);
+    let foreign: Vec<_> = (0..foreign)
+        .map(|_| notification(session_id, loop_id))
+        .collect();
     let journal = Interloper {
         inner: memory.clone(),
         on,
-        foreign: std::sync::Mutex::new(Some(JournalRecord::Command(foreign.clone().into()))),
+        foreign: std::sync::Mutex::new(
+            foreign
+                .iter()
+                .map(|n| JournalRecord::Command(n.clone().into()))
+                .collect(),
+        ),
     };
     let session = Session::new(session_id, journal);
     let _inbox = session
@@ -496,15 +505,19 @@ async fn end_with_interloper(
         .await
         .unwrap();
     let ended = session.end(IfPending::Abandon).await.unwrap();
-    (ended, foreign.command_id, memory)
+    (
+        ended,
+        foreign.iter().map(|n| n.command_id).collect(),
+        memory,
+    )
 }
 
 /// A notification another handle appends while this end is abandoning is found by the
 /// next reading and abandoned too.
 #[tokio::test]
 async fn a_notification_appended_while_abandoning_is_abandoned_too() {
-    let (ended, foreign, _) = end_with_interloper("NotificationAbandoned").await;
-    assert!(ended.abandoned.contains(&foreign), "{ended:?}");
+    let (ended, foreign, _) = end_with_interloper("NotificationAbandoned", 1).await;
+    assert!(ended.abandoned.contains(&foreign[0]), "{ended:?}");
     assert_eq!(ended.abandoned.len(), 2);
     assert!(ended.unresolved.is_empty());
 }
@@ -513,9 +526,9 @@ async fn a_notification_appended_while_abandoning_is_abandoned_too() {
 /// abandoned any more: the end reports it rather than leaving it silent.
 #[tokio::test]
 async fn a_notification_appended_just_before_the_marker_is_reported_unresolved() {
-    let (ended, foreign, journal) = end_with_interloper("SessionEnded").await;
-    assert_eq!(ended.unresolved, vec![foreign]);
-    assert!(!ended.abandoned.contains(&foreign));
+    let (ended, foreign, journal) = end_with_interloper("SessionEnded", 1).await;
+    assert_eq!(ended.unresolved, foreign);
+    assert!(!ended.abandoned.contains(&foreign[0]));
     let kinds = kinds(&journal, ended.session_id).await;
     assert_eq!(
         kinds,
@@ -525,5 +538,36 @@ async fn a_notification_appended_just_before_the_marker_is_reported_unresolved()
             "ProcessNotification",
             "SessionEnded"
         ]
+    );
+}
+
+/// Another handle that appends again during every round of abandoning cannot hold the
+/// end off: after its last reading the end goes, and what is still pending is
+/// reported, never dropped silently.
+#[tokio::test]
+async fn an_end_raced_by_endless_appends_reports_what_it_could_not_abandon() {
+    let (ended, foreign, journal) = end_with_interloper("NotificationAbandoned", 100).await;
+    // Every appended notification is either abandoned or reported.
+    let frames = replay_all(&journal, ended.session_id).await.unwrap();
+    let commands: Vec<CommandId> = frames
+        .iter()
+        .filter_map(|(_, r)| match r {
+            JournalRecord::Command(c) => Some(c.command_id()),
+            _ => None,
+        })
+        .collect();
+    assert!(!ended.unresolved.is_empty(), "{ended:?}");
+    assert!(ended.abandoned.len() < 100);
+    for id in &commands {
+        assert!(
+            ended.abandoned.contains(id) ^ ended.unresolved.contains(id),
+            "{id} is neither abandoned nor reported (or both): {ended:?}"
+        );
+    }
+    assert!(
+        foreign
+            .iter()
+            .take(ended.abandoned.len())
+            .all(|id| commands.contains(id))
     );
 }
