@@ -36,12 +36,6 @@ impl SessionConsumer {
         }
     }
 
-    fn ended(&self) -> bool {
-        self.session
-            .ended_flag
-            .load(std::sync::atomic::Ordering::Acquire)
-    }
-
     /// The loop this consumer drains.
     #[must_use]
     pub fn loop_id(&self) -> LoopId {
@@ -56,11 +50,11 @@ impl SessionConsumer {
     ///
     /// Cancel safe: a notification is either returned or stays queued.
     pub async fn recv(&mut self) -> Option<SessionReceived> {
-        if self.ended() {
+        if self.session.is_ended() {
             return None;
         }
         let received = self.consumer.recv().await?;
-        if self.ended() {
+        if self.session.is_ended() {
             return None;
         }
         Some(SessionReceived {

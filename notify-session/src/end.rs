@@ -124,9 +124,9 @@ impl Session {
         let session_id = self.inner.id;
         // Held to the end: notifies, publishes and acks in flight finish first, and
         // later ones wait, then see the session ended.
-        let mut ended = self.inner.ended.write().await;
-        if *ended {
-            drop(ended);
+        let gate = self.inner.end_gate.write().await;
+        if self.inner.is_ended() {
+            drop(gate);
             // An earlier call may have been cancelled while shutting the loops down.
             self.shutdown_loops().await;
             let seq = match &self.inner.journal {
@@ -145,14 +145,14 @@ impl Session {
                 already: true,
             });
         }
-        let mark = |ended: &mut bool| {
-            *ended = true;
+        // Called with the write guard held.
+        let mark = || {
             self.inner
-                .ended_flag
+                .ended
                 .store(true, std::sync::atomic::Ordering::Release);
         };
         let Some(journal) = self.inner.journal.clone() else {
-            mark(&mut ended);
+            mark();
             self.shutdown_loops().await;
             return Ok(Ended {
                 session_id,
@@ -172,7 +172,7 @@ impl Session {
                 .await
                 .map_err(|crate::RestoreError::Replay(e)| EndError::Read(e))?;
             if report.state != SessionState::Live {
-                mark(&mut ended);
+                mark();
                 self.shutdown_loops().await;
                 return Ok(Ended {
                     session_id,
@@ -249,8 +249,8 @@ impl Session {
                 "notifications appended by another handle while the session ended were neither consumed nor abandoned"
             );
         }
-        mark(&mut ended);
-        drop(ended);
+        mark();
+        drop(gate);
         if !already {
             // No subscribers is a normal state, not an error.
             let _ = self.inner.events.send(marker);
@@ -286,7 +286,8 @@ impl Session {
     ///
     /// Cancel safe: it only reads (it waits while an `end` is in progress).
     pub async fn is_ended(&self) -> bool {
-        *self.inner.ended.read().await
+        let _gate = self.inner.end_gate.read().await;
+        self.inner.is_ended()
     }
 }
 

@@ -38,14 +38,22 @@ pub(crate) struct Inner {
     /// Never held across an `.await`: lookups clone the handle and drop the guard.
     loops: RwLock<HashMap<LoopId, LoopEntry>>,
     pub(crate) events: broadcast::Sender<SessionEvent>,
-    /// Whether the session has ended. Every journal append of the session (notify,
-    /// publish, ack) holds a read guard across it; [`Session::end`] holds the write
-    /// guard while it checks what is pending and journals the end, so nothing slips
-    /// in between.
-    pub(crate) ended: tokio::sync::RwLock<bool>,
-    /// Set (once, never cleared) when the end is journaled, for checks that cannot
-    /// wait: a consumer stops receiving at once.
-    pub(crate) ended_flag: std::sync::atomic::AtomicBool,
+    /// The end gate. Every journal append of the session (notify, publish, ack) holds a
+    /// read guard across it and checks `ended` under it; [`Session::end`] holds the
+    /// write guard while it checks what is pending and journals the end, so nothing
+    /// slips in between.
+    pub(crate) end_gate: tokio::sync::RwLock<()>,
+    /// Whether the session has ended: set (once, never cleared) under the write guard
+    /// of `end_gate`. Read without waiting where the gate is not needed (a consumer
+    /// stops receiving at once).
+    pub(crate) ended: std::sync::atomic::AtomicBool,
+}
+
+impl Inner {
+    /// Whether the session has ended.
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// One agent session: the front door for process completion notifications.
@@ -162,8 +170,8 @@ impl Session {
                 journal,
                 loops: RwLock::new(HashMap::new()),
                 events,
-                ended: tokio::sync::RwLock::new(false),
-                ended_flag: std::sync::atomic::AtomicBool::new(false),
+                end_gate: tokio::sync::RwLock::new(()),
+                ended: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -338,8 +346,8 @@ impl Session {
         };
         let command = ProcessNotification::new(n);
         let command_id = command.command_id();
-        let ended = self.inner.ended.read().await;
-        if *ended {
+        let gate = self.inner.end_gate.read().await;
+        if self.inner.is_ended() {
             return Err(NotifyError::SessionEnded {
                 session_id: self.inner.id,
                 purged: false,
@@ -369,7 +377,7 @@ impl Session {
         // notification it lets through is delivered before the end abandons what is
         // pending (the loop task never waits on the session, so this cannot deadlock).
         let delivery = handle.deliver(command).await;
-        drop(ended);
+        drop(gate);
         match delivery {
             Delivery::Accepted => Ok(Notified::Accepted),
             Delivery::Duplicate => Ok(Notified::Duplicate),
@@ -413,8 +421,8 @@ impl Session {
         event: SessionEvent,
     ) -> Result<Published, PublishError> {
         let event_id = event.event_id();
-        let ended = self.inner.ended.read().await;
-        if *ended {
+        let gate = self.inner.end_gate.read().await;
+        if self.inner.is_ended() {
             return Err(PublishError::SessionEnded {
                 session_id: self.inner.id,
                 purged: false,
@@ -447,7 +455,7 @@ impl Session {
             }
             None => 0,
         };
-        drop(ended);
+        drop(gate);
         // No subscribers is a normal state, not an error.
         let _ = self.inner.events.send(event);
         Ok(Published::New { seq })
