@@ -38,15 +38,27 @@ struct Acked {
     ends: HashMap<SessionId, u64>,
     /// Sessions whose purge step finishing them was acknowledged.
     purged: Vec<SessionId>,
+    /// Whether the workload asked for the tombstone drop (it may have committed
+    /// without its answer).
+    drop_attempted: bool,
     /// Whether the tombstone drop was acknowledged.
     dropped: bool,
+}
+
+/// The errors a crashed device gives; any other answer is a wrong one.
+fn is_crash_error(e: &AppendError) -> bool {
+    matches!(
+        e,
+        AppendError::CommitFailed(_) | AppendError::Poisoned | AppendError::Storage(_)
+    )
 }
 
 fn sessions() -> (SessionId, [SessionId; 2]) {
     (session(0), [session(1), session(2)])
 }
 
-/// Stops at the first error (the device is gone).
+/// Stops at the first error of a crashed device (the device is gone); any other error
+/// fails the test.
 fn workload(rt: &tokio::runtime::Runtime, j: &RedbJournal) -> Acked {
     let mut acked = Acked::default();
     let (live, ending) = sessions();
@@ -85,7 +97,8 @@ fn workload(rt: &tokio::runtime::Runtime, j: &RedbJournal) -> Acked {
         i += 1;
         match rt.block_on(j.append(live, command(live, i))) {
             Ok(o) => acked.appends.push((live, command(live, i), o.seq)),
-            Err(_) => return acked,
+            Err(e) if is_crash_error(&e) => return acked,
+            Err(e) => panic!("unexpected error {e:?} from a live append between purge steps"),
         }
         match rt.block_on(j.purge_step(later(), 1)) {
             Ok(step) => match step.session {
@@ -97,6 +110,7 @@ fn workload(rt: &tokio::runtime::Runtime, j: &RedbJournal) -> Acked {
             Err(e) => panic!("unexpected error {e:?}"),
         }
     }
+    acked.drop_attempted = true;
     match rt.block_on(j.drop_tombstones(later(), 10)) {
         Ok(n) => {
             assert_eq!(n, 2);
@@ -133,7 +147,18 @@ fn verify_image(rt: &tokio::runtime::Runtime, path: &Path, acked: &Acked, seen: 
                 let log = rt.block_on(replay_all(&j, s)).unwrap();
                 if log.is_empty() && end.is_some() {
                     // Its purge finished and its tombstone was dropped (the drop may
-                    // have committed without its answer): unknown again.
+                    // have committed without its answer): unknown again. Only a drop
+                    // the workload asked for may do that; anything else is a crash
+                    // that wiped an acknowledged end (and a purged session's tombstone).
+                    assert!(
+                        acked.drop_attempted,
+                        "an acknowledged end was lost: the session came back unknown, \
+                         but no tombstone drop was ever asked for"
+                    );
+                    assert!(
+                        acked.purged.contains(&s),
+                        "dropped before its purge finished"
+                    );
                     seen.dropped += 1;
                     assert_eq!(j.last_seq_blocking(s).unwrap(), 0);
                 } else {
@@ -153,6 +178,10 @@ fn verify_image(rt: &tokio::runtime::Runtime, path: &Path, acked: &Acked, seen: 
             }
             SessionState::Purged(t) => {
                 seen.tombstoned += 1;
+                assert!(
+                    !acked.dropped,
+                    "an acknowledged tombstone drop was lost: the tombstone came back"
+                );
                 assert_eq!((t.last_seq, t.frames), (FILL + 1, FILL + 1));
                 assert!(matches!(
                     j.replay_blocking(s, 1, 100),
@@ -216,6 +245,11 @@ fn ends_and_purges_survive_a_crash_at_every_sync() {
                 Ok(j) => {
                     let acked = workload(&rt, &j);
                     j.close();
+                    // The workload stops early only on a crashed device's errors.
+                    assert!(
+                        acked.dropped || ctl.crashed(),
+                        "the workload stopped at sync {n} without a crash: {acked:?}"
+                    );
                     (true, acked)
                 }
                 Err(_) => (false, Acked::default()),
@@ -253,5 +287,5 @@ fn ends_and_purges_survive_a_crash_at_every_sync() {
         runs > crashes,
         "the sweep never got past the workload's last sync"
     );
-    assert!(seen.whole > 0 && seen.tombstoned > 0 && seen.mid_purge > 0);
+    assert!(seen.whole > 0 && seen.tombstoned > 0 && seen.mid_purge > 0 && seen.dropped > 0);
 }
