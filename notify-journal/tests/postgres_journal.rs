@@ -20,7 +20,7 @@ use notify_journal::{
 use notify_types::{CommandId, SessionId, Uuid, consumed_event_id};
 use postgres_support::{
     StallingProxy, command, conninfo_with, consumed, database_url, drop_schema, fresh_schema,
-    journal, raw_client,
+    journal, not_over_tcp, raw_client,
 };
 
 /// Guards against hangs in tests of bounded waits: far above any configured timeout,
@@ -394,7 +394,7 @@ async fn a_partition_yields_typed_errors_not_hangs() {
         return;
     };
     let Some(proxy) = StallingProxy::start(&url).await else {
-        eprintln!("SKIPPED a_partition_yields_typed_errors_not_hangs: database not over TCP");
+        not_over_tcp("a_partition_yields_typed_errors_not_hangs");
         return;
     };
     let via_proxy = conninfo_with(&url, Some(proxy.port), "").unwrap();
@@ -510,7 +510,7 @@ async fn serializable_server_default_does_not_fail_appends() {
         None,
         "options='-c default_transaction_isolation=serializable'",
     ) else {
-        eprintln!("SKIPPED serializable_server_default_does_not_fail_appends: not over TCP");
+        not_over_tcp("serializable_server_default_does_not_fail_appends");
         return;
     };
     let a = Arc::new(journal(&serializable, SHARED, PgOptions::default()).await);

@@ -17,7 +17,7 @@ use notify_journal::{
     replay_all,
 };
 use notify_types::{SessionId, Uuid};
-use postgres_support::{command, conninfo_with, database_url, journal, raw_client};
+use postgres_support::{command, conninfo_with, database_url, journal, not_over_tcp, raw_client};
 
 /// Guards against hangs in tests of bounded waits: far above any configured timeout,
 /// so hitting it means the code hung (never a timing assertion).
@@ -306,7 +306,7 @@ async fn lease_expiring_during_the_row_lock_wait_fences() {
     };
     let app = format!("nj_lockwait_{}", Uuid::now_v7().simple());
     let Some(tagged) = conninfo_with(&url, None, &format!("application_name={app}")) else {
-        eprintln!("SKIPPED lease_expiring_during_the_row_lock_wait_fences: not over TCP");
+        not_over_tcp("lease_expiring_during_the_row_lock_wait_fences");
         return;
     };
     let j = Arc::new(

@@ -15,6 +15,24 @@ use notify_types::{
 /// message outside CI: the testkit's, shared by every PostgreSQL test.
 pub use notify_testkit::postgres::{DATABASE_URL_VAR, database_url};
 
+/// Called by a test that needs the database reached over TCP (it puts a proxy in
+/// front of it, or adds connection options) when [`conninfo_with`] or
+/// [`StallingProxy::start`] says it is not. In CI (`CI` set) this fails the test: the
+/// harness would count a skip as a pass. Elsewhere it prints one `SKIPPED` line past
+/// the harness's output capture, like [`database_url`]'s skips, and the test returns.
+pub fn not_over_tcp(test: &str) {
+    use std::io::Write as _;
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: the test database ({DATABASE_URL_VAR}) is not reached over TCP, and in CI \
+         this test may not be skipped"
+    );
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIPPED {test}: the test database is not reached over TCP"
+    );
+}
+
 /// A fresh schema name, so tests sharing the database never see each other's tables.
 pub fn fresh_schema(tag: &str) -> String {
     format!("nj_{tag}_{}", Uuid::now_v7().simple())
