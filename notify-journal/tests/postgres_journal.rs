@@ -513,6 +513,21 @@ async fn serializable_server_default_does_not_fail_appends() {
         not_over_tcp("serializable_server_default_does_not_fail_appends");
         return;
     };
+    // The fault is in place: a connection made with these options starts every
+    // transaction SERIALIZABLE unless the journal says otherwise.
+    let probe = raw_client(&serializable).await;
+    let default: String = probe
+        .query_one("SHOW default_transaction_isolation", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(default, "serializable", "the server default did not take");
+    let in_txn: String = probe
+        .query_one("SELECT current_setting('transaction_isolation')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(in_txn, "serializable");
     let a = Arc::new(journal(&serializable, SHARED, PgOptions::default()).await);
     let b = Arc::new(journal(&serializable, SHARED, PgOptions::default()).await);
     let s = SessionId::new();
