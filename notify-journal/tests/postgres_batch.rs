@@ -421,7 +421,9 @@ async fn a_batch_is_one_round_trip() {
         .close()
         .await;
     let proxy = RoundTripProxy::start(&url).await;
-    let via_proxy = conninfo_with(&url, Some(proxy.port), "").unwrap();
+    let app = format!("nj_rt_{}", Uuid::now_v7().simple());
+    let via_proxy =
+        conninfo_with(&url, Some(proxy.port), &format!("application_name={app}")).unwrap();
     let j = Arc::new(
         PgJournal::connect(&via_proxy, PgOptions::default().schema(&schema).writers(1))
             .await
@@ -441,27 +443,71 @@ async fn a_batch_is_one_round_trip() {
     assert!(!j.append(s, command(s, k, 0)).await.unwrap().appended);
     assert_eq!(proxy.count() - before, 1, "a duplicate");
 
-    // Many appends at once: however they are batched, each batch is one round trip,
-    // so there are never more round trips than appends, and far fewer here.
+    // Many appends while the writer is busy: they queue, and the writer takes them
+    // all (up to `max_batch`, 1024) into its next batch, one round trip. To make that
+    // deterministic, the busy writer's batch is held at the server (a lock on the
+    // frames table) until every other append has queued behind it.
+    let admin = raw_client(&url).await;
+    admin
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE \"{schema}\".frames IN EXCLUSIVE MODE"
+        ))
+        .await
+        .unwrap();
     let before = proxy.count();
-    let tasks: Vec<_> = (0..200)
+    let held = {
+        let j = Arc::clone(&j);
+        tokio::spawn(async move {
+            let s = SessionId::new();
+            j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap()
+        })
+    };
+    let waiting = || async {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                &[&app],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            > 0
+    };
+    let mut tries = 0;
+    while !waiting().await {
+        tries += 1;
+        assert!(tries < 1500, "the writer's batch never waited for the lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let queued = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..199)
         .map(|_| {
-            let j = Arc::clone(&j);
+            let (j, queued) = (Arc::clone(&j), Arc::clone(&queued));
             tokio::spawn(async move {
                 let s = SessionId::new();
-                j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap()
+                let append = j.append(s, command(s, Uuid::now_v7(), 0));
+                queued.fetch_add(1, Ordering::SeqCst);
+                append.await.unwrap()
             })
         })
         .collect();
+    while queued.load(Ordering::SeqCst) < 199 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Each append reaches the queue in the poll that counted it; let the last polls
+    // finish (the writer is still held, so nothing can be committed meanwhile).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    admin.batch_execute("ROLLBACK").await.unwrap();
+    assert!(held.await.unwrap().appended);
     for t in tasks {
         assert!(t.await.unwrap().appended);
     }
     let trips = proxy.count() - before;
-    assert!(
-        (1..200).contains(&trips),
-        "{trips} round trips for 200 appends"
+    assert_eq!(
+        trips, 2,
+        "the held batch and one batch of the 199 appends queued behind it"
     );
-    eprintln!("200 concurrent appends: {trips} round trips");
     j.close().await;
     drop_schema(&url, &schema).await;
 }
