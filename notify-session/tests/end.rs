@@ -252,38 +252,133 @@ async fn a_restarted_process_is_refused_on_redb() {
 /// Notifications racing the end: each is either taken before the end (then it is
 /// consumed or abandoned on the record) or refused as `SessionEnded` — none is
 /// journaled and left unrecorded.
+///
+/// The race is made to happen, and checked: a stream of notifications, one after
+/// another, runs from before `end` is called until one is refused, beside 64 sent at
+/// once; every journal call takes a millisecond, so calls are in flight while the end
+/// runs. A round counts as a race when some notification was decided while `end` was
+/// running (called before `end` returned, answered after it was called); rounds are
+/// repeated (at most 20) until one is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_racing_the_end_are_recorded_or_refused() {
-    let journal = MemoryJournal::new();
-    let (session, loop_id, _consumer) = one_loop(Arc::new(journal.clone()));
-    let mut tasks = Vec::new();
-    for _ in 0..64 {
-        let session = session.clone();
-        let n = notification(session.id(), loop_id);
-        tasks.push(tokio::spawn(async move {
-            (n.command_id, session.notify_process_completion(n).await)
-        }));
+    let mut raced = Vec::new();
+    for _ in 0..20 {
+        let n = race_the_end().await;
+        raced.push(n);
+        if n > 0 {
+            break;
+        }
     }
+    eprintln!("notifications decided while the end ran, by round: {raced:?}");
+    assert!(
+        raced.last().is_some_and(|n| *n > 0),
+        "no notification was decided while the end ran, in {} rounds: the race never \
+         happened",
+        raced.len()
+    );
+}
+
+/// One round of [`notifications_racing_the_end_are_recorded_or_refused`]; returns how
+/// many notifications were decided while `end` ran.
+async fn race_the_end() -> usize {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    let journal = MemoryJournal::new();
+    let faulty = notify_testkit::FaultyJournal::new(journal.clone());
+    faulty
+        .control()
+        .set_latency(std::time::Duration::from_millis(1));
+    let (session, loop_id, _consumer) = one_loop(Arc::new(faulty));
+    let end_called = Arc::new(AtomicBool::new(false));
+    let end_returned = Arc::new(AtomicBool::new(false));
+    let taken = Arc::new(AtomicUsize::new(0));
+    // One notification: its ID, its answer, and whether it was decided while the end
+    // ran.
+    let send = {
+        let (session, end_called, end_returned, taken) = (
+            session.clone(),
+            Arc::clone(&end_called),
+            Arc::clone(&end_returned),
+            Arc::clone(&taken),
+        );
+        move || {
+            let (session, end_called, end_returned, taken) = (
+                session.clone(),
+                Arc::clone(&end_called),
+                Arc::clone(&end_returned),
+                Arc::clone(&taken),
+            );
+            async move {
+                let n = notification(session.id(), loop_id);
+                let id = n.command_id;
+                let before_return = !end_returned.load(SeqCst);
+                let answer = session.notify_process_completion(n).await;
+                let during = before_return && end_called.load(SeqCst);
+                if !matches!(answer, Err(NotifyError::SessionEnded { .. })) {
+                    taken.fetch_add(1, SeqCst);
+                }
+                (id, answer, during)
+            }
+        }
+    };
+    let stream = tokio::spawn({
+        let send = send.clone();
+        async move {
+            let mut answers = Vec::new();
+            // Bounded: the end comes within a few journal calls.
+            for _ in 0..100_000 {
+                let answer = send().await;
+                let refused = matches!(answer.1, Err(NotifyError::SessionEnded { .. }));
+                answers.push(answer);
+                if refused {
+                    break;
+                }
+            }
+            answers
+        }
+    });
+    let burst: Vec<_> = (0..64).map(|_| tokio::spawn(send())).collect();
+    // The stream is under way (something was taken) before the end is called.
+    while taken.load(SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    end_called.store(true, SeqCst);
     let ended = session.end(IfPending::Abandon).await.unwrap();
+    end_returned.store(true, SeqCst);
+
+    let mut answers = stream.await.unwrap();
+    assert!(
+        matches!(
+            answers.last(),
+            Some((_, Err(NotifyError::SessionEnded { .. }), _))
+        ),
+        "the stream ended unrefused"
+    );
+    for task in burst {
+        answers.push(task.await.unwrap());
+    }
     let mut accepted: HashSet<CommandId> = HashSet::new();
-    for task in tasks {
-        match task.await.unwrap() {
-            (id, Ok(_)) => {
+    let mut refused = 0;
+    let mut during = 0;
+    for (id, answer, decided_during) in answers {
+        during += usize::from(decided_during);
+        match answer {
+            Ok(_) => {
                 accepted.insert(id);
             }
             // Appended before the end, the loop full: journaled, so abandoned.
-            (
-                id,
-                Err(NotifyError::DeliveryStopped {
-                    cause: notify_types::StopCause::Full,
-                    ..
-                }),
-            ) => {
+            Err(NotifyError::DeliveryStopped {
+                cause: notify_types::StopCause::Full,
+                ..
+            }) => {
                 accepted.insert(id);
             }
-            (_, Err(e)) => assert_ended(&e, session.id(), false),
+            Err(e) => {
+                assert_ended(&e, session.id(), false);
+                refused += 1;
+            }
         }
     }
+    assert!(!accepted.is_empty() && refused > 0);
     let frames = replay_all(&journal, session.id()).await.unwrap();
     let mut commands = HashSet::new();
     let mut abandoned = HashSet::new();
@@ -305,6 +400,7 @@ async fn notifications_racing_the_end_are_recorded_or_refused() {
         frames.last(),
         Some((_, JournalRecord::Event(SessionEvent::SessionEnded(_))))
     ));
+    during
 }
 
 #[tokio::test]
