@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use notify_journal::JournalBackend;
 use notify_session::{RestoreReport, restore};
-use notify_testkit::{MemoryJournal, sample};
+use notify_testkit::{FaultyJournal, MemoryJournal, sample};
 use notify_types::{
     CommandId, EventId, ExecutionId, JournalRecord, LoopId, NotificationConsumed,
     ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
@@ -202,7 +202,16 @@ fn a_long_log_is_restored_across_many_pages() {
             frames.push((seq, r));
         }
     }
-    let got = rt.block_on(restore(session, &journal)).unwrap();
+    // Restore reads through a wrapper that counts its reads: the log must take more
+    // than one page (a restore that read it whole in one call would hold it all).
+    let counted = FaultyJournal::new(journal.clone());
+    let got = rt.block_on(restore(session, &counted)).unwrap();
     assert_eq!(got.pending_count(), 6);
     assert_eq!(got, reference(frames));
+    let replays = counted.control().stats().replays;
+    assert!(
+        replays >= 2,
+        "the {} frames were read in {replays} page(s): restore did not page",
+        got.last_seq
+    );
 }
