@@ -489,26 +489,127 @@ fn help_documents_the_exit_statuses_and_an_example_for_every_command() {
     }
 }
 
+/// Ends `session` through the library; returns its end marker's seq.
+fn end_session(path: &Path, session: notify_types::SessionId) -> u64 {
+    let journal = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let marker = notify_types::JournalRecord::from(notify_types::SessionEvent::from(
+        notify_types::SessionEnded::new(session),
+    ));
+    let seq = rt
+        .block_on(notify_journal::JournalBackend::append(
+            &journal, session, marker,
+        ))
+        .unwrap()
+        .seq;
+    journal.close();
+    seq
+}
+
+/// `purge` runs the library's purge and reports what it did: on a file with an ended
+/// session, its report (sessions, frames, steps) is the one the library's `purge` gives
+/// on a copy of the file, the ended session is left a tombstone of all its frames, and
+/// the other sessions are untouched. A horizon before the end purges nothing.
 #[test]
 fn purge_runs_the_library_purge_and_reports_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, _) = journal_file(dir.path());
+    let (path, fixture) = journal_file(dir.path());
     let p = path.to_str().unwrap();
+    let ended = fixture.sessions[0];
+    let frames = end_session(&path, ended);
+    assert!(frames > 2, "the ended session spans several purge steps");
+    let others = |path: &Path| {
+        let journal = RedbJournal::open(path, JournalOptions::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let logs = fixture.sessions[1..]
+            .iter()
+            .map(|s| {
+                rt.block_on(notify_journal::replay_all(&journal, *s))
+                    .unwrap()
+            })
+            .collect::<Vec<_>>();
+        journal.close();
+        logs
+    };
+    let others_before = others(&path);
+
+    // Nothing ended before the horizon: nothing is due, nothing removed.
     let before = notify(&["export", p]);
     let run = notify(&[
         "purge",
         p,
         "--ended-before",
-        "2026-01-01T00:00:00Z",
+        "2000-01-01T00:00:00Z",
         "--json",
     ]);
     expect_code(&run, 0);
     let report = &run.json()[0];
-    assert_eq!(report["ended_before"], "2026-01-01T00:00:00Z");
-    // No session of the fixture has ended: nothing is due, nothing removed.
-    assert_eq!(report["sessions"], 0);
-    assert_eq!(report["frames"], 0);
+    assert_eq!(report["ended_before"], "2000-01-01T00:00:00Z");
+    assert_eq!(
+        (&report["sessions"], &report["frames"], &report["steps"]),
+        (&0.into(), &0.into(), &0.into())
+    );
     assert!(notify(&["export", p]).raw == before.raw);
+
+    // The ended session is due: the command line and the library, each on its own
+    // copy, purge it alike.
+    let copy = dir.path().join("copy.redb");
+    std::fs::copy(&path, &copy).unwrap();
+    let horizon = "2999-01-01T00:00:00Z";
+    let run = notify(&[
+        "purge",
+        p,
+        "--ended-before",
+        horizon,
+        "--max-frames-per-step",
+        "2",
+        "--json",
+    ]);
+    expect_code(&run, 0);
+    let library = {
+        let journal = RedbJournal::open(&copy, JournalOptions::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let report = rt
+            .block_on(notify_journal::purge(&journal, horizon.parse().unwrap(), 2))
+            .unwrap();
+        journal.close();
+        report
+    };
+    let report = &run.json()[0];
+    assert_eq!(
+        (
+            report["sessions"].as_u64(),
+            report["frames"].as_u64(),
+            report["steps"].as_u64()
+        ),
+        (
+            Some(library.sessions),
+            Some(library.frames),
+            Some(library.steps)
+        )
+    );
+    assert_eq!((library.sessions, library.frames), (1, frames));
+    assert_eq!(library.steps, frames.div_ceil(2));
+    for file in [&path, &copy] {
+        let journal = RedbJournal::open(file, JournalOptions::default()).unwrap();
+        match journal.session_state_blocking(ended).unwrap() {
+            notify_journal::SessionState::Purged(t) => {
+                assert_eq!((t.last_seq, t.frames), (frames, frames));
+            }
+            other => panic!("{}: not purged: {other:?}", file.display()),
+        }
+        journal.close();
+        assert_eq!(others(file), others_before, "{}", file.display());
+    }
 }
 
 /// The session life from the command line on a redb file: an ended session shows as
