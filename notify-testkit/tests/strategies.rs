@@ -1,25 +1,20 @@
 //! The strategies yield what they promise: valid values validate and round-trip,
 //! broken ones fail with exactly the yielded field, sequences are real lifecycles.
+//! (That generated notifications and lifecycle metadata validate and round-trip is
+//! checked, with more, in `types_proptest.rs`; only the records' round trip is here.)
 
 use std::collections::BTreeSet;
 
 use notify_testkit::strategy;
 use notify_types::{
-    JournalRecord, LoopId, ProcessLifecycleKind as K, ProcessLifecycleState as S,
-    ProcessNotification, SessionEvent, SessionId, ValidationField as F, is_completion_pair,
+    JournalRecord, LoopId, ProcessLifecycleKind as K, ProcessLifecycleState as S, SessionId,
+    ValidationField as F, is_completion_pair,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 
 proptest! {
-    #[test]
-    fn valid_notifications_validate_and_round_trip(n in strategy::completion_notification()) {
-        prop_assert_eq!(n.validate(), Ok(()));
-        let cmd = ProcessNotification::new(n);
-        prop_assert_eq!(ProcessNotification::decode(&cmd.encode()), Ok(cmd));
-    }
-
     #[test]
     fn pinned_notifications_keep_their_owner(
         (s, l, n) in (strategy::session_id(), strategy::loop_id())
@@ -34,13 +29,6 @@ proptest! {
         (n, field) in strategy::broken_completion_notification()
     ) {
         prop_assert_eq!(n.validate().map_err(|e| e.field()), Err(field));
-    }
-
-    #[test]
-    fn valid_metadata_validates_and_round_trips(m in strategy::lifecycle_metadata()) {
-        prop_assert_eq!(m.validate(), Ok(()));
-        let event = SessionEvent::Lifecycle(m);
-        prop_assert_eq!(SessionEvent::decode(&event.encode()), Ok(event));
     }
 
     #[test]
