@@ -159,12 +159,18 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
-    /// Every frame (or one session's) as JSON lines, in the canonical wire form.
+    /// Every session (or one) as JSON lines: frames, end times and tombstones.
     ///
-    /// One line per frame, to stdout: `{"session":…,"seq":…,"record":RECORD}`, RECORD
-    /// being the record's `JournalRecord::encode` bytes. `notify import` reads it back;
-    /// export, import and export again give the same bytes. Purged sessions (only a
-    /// tombstone left) are skipped, with a note on stderr. Opens the journal read-only.
+    /// To stdout, export format 2: a first line `{"notify_export":2}`; then, session by
+    /// session in ID order, one line per frame, `{"session":…,"seq":…,"record":RECORD}`
+    /// (RECORD being the record's `JournalRecord::encode` bytes), and after the frames
+    /// of an ended session its state line,
+    /// `{"session":…,"state":"ended","ended_at":TIME,"last_seq":N}`. A purged session
+    /// (only its tombstone left) is one line,
+    /// `{"session":…,"state":"purged","ended_at":TIME,"purged_at":TIME,"last_seq":N,"frames":N}`.
+    /// TIME is RFC 3339 in UTC. `notify import` reads it back (and format 1, the frame
+    /// lines alone, of earlier builds); export, import and export again give the same
+    /// bytes. Opens the journal read-only.
     #[command(
         override_usage = "notify export PATH [SESSION]\n       notify export --postgres CONNINFO [--schema S] [SESSION]",
         after_help = concat!(
@@ -180,10 +186,15 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
-    /// Appends an export to an empty journal, at the same seqs.
+    /// Appends an export to an empty journal, at the same seqs, with its sessions' states.
     ///
     /// Reads `notify export`'s lines from --input FILE, or stdin. A redb file is
-    /// created if missing; a journal that holds any session is refused.
+    /// created if missing; a journal that holds any session is refused. Ended sessions
+    /// keep their original end time (so their retention clock does not restart), purged
+    /// ones come back as their tombstones (a late append to them is still refused).
+    /// Reads export format 2 and format 1 (earlier builds: frames only, whose ended
+    /// sessions then end at the time of the import); a later format is refused. On
+    /// PostgreSQL, times are kept to the microsecond.
     #[command(
         override_usage = "notify import PATH [--input FILE]\n       notify import --postgres CONNINFO [--schema S] [--input FILE]",
         after_help = concat!(
