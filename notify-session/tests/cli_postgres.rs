@@ -8,10 +8,13 @@
 mod cli_support;
 
 use cli_support::{
-    check_export, check_pending, check_sessions, check_show, expect_code, notify,
-    notify_with_input, populate, truth,
+    EXPORT_HEADER, check_export, check_moved_states, check_pending, check_sessions, check_show,
+    end_and_purge, expect_code, notify, notify_with_input, populate, state_line, truth,
 };
-use notify_journal::{JournalBackend, PgJournal, PgOptions};
+use notify_journal::{
+    ImportStateError, JournalBackend, JournalOptions, PgJournal, PgOptions, RedbJournal,
+    SessionState,
+};
 use notify_testkit::postgres::{DATABASE_URL_VAR, LOCAL_DEFAULT_URL};
 use notify_types::{JournalRecord, SessionEnded, SessionEvent};
 
@@ -195,17 +198,24 @@ async fn every_command_works_on_postgres_as_on_a_file() {
     let show = pg("show", &s2, &[&ended.to_string()]);
     expect_code(&show, 3);
     assert!(show.stderr.contains("was purged"), "{}", show.stderr);
+    // Export keeps it as its tombstone: one line, no frame.
     let export = pg("export", &s2, &[]);
     expect_code(&export, 0);
+    assert!(export.stderr.is_empty(), "{}", export.stderr);
+    let mentions: Vec<&str> = export
+        .stdout
+        .lines()
+        .filter(|l| l.contains(&ended.to_string()))
+        .collect();
+    assert_eq!(mentions.len(), 1, "{}", export.stdout);
     assert!(
-        export.stderr.contains(&format!("skipping session {ended}")),
+        mentions[0].contains(r#""state":"purged""#),
         "{}",
-        export.stderr
+        mentions[0]
     );
-    assert!(!export.stdout.contains(&ended.to_string()));
     assert_eq!(
         export.stdout.lines().count() + truth[&ended].frames.len(),
-        first.stdout.lines().count()
+        first.stdout.lines().count() + 1
     );
     copy.close().await;
 
@@ -217,6 +227,103 @@ async fn every_command_works_on_postgres_as_on_a_file() {
     // A schema with no journal is not created by compact.
     let none = format!("{s2}_none");
     expect_code(&pg("compact", &none, &[]), 3);
+
+    journal.close().await;
+    drop_schema(&url, &s1).await;
+    drop_schema(&url, &s2).await;
+}
+
+/// Export carries end times and tombstones, import restores them, on PostgreSQL: after a
+/// move to another schema the ended session keeps its end time, the purged one is its
+/// tombstone (a late retry is refused as purged, not appended at seq 1), and export →
+/// import → export is byte-identical with live, ended and purged sessions; the same
+/// export moved into a redb file exports the same bytes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_and_purged_sessions_survive_a_move_on_postgres() {
+    let url = url();
+    let (s1, s2) = (schema("msrc"), schema("mcopy"));
+    let journal = PgJournal::connect(&url, PgOptions::default().schema(&s1))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at {DATABASE_URL_VAR} (or the local default) is needed: {e}")
+        });
+    let fixture = populate(&journal).await;
+    let (ended, purged, live) = (
+        fixture.sessions[0],
+        fixture.sessions[1],
+        fixture.sessions[2],
+    );
+    let (ended_state, purged_state) = end_and_purge(&journal, ended, purged).await;
+    let pg = |cmd: &str, schema: &str, extra: &[&str]| {
+        let mut args = vec![cmd, "--postgres", &url, "--schema", schema];
+        args.extend_from_slice(extra);
+        notify(&args.iter().map(|s| &**s).collect::<Vec<_>>())
+    };
+
+    let first = pg("export", &s1, &[]);
+    expect_code(&first, 0);
+    assert!(first.stderr.is_empty(), "{}", first.stderr);
+    assert!(first.stdout.starts_with(EXPORT_HEADER), "{}", first.stdout);
+    for (session, state) in [(ended, &ended_state), (purged, &purged_state)] {
+        let line = state_line(session, state).unwrap();
+        assert!(
+            first.stdout.lines().any(|l| l == line),
+            "no {line} in\n{}",
+            first.stdout
+        );
+    }
+    let import = notify_with_input(
+        &["import", "--postgres", &url, "--schema", &s2, "--json"],
+        &first.raw,
+    );
+    expect_code(&import, 0);
+    let report = &import.json()[0];
+    assert_eq!(
+        (&report["ended"], &report["purged"]),
+        (&1.into(), &1.into()),
+        "{report}"
+    );
+    let second = pg("export", &s2, &[]);
+    expect_code(&second, 0);
+    assert!(
+        first.raw == second.raw,
+        "export → import → export changed the bytes:\n{}\n---\n{}",
+        first.stdout,
+        second.stdout
+    );
+
+    let moved = PgJournal::connect(&url, PgOptions::default().schema(&s2))
+        .await
+        .unwrap();
+    check_moved_states(&moved, (ended, ended_state), (purged, purged_state)).await;
+    // Contradicting states are refused, typed, and write nothing.
+    let refused = moved.import_states(vec![(live, purged_state)]).await;
+    assert!(
+        matches!(refused, Err(ImportStateError::Conflict { session, held: SessionState::Live, .. }) if session == live),
+        "{refused:?}"
+    );
+    let refused = moved.import_states(vec![(purged, ended_state)]).await;
+    assert!(
+        matches!(refused, Err(ImportStateError::Conflict { held, .. }) if held == purged_state),
+        "{refused:?}"
+    );
+    // The same states again change nothing.
+    moved
+        .import_states(vec![(ended, ended_state), (purged, purged_state)])
+        .await
+        .unwrap();
+    assert!(pg("export", &s2, &[]).raw == first.raw);
+    moved.close().await;
+
+    // Into a redb file: the same states, the same bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("moved.redb");
+    let f = file.to_str().unwrap();
+    expect_code(&notify_with_input(&["import", f], &first.raw), 0);
+    assert!(notify(&["export", f]).raw == first.raw);
+    let redb = RedbJournal::open(&file, JournalOptions::default()).unwrap();
+    check_moved_states(&redb, (ended, ended_state), (purged, purged_state)).await;
+    redb.close();
 
     journal.close().await;
     drop_schema(&url, &s1).await;
