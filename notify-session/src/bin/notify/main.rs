@@ -8,6 +8,7 @@
 //! journal logic of its own. Built with the `cli` feature:
 //! `cargo install … notify-session --features cli --bin notify`.
 
+mod credentials;
 mod error;
 mod integrity;
 mod journal;
@@ -29,7 +30,7 @@ use crate::output::Out;
 
 /// Inspect, verify, export, import and purge notify journals: redb files or PostgreSQL.
 #[derive(Parser)]
-#[command(name = "notify", version, after_help = EXIT_STATUS_HELP)]
+#[command(name = "notify", version, after_help = concat_help())]
 struct Cli {
     /// Print JSON lines (one object per line) for scripts instead of tables.
     #[arg(long, global = true)]
@@ -43,12 +44,34 @@ struct Cli {
 struct Db {
     /// Use the PostgreSQL journal at CONNINFO (a libpq string such as
     /// "host=db user=notify dbname=notify", or a postgresql:// URL) instead of a file;
-    /// PATH is then left out.
+    /// PATH is then left out. Without it and without PATH, NOTIFY_DATABASE_URL names
+    /// the journal. Keep the password out of it: PGPASSWORD or the password file give
+    /// it (see `notify --help`).
     #[arg(long, value_name = "CONNINFO")]
     postgres: Option<String>,
     /// The PostgreSQL schema holding the journal [default: notify_journal].
-    #[arg(long, value_name = "S", requires = "postgres")]
+    #[arg(long, value_name = "S")]
     schema: Option<String>,
+}
+
+/// The environment, for `notify --help`.
+const ENVIRONMENT_HELP: &str = "\
+Environment (PostgreSQL; the password never needs to be on the command line):
+  NOTIFY_DATABASE_URL  the connection string when neither --postgres nor PATH is given
+                       (`--postgres CONNINFO` wins over it)
+  PGPASSWORD           the password, when the connection string has none
+  PGPASSFILE           the password file [default: ~/.pgpass; on Windows
+                       %APPDATA%\\postgresql\\pgpass.conf], read when neither the connection
+                       string nor PGPASSWORD gives a password: libpq's format, one
+                       hostname:port:database:username:password a line, `*` matching
+                       anything, `\\:` and `\\\\` escaping a colon and a backslash, the first
+                       matching line wins. On Unix a file others may read (not u=rw, 0600,
+                       or less) is passed over with a warning, as libpq does.
+  A password in the connection string wins over both.";
+
+/// `notify --help`'s closing text: the environment, then the exit statuses.
+fn concat_help() -> String {
+    format!("{ENVIRONMENT_HELP}\n\n{EXIT_STATUS_HELP}")
 }
 
 /// The exit statuses, for every command's `--help` (a macro so `concat!` takes it).
@@ -286,15 +309,33 @@ fn locate(
 ) -> Result<(Location, Vec<String>), clap::Error> {
     let usage =
         |msg: String| Cli::command().error(clap::error::ErrorKind::WrongNumberOfValues, msg);
-    let at = match db.postgres {
+    // NOTIFY_DATABASE_URL stands for `--postgres` when no PATH is given: no more
+    // arguments than the command takes after PATH, and for a command whose SESSION is
+    // optional, a lone argument that is a session ID rather than a path.
+    let no_path = args.len() <= *rest.end()
+        && (args.len() <= *rest.start()
+            || args.first().is_some_and(|a| a.parse::<SessionId>().is_ok()));
+    let conninfo = db.postgres.or_else(|| {
+        no_path
+            .then(|| credentials::env_conninfo(&credentials::ProcessEnv))
+            .flatten()
+    });
+    let at = match conninfo {
         Some(conninfo) => Location::Postgres {
             conninfo,
             schema: db.schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()),
         },
+        None if db.schema.is_some() => {
+            return Err(usage(
+                "--schema needs a PostgreSQL journal (--postgres CONNINFO, or NOTIFY_DATABASE_URL)"
+                    .to_owned(),
+            ));
+        }
         None => {
             if args.is_empty() {
                 return Err(usage(
-                    "a journal PATH (or --postgres CONNINFO) is required".to_owned(),
+                    "a journal PATH (or --postgres CONNINFO, or NOTIFY_DATABASE_URL) is required"
+                        .to_owned(),
                 ));
             }
             Location::File(PathBuf::from(args.remove(0)))
