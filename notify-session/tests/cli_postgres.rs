@@ -7,9 +7,12 @@
 
 mod cli_support;
 
+use std::path::Path;
+
+use cli_support::password_server::PasswordServer;
 use cli_support::{
     EXPORT_HEADER, check_export, check_moved_states, check_pending, check_sessions, check_show,
-    end_and_purge, expect_code, notify, notify_with_input, populate, state_line, truth,
+    end_and_purge, expect_code, notify, notify_env, notify_with_input, populate, state_line, truth,
 };
 use notify_journal::{
     ImportStateError, JournalBackend, JournalOptions, PgJournal, PgOptions, RedbJournal,
@@ -328,4 +331,213 @@ async fn ended_and_purged_sessions_survive_a_move_on_postgres() {
     journal.close().await;
     drop_schema(&url, &s1).await;
     drop_schema(&url, &s2).await;
+}
+
+/// The connection string can come from `NOTIFY_DATABASE_URL` alone: no `--postgres`,
+/// no password or anything else on the command line. `--postgres` wins over it, and so
+/// does a PATH (the file is read, not the database).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_database_url_alone_reaches_the_journal() {
+    let url = url();
+    let s = schema("env");
+    let journal = PgJournal::connect(&url, PgOptions::default().schema(&s))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at {DATABASE_URL_VAR} (or the local default) is needed: {e}")
+        });
+    let fixture = populate(&journal).await;
+    let truth = truth(&journal).await;
+    let home = tempfile::tempdir().unwrap();
+    let env = [("NOTIFY_DATABASE_URL", url.as_str())];
+    let h = home.path();
+
+    check_sessions(
+        &notify_env(&["sessions", "--schema", &s, "--json"], &env, h),
+        &truth,
+    );
+    let (session, t) = truth.iter().next().unwrap();
+    let id = session.to_string();
+    check_show(
+        &notify_env(&["show", "--schema", &s, &id, "--json"], &env, h),
+        &t.frames,
+    );
+    // A lone session ID after a command whose SESSION is optional: the database's.
+    let one = notify_env(&["export", "--schema", &s, &id], &env, h);
+    expect_code(&one, 0);
+    assert_eq!(
+        one.stdout.lines().count(),
+        1 + t.frames.len(),
+        "{}",
+        one.stdout
+    );
+    check_pending(
+        &notify_env(&["pending", "--schema", &s, "--json"], &env, h),
+        &truth,
+    );
+
+    // `--postgres` wins over the variable (which names no server here).
+    let nowhere = [(
+        "NOTIFY_DATABASE_URL",
+        "host=127.0.0.1 port=1 user=nobody connect_timeout=2",
+    )];
+    check_sessions(
+        &notify_env(
+            &["sessions", "--postgres", &url, "--schema", &s, "--json"],
+            &nowhere,
+            h,
+        ),
+        &truth,
+    );
+    expect_code(&notify_env(&["sessions", "--schema", &s], &nowhere, h), 9);
+    // A PATH wins too: the file is read.
+    let file = h.join("journal.redb");
+    let redb = RedbJournal::open(&file, JournalOptions::default()).unwrap();
+    redb.close();
+    let listed = notify_env(&["sessions", file.to_str().unwrap(), "--json"], &env, h);
+    expect_code(&listed, 0);
+    assert!(listed.stdout.is_empty(), "{}", listed.stdout);
+    // Neither: a usage error that names all three.
+    let run = notify_env(&["sessions"], &[], h);
+    expect_code(&run, 2);
+    assert!(run.stderr.contains("NOTIFY_DATABASE_URL"), "{}", run.stderr);
+
+    drop(fixture);
+    journal.close().await;
+    drop_schema(&url, &s).await;
+}
+
+/// A password from `PGPASSWORD` or the password file reaches the server: against a
+/// cluster of the test's own that demands one (`scram-sha-256`), the binary gets in
+/// (the schema holds no journal: exit 3) with the right password from either source
+/// and is refused (exit 9) without one or with a wrong one. The password file is
+/// libpq's: `*` wildcards, `\:` and `\\` escapes (the password holds both), the first
+/// matching line; one that others may read is passed over with a warning. A password
+/// in the connection string wins over both.
+#[test]
+fn a_password_from_the_environment_or_the_password_file_reaches_the_server() {
+    let server = PasswordServer::start();
+    let conninfo = server.conninfo();
+    let home = server.scratch().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let sessions = |vars: &[(&str, &str)]| {
+        notify_env(
+            &[
+                "sessions",
+                "--postgres",
+                &conninfo,
+                "--schema",
+                "nothing_here",
+            ],
+            vars,
+            &home,
+        )
+    };
+    let got_in = |run: &cli_support::Run| {
+        expect_code(run, 3);
+        assert!(
+            run.stderr.contains("holds no notify journal"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains(PasswordServer::PASSWORD),
+            "{}",
+            run.stderr
+        );
+    };
+    // Refused at connect: for a wrong password with the server's "invalid password"
+    // (SQLSTATE 28P01); with none, before it is asked for.
+    let refused = |run: &cli_support::Run, wrong_password: bool| {
+        expect_code(run, 9);
+        assert!(run.stderr.contains("connect failed"), "{}", run.stderr);
+        assert_eq!(
+            run.stderr.contains("SQLSTATE 28P01"),
+            wrong_password,
+            "{}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains(PasswordServer::PASSWORD),
+            "{}",
+            run.stderr
+        );
+    };
+
+    // No password anywhere: the server refuses.
+    refused(&sessions(&[]), false);
+    // PGPASSWORD: in; a wrong one: out.
+    got_in(&sessions(&[("PGPASSWORD", PasswordServer::PASSWORD)]));
+    refused(&sessions(&[("PGPASSWORD", "wrong")]), true);
+    // With the connection string from NOTIFY_DATABASE_URL too: nothing on the command
+    // line but the schema.
+    got_in(&notify_env(
+        &["sessions", "--schema", "nothing_here"],
+        &[
+            ("NOTIFY_DATABASE_URL", conninfo.as_str()),
+            ("PGPASSWORD", PasswordServer::PASSWORD),
+        ],
+        &home,
+    ));
+
+    // ~/.pgpass: the first matching line wins, wildcards match, escapes unescape.
+    let escaped = PasswordServer::PASSWORD
+        .replace('\\', "\\\\")
+        .replace(':', "\\:");
+    let port = server.port;
+    let pgpass = home.join(".pgpass");
+    let write = |path: &Path, text: &str, mode: u32| {
+        std::fs::write(path, text).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write(
+        &pgpass,
+        &format!(
+            "# comment\n\
+             127.0.0.1:{port}:postgres:someone_else:wrong\n\
+             127.0.0.1:1:*:*:wrong\n\
+             127.0.0.1:{port}:*:postgres:{escaped}\n\
+             *:*:*:*:wrong\n"
+        ),
+        0o600,
+    );
+    got_in(&sessions(&[]));
+    // PGPASSWORD comes first.
+    refused(&sessions(&[("PGPASSWORD", "wrong")]), true);
+    // The password in the connection string wins over both.
+    let with_password = format!(
+        "{conninfo} password='{}'",
+        PasswordServer::PASSWORD.replace('\\', "\\\\")
+    );
+    got_in(&notify_env(
+        &[
+            "sessions",
+            "--postgres",
+            &with_password,
+            "--schema",
+            "nothing_here",
+        ],
+        &[("PGPASSWORD", "wrong")],
+        &home,
+    ));
+    // A password file others may read is passed over, with a warning.
+    write(&pgpass, &std::fs::read_to_string(&pgpass).unwrap(), 0o644);
+    let run = sessions(&[]);
+    refused(&run, false);
+    assert!(
+        run.stderr.contains("warning") && run.stderr.contains("group or world access"),
+        "{}",
+        run.stderr
+    );
+    // PGPASSFILE names another file; a line for another host does not match.
+    let other = server.scratch().join("other.pgpass");
+    let o = other.to_str().unwrap();
+    write(&other, &format!("localhost:{port}:*:*:{escaped}\n"), 0o600);
+    refused(&sessions(&[("PGPASSFILE", o)]), false);
+    write(
+        &other,
+        &format!("*:{port}:postgres:postgres:{escaped}\n"),
+        0o600,
+    );
+    got_in(&sessions(&[("PGPASSFILE", o)]));
 }

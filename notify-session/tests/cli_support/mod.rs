@@ -3,6 +3,8 @@
 // Shared by cli_redb.rs and cli_postgres.rs; each uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod password_server;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -50,6 +52,23 @@ pub(crate) fn notify(args: &[&str]) -> Run {
         .output()
         .expect("run notify");
     finish(out)
+}
+
+/// The environment variables `notify` reads credentials from; [`notify_env`] clears them.
+const CREDENTIAL_VARS: &[&str] = &["NOTIFY_DATABASE_URL", "PGPASSWORD", "PGPASSFILE"];
+
+/// Runs `notify ARGS` (stdin empty) with only `vars` of the credential variables set,
+/// and `HOME` at `home` (where it looks for `.pgpass`).
+pub(crate) fn notify_env(args: &[&str], vars: &[(&str, &str)], home: &Path) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_notify"));
+    cmd.args(args).stdin(Stdio::null()).env("HOME", home);
+    for var in CREDENTIAL_VARS {
+        cmd.env_remove(var);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    finish(cmd.output().expect("run notify"))
 }
 
 /// Runs `notify ARGS` with `input` on stdin.
