@@ -5,8 +5,9 @@
 //! a redb file read-only and never change it; a PostgreSQL schema is neither created
 //! nor migrated by them. Every figure comes from the library's own answers (the
 //! listing, replay, restore's reduction, the deep verify): the command line holds no
-//! journal logic of its own. Built with the `cli` feature:
-//! `cargo install … notify-session --features cli --bin notify`.
+//! journal logic of its own. PostgreSQL credentials can come from the environment
+//! instead of argv (`credentials.rs`). Built with the `cli` feature:
+//! `cargo install --path notify-session --features cli --bin notify` from a clone.
 
 mod credentials;
 mod error;
