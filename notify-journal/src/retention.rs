@@ -188,7 +188,7 @@ pub enum ImportStateError {
     /// state needs the session's log, ended at that last seq (its end marker imported
     /// first); a tombstone needs the session to be unknown (or the identical tombstone).
     #[error(
-        "session {session}: the journal holds it {held:?}, which contradicts the imported {wanted:?}"
+        "session {session}: the journal holds it as {held:?}, which the imported state contradicts"
     )]
     Conflict {
         /// The session whose state was refused.
@@ -196,8 +196,6 @@ pub enum ImportStateError {
         /// What the journal holds ([`SessionState::Live`] for a session with frames
         /// that has not ended, or for one it does not know).
         held: SessionState,
-        /// What the import asked for.
-        wanted: SessionState,
     },
     /// The journal could not be read or written (damage, storage, closed).
     #[error(transparent)]

@@ -225,7 +225,6 @@ impl PgJournal {
             let conflict = || ImportStateError::Conflict {
                 session,
                 held: now.0,
-                wanted,
             };
             let written = match (wanted, now) {
                 (

@@ -45,13 +45,7 @@ pub(crate) fn import_states(
             .transpose()
             .map_err(storage("read position"))?
             .map_or(0, |(k, _)| k.value().1);
-        let conflict = |held| {
-            Ok(Err(ImportStateError::Conflict {
-                session: id,
-                held,
-                wanted,
-            }))
-        };
+        let conflict = |held| Ok(Err(ImportStateError::Conflict { session: id, held }));
         let new = match (wanted, row) {
             (SessionState::Ended { ended_at, last_seq }, Some(r))
                 if r.stage == Stage::Ended && r.last_seq == last_seq =>
