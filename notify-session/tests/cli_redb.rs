@@ -337,6 +337,22 @@ fn ended_and_purged_sessions_survive_export_and_import() {
     moved.close();
     assert!(notify(&["export", copy.to_str().unwrap()]).raw == first.raw);
 
+    // The retention clock did not restart: a horizon just after the original end
+    // (well before the import) purges the moved session.
+    let SessionState::Ended { ended_at, .. } = ended_state else {
+        unreachable!()
+    };
+    let horizon = (ended_at + std::time::Duration::from_micros(1)).to_string();
+    let run = notify(&[
+        "purge",
+        copy.to_str().unwrap(),
+        "--ended-before",
+        &horizon,
+        "--json",
+    ]);
+    expect_code(&run, 0);
+    assert_eq!(run.json()[0]["sessions"], 1, "{}", run.stdout);
+
     // One session alone, purged: its tombstone line.
     let one = notify(&["export", path.to_str().unwrap(), &purged.to_string()]);
     expect_code(&one, 0);
