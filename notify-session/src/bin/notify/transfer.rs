@@ -411,6 +411,7 @@ const STATES_PER_WRITE: usize = 256;
 /// (an ended state rewrites the row its end marker's append wrote).
 async fn write_states(
     journal: &Journal,
+    what: &str,
     in_flight: &mut VecDeque<Pending>,
     states: &mut Vec<(u64, SessionId, SessionState)>,
 ) -> Result<(), CliError> {
@@ -447,7 +448,7 @@ async fn write_states(
             line_of(&session),
             format!("session {session}: cannot import {reason}"),
         )),
-        Err(ImportStateError::Journal(e)) => Err(CliError::journal("the journal", &e)),
+        Err(ImportStateError::Journal(e)) => Err(CliError::journal(what, &e)),
         Err(other) => Err(CliError::new(Exit::Failed, chain(&other))),
     };
     states.clear();
@@ -539,7 +540,7 @@ async fn import_into(
                     }
                     states.push((n, session, state));
                     if states.len() >= STATES_PER_WRITE {
-                        write_states(journal, &mut in_flight, &mut states).await?;
+                        write_states(journal, what, &mut in_flight, &mut states).await?;
                     }
                     continue;
                 }
@@ -580,7 +581,7 @@ async fn import_into(
             done.frames += 1;
             progress.update(|| format!("imported {} frames", done.frames));
         }
-        write_states(journal, &mut in_flight, &mut states).await
+        write_states(journal, what, &mut in_flight, &mut states).await
     }
     .await;
     progress.clear();
