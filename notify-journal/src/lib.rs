@@ -34,7 +34,8 @@ pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, Ve
 pub use redb::read_only::{RedbReader, RedbStats};
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{
-    DEFAULT_PURGE_STEP_FRAMES, PurgeReport, PurgeStep, SessionState, Tombstone, purge, purge_with,
+    DEFAULT_PURGE_STEP_FRAMES, ImportStateError, PurgeReport, PurgeStep, SessionState, Tombstone,
+    purge, purge_with,
 };
 pub use stats::CommitStats;
 pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};

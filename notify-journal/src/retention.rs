@@ -166,3 +166,55 @@ where
         progress(&step, &report);
     }
 }
+
+/// Why an import of session states ([`RedbJournal::import_states`],
+/// `PgJournal::import_states`) was refused. Nothing of the import was written.
+///
+/// [`RedbJournal::import_states`]: crate::RedbJournal::import_states
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportStateError {
+    /// The state given is not one an import can write: [`SessionState::Live`] (a live
+    /// session is its frames alone), a last seq of 0, or a tombstone whose frame count
+    /// is not its last seq.
+    #[error("session {session}: cannot import {reason}")]
+    Invalid {
+        /// The session whose state was refused.
+        session: SessionId,
+        /// What is wrong with the state.
+        reason: &'static str,
+    },
+    /// The journal holds the session in a state the imported one contradicts: an ended
+    /// state needs the session's log, ended at that last seq (its end marker imported
+    /// first); a tombstone needs the session to be unknown (or the identical tombstone).
+    #[error(
+        "session {session}: the journal holds it as {held:?}, which the imported state contradicts"
+    )]
+    Conflict {
+        /// The session whose state was refused.
+        session: SessionId,
+        /// What the journal holds ([`SessionState::Live`] for a session with frames
+        /// that has not ended, or for one it does not know).
+        held: SessionState,
+    },
+    /// The journal could not be read or written (damage, storage, closed).
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// The checks every backend makes on a state to import, before touching storage.
+pub(crate) fn check_importable(
+    session: SessionId,
+    state: &SessionState,
+) -> Result<(), ImportStateError> {
+    let invalid = |reason| Err(ImportStateError::Invalid { session, reason });
+    match state {
+        SessionState::Live => invalid("a live state (a live session is its frames alone)"),
+        SessionState::Ended { last_seq: 0, .. } => invalid("an ended state with last seq 0"),
+        SessionState::Purged(t) if t.last_seq == 0 => invalid("a tombstone with last seq 0"),
+        SessionState::Purged(t) if t.frames != t.last_seq => {
+            invalid("a tombstone whose frame count is not its last seq")
+        }
+        SessionState::Ended { .. } | SessionState::Purged(_) => Ok(()),
+    }
+}

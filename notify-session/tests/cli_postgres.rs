@@ -7,11 +7,17 @@
 
 mod cli_support;
 
+use std::path::Path;
+
+use cli_support::password_server::PasswordServer;
 use cli_support::{
-    check_export, check_pending, check_sessions, check_show, expect_code, notify,
-    notify_with_input, populate, truth,
+    EXPORT_HEADER, check_export, check_moved_states, check_pending, check_sessions, check_show,
+    end_and_purge, expect_code, notify, notify_env, notify_with_input, populate, state_line, truth,
 };
-use notify_journal::{JournalBackend, PgJournal, PgOptions};
+use notify_journal::{
+    ImportStateError, JournalBackend, JournalOptions, PgJournal, PgOptions, RedbJournal,
+    SessionState,
+};
 use notify_testkit::postgres::{DATABASE_URL_VAR, LOCAL_DEFAULT_URL};
 use notify_types::{JournalRecord, SessionEnded, SessionEvent};
 
@@ -195,17 +201,24 @@ async fn every_command_works_on_postgres_as_on_a_file() {
     let show = pg("show", &s2, &[&ended.to_string()]);
     expect_code(&show, 3);
     assert!(show.stderr.contains("was purged"), "{}", show.stderr);
+    // Export keeps it as its tombstone: one line, no frame.
     let export = pg("export", &s2, &[]);
     expect_code(&export, 0);
+    assert!(export.stderr.is_empty(), "{}", export.stderr);
+    let mentions: Vec<&str> = export
+        .stdout
+        .lines()
+        .filter(|l| l.contains(&ended.to_string()))
+        .collect();
+    assert_eq!(mentions.len(), 1, "{}", export.stdout);
     assert!(
-        export.stderr.contains(&format!("skipping session {ended}")),
+        mentions[0].contains(r#""state":"purged""#),
         "{}",
-        export.stderr
+        mentions[0]
     );
-    assert!(!export.stdout.contains(&ended.to_string()));
     assert_eq!(
         export.stdout.lines().count() + truth[&ended].frames.len(),
-        first.stdout.lines().count()
+        first.stdout.lines().count() + 1
     );
     copy.close().await;
 
@@ -221,4 +234,310 @@ async fn every_command_works_on_postgres_as_on_a_file() {
     journal.close().await;
     drop_schema(&url, &s1).await;
     drop_schema(&url, &s2).await;
+}
+
+/// Export carries end times and tombstones, import restores them, on PostgreSQL: after a
+/// move to another schema the ended session keeps its end time, the purged one is its
+/// tombstone (a late retry is refused as purged, not appended at seq 1), and export →
+/// import → export is byte-identical with live, ended and purged sessions; the same
+/// export moved into a redb file exports the same bytes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_and_purged_sessions_survive_a_move_on_postgres() {
+    let url = url();
+    let (s1, s2) = (schema("msrc"), schema("mcopy"));
+    let journal = PgJournal::connect(&url, PgOptions::default().schema(&s1))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at {DATABASE_URL_VAR} (or the local default) is needed: {e}")
+        });
+    let fixture = populate(&journal).await;
+    let (ended, purged, live) = (
+        fixture.sessions[0],
+        fixture.sessions[1],
+        fixture.sessions[2],
+    );
+    let (ended_state, purged_state) = end_and_purge(&journal, ended, purged).await;
+    let pg = |cmd: &str, schema: &str, extra: &[&str]| {
+        let mut args = vec![cmd, "--postgres", &url, "--schema", schema];
+        args.extend_from_slice(extra);
+        notify(&args.iter().map(|s| &**s).collect::<Vec<_>>())
+    };
+
+    let first = pg("export", &s1, &[]);
+    expect_code(&first, 0);
+    assert!(first.stderr.is_empty(), "{}", first.stderr);
+    assert!(first.stdout.starts_with(EXPORT_HEADER), "{}", first.stdout);
+    for (session, state) in [(ended, &ended_state), (purged, &purged_state)] {
+        let line = state_line(session, state).unwrap();
+        assert!(
+            first.stdout.lines().any(|l| l == line),
+            "no {line} in\n{}",
+            first.stdout
+        );
+    }
+    let import = notify_with_input(
+        &["import", "--postgres", &url, "--schema", &s2, "--json"],
+        &first.raw,
+    );
+    expect_code(&import, 0);
+    let report = &import.json()[0];
+    assert_eq!(
+        (&report["ended"], &report["purged"]),
+        (&1.into(), &1.into()),
+        "{report}"
+    );
+    let second = pg("export", &s2, &[]);
+    expect_code(&second, 0);
+    assert!(
+        first.raw == second.raw,
+        "export → import → export changed the bytes:\n{}\n---\n{}",
+        first.stdout,
+        second.stdout
+    );
+
+    let moved = PgJournal::connect(&url, PgOptions::default().schema(&s2))
+        .await
+        .unwrap();
+    check_moved_states(&moved, (ended, ended_state), (purged, purged_state)).await;
+    // Contradicting states are refused, typed, and write nothing.
+    let refused = moved.import_states(vec![(live, purged_state)]).await;
+    assert!(
+        matches!(refused, Err(ImportStateError::Conflict { session, held: SessionState::Live, .. }) if session == live),
+        "{refused:?}"
+    );
+    let refused = moved.import_states(vec![(purged, ended_state)]).await;
+    assert!(
+        matches!(refused, Err(ImportStateError::Conflict { held, .. }) if held == purged_state),
+        "{refused:?}"
+    );
+    // The same states again change nothing.
+    moved
+        .import_states(vec![(ended, ended_state), (purged, purged_state)])
+        .await
+        .unwrap();
+    assert!(pg("export", &s2, &[]).raw == first.raw);
+    moved.close().await;
+
+    // Into a redb file: the same states, the same bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("moved.redb");
+    let f = file.to_str().unwrap();
+    expect_code(&notify_with_input(&["import", f], &first.raw), 0);
+    assert!(notify(&["export", f]).raw == first.raw);
+    let redb = RedbJournal::open(&file, JournalOptions::default()).unwrap();
+    check_moved_states(&redb, (ended, ended_state), (purged, purged_state)).await;
+    redb.close();
+
+    journal.close().await;
+    drop_schema(&url, &s1).await;
+    drop_schema(&url, &s2).await;
+}
+
+/// The connection string can come from `NOTIFY_DATABASE_URL` alone: no `--postgres`,
+/// no password or anything else on the command line. `--postgres` wins over it, and so
+/// does a PATH (the file is read, not the database).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_database_url_alone_reaches_the_journal() {
+    let url = url();
+    let s = schema("env");
+    let journal = PgJournal::connect(&url, PgOptions::default().schema(&s))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at {DATABASE_URL_VAR} (or the local default) is needed: {e}")
+        });
+    let fixture = populate(&journal).await;
+    let truth = truth(&journal).await;
+    let home = tempfile::tempdir().unwrap();
+    let env = [("NOTIFY_DATABASE_URL", url.as_str())];
+    let h = home.path();
+
+    check_sessions(
+        &notify_env(&["sessions", "--schema", &s, "--json"], &env, h),
+        &truth,
+    );
+    let (session, t) = truth.iter().next().unwrap();
+    let id = session.to_string();
+    check_show(
+        &notify_env(&["show", "--schema", &s, &id, "--json"], &env, h),
+        &t.frames,
+    );
+    // A lone session ID after a command whose SESSION is optional: the database's.
+    let one = notify_env(&["export", "--schema", &s, &id], &env, h);
+    expect_code(&one, 0);
+    assert_eq!(
+        one.stdout.lines().count(),
+        1 + t.frames.len(),
+        "{}",
+        one.stdout
+    );
+    check_pending(
+        &notify_env(&["pending", "--schema", &s, "--json"], &env, h),
+        &truth,
+    );
+
+    // `--postgres` wins over the variable (which names no server here).
+    let nowhere = [(
+        "NOTIFY_DATABASE_URL",
+        "host=127.0.0.1 port=1 user=nobody connect_timeout=2",
+    )];
+    check_sessions(
+        &notify_env(
+            &["sessions", "--postgres", &url, "--schema", &s, "--json"],
+            &nowhere,
+            h,
+        ),
+        &truth,
+    );
+    expect_code(&notify_env(&["sessions", "--schema", &s], &nowhere, h), 9);
+    // A PATH wins too: the file is read.
+    let file = h.join("journal.redb");
+    let redb = RedbJournal::open(&file, JournalOptions::default()).unwrap();
+    redb.close();
+    let listed = notify_env(&["sessions", file.to_str().unwrap(), "--json"], &env, h);
+    expect_code(&listed, 0);
+    assert!(listed.stdout.is_empty(), "{}", listed.stdout);
+    // Neither: a usage error that names all three.
+    let run = notify_env(&["sessions"], &[], h);
+    expect_code(&run, 2);
+    assert!(run.stderr.contains("NOTIFY_DATABASE_URL"), "{}", run.stderr);
+
+    drop(fixture);
+    journal.close().await;
+    drop_schema(&url, &s).await;
+}
+
+/// A password from `PGPASSWORD` or the password file reaches the server: against a
+/// cluster of the test's own that demands one (`scram-sha-256`), the binary gets in
+/// (the schema holds no journal: exit 3) with the right password from either source
+/// and is refused (exit 9) without one or with a wrong one. The password file is
+/// libpq's: `*` wildcards, `\:` and `\\` escapes (the password holds both), the first
+/// matching line; one that others may read is passed over with a warning. A password
+/// in the connection string wins over both.
+#[test]
+fn a_password_from_the_environment_or_the_password_file_reaches_the_server() {
+    let server = PasswordServer::start();
+    let conninfo = server.conninfo();
+    let home = server.scratch().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let sessions = |vars: &[(&str, &str)]| {
+        notify_env(
+            &[
+                "sessions",
+                "--postgres",
+                &conninfo,
+                "--schema",
+                "nothing_here",
+            ],
+            vars,
+            &home,
+        )
+    };
+    let got_in = |run: &cli_support::Run| {
+        expect_code(run, 3);
+        assert!(
+            run.stderr.contains("holds no notify journal"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains(PasswordServer::PASSWORD),
+            "{}",
+            run.stderr
+        );
+    };
+    // Refused at connect: for a wrong password with the server's "invalid password"
+    // (SQLSTATE 28P01); with none, before it is asked for.
+    let refused = |run: &cli_support::Run, wrong_password: bool| {
+        expect_code(run, 9);
+        assert!(run.stderr.contains("connect failed"), "{}", run.stderr);
+        assert_eq!(
+            run.stderr.contains("SQLSTATE 28P01"),
+            wrong_password,
+            "{}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains(PasswordServer::PASSWORD),
+            "{}",
+            run.stderr
+        );
+    };
+
+    // No password anywhere: the server refuses.
+    refused(&sessions(&[]), false);
+    // PGPASSWORD: in; a wrong one: out.
+    got_in(&sessions(&[("PGPASSWORD", PasswordServer::PASSWORD)]));
+    refused(&sessions(&[("PGPASSWORD", "wrong")]), true);
+    // With the connection string from NOTIFY_DATABASE_URL too: nothing on the command
+    // line but the schema.
+    got_in(&notify_env(
+        &["sessions", "--schema", "nothing_here"],
+        &[
+            ("NOTIFY_DATABASE_URL", conninfo.as_str()),
+            ("PGPASSWORD", PasswordServer::PASSWORD),
+        ],
+        &home,
+    ));
+
+    // ~/.pgpass: the first matching line wins, wildcards match, escapes unescape.
+    let escaped = PasswordServer::PASSWORD
+        .replace('\\', "\\\\")
+        .replace(':', "\\:");
+    let port = server.port;
+    let pgpass = home.join(".pgpass");
+    let write = |path: &Path, text: &str, mode: u32| {
+        std::fs::write(path, text).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write(
+        &pgpass,
+        &format!(
+            "# comment\n\
+             127.0.0.1:{port}:postgres:someone_else:wrong\n\
+             127.0.0.1:1:*:*:wrong\n\
+             127.0.0.1:{port}:*:postgres:{escaped}\n\
+             *:*:*:*:wrong\n"
+        ),
+        0o600,
+    );
+    got_in(&sessions(&[]));
+    // PGPASSWORD comes first.
+    refused(&sessions(&[("PGPASSWORD", "wrong")]), true);
+    // The password in the connection string wins over both.
+    let with_password = format!(
+        "{conninfo} password='{}'",
+        PasswordServer::PASSWORD.replace('\\', "\\\\")
+    );
+    got_in(&notify_env(
+        &[
+            "sessions",
+            "--postgres",
+            &with_password,
+            "--schema",
+            "nothing_here",
+        ],
+        &[("PGPASSWORD", "wrong")],
+        &home,
+    ));
+    // A password file others may read is passed over, with a warning.
+    write(&pgpass, &std::fs::read_to_string(&pgpass).unwrap(), 0o644);
+    let run = sessions(&[]);
+    refused(&run, false);
+    assert!(
+        run.stderr.contains("warning") && run.stderr.contains("group or world access"),
+        "{}",
+        run.stderr
+    );
+    // PGPASSFILE names another file; a line for another host does not match.
+    let other = server.scratch().join("other.pgpass");
+    let o = other.to_str().unwrap();
+    write(&other, &format!("localhost:{port}:*:*:{escaped}\n"), 0o600);
+    refused(&sessions(&[("PGPASSFILE", o)]), false);
+    write(
+        &other,
+        &format!("*:{port}:postgres:postgres:{escaped}\n"),
+        0o600,
+    );
+    got_in(&sessions(&[("PGPASSFILE", o)]));
 }

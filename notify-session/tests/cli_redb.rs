@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use cli_support::{
-    Fixture, check_export, check_pending, check_sessions, check_show, expect_code, fingerprint,
-    notify, notify_with_input, populate, truth,
+    EXPORT_HEADER, Fixture, check_export, check_moved_states, check_pending, check_sessions,
+    check_show, end_and_purge, expect_code, fingerprint, notify, notify_with_input, populate,
+    state_line, truth,
 };
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{ImportStateError, JournalOptions, RedbJournal, SessionState};
 use notify_testkit::tamper;
 
 /// A journal file written through the library, closed.
@@ -68,6 +69,7 @@ fn every_read_command_answers_what_the_library_answers_and_changes_nothing() {
                 *s,
                 cli_support::Truth {
                     frames: t.frames.clone(),
+                    state: t.state,
                     head: t.head,
                     report: t.report.clone(),
                 },
@@ -175,7 +177,7 @@ fn export_import_export_round_trips_byte_for_byte() {
         file.to_str().unwrap(),
     ]);
     expect_code(&import, 0);
-    let frames = first.stdout.lines().count();
+    let frames = first.stdout.lines().count() - 1;
     assert!(
         import
             .stdout
@@ -218,7 +220,7 @@ fn export_import_export_round_trips_byte_for_byte() {
     expect_code(&run, 8);
     assert!(run.stderr.contains("line 1"), "{}", run.stderr);
     let mut gap = first.stdout.lines().collect::<Vec<_>>();
-    gap.remove(1);
+    gap.remove(2);
     let fresh = dir.path().join("gap.redb");
     let run = notify_with_input(
         &["import", fresh.to_str().unwrap()],
@@ -226,7 +228,187 @@ fn export_import_export_round_trips_byte_for_byte() {
     );
     expect_code(&run, 8);
     assert!(
-        run.stderr.contains("line 2") && run.stderr.contains("does not follow"),
+        run.stderr.contains("line 3") && run.stderr.contains("does not follow"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Export carries end times and tombstones, import restores them: after the move, the
+/// ended session keeps its original end time (its retention clock does not restart),
+/// the purged one is its tombstone again (a late retry is refused as purged, not
+/// appended at seq 1), and export → import → export is byte-identical with live, ended
+/// and purged sessions in the file. Earlier exports (format 1) still import; a later
+/// format and contradicting states are refused.
+#[test]
+fn ended_and_purged_sessions_survive_export_and_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, fixture) = journal_file(dir.path());
+    let (ended, purged) = (fixture.sessions[0], fixture.sessions[1]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let (ended_state, purged_state) = rt.block_on(end_and_purge(&journal, ended, purged));
+    journal.close();
+
+    let first = notify(&["export", path.to_str().unwrap()]);
+    expect_code(&first, 0);
+    assert!(first.stderr.is_empty(), "{}", first.stderr);
+    let lines: Vec<&str> = first.stdout.lines().collect();
+    assert_eq!(lines.first().copied(), Some(EXPORT_HEADER.trim_end()));
+    for (session, state) in [(ended, &ended_state), (purged, &purged_state)] {
+        let line = state_line(session, state).unwrap();
+        assert!(
+            lines.contains(&line.as_str()),
+            "no {line} in\n{}",
+            first.stdout
+        );
+    }
+    let copy = dir.path().join("copy.redb");
+    let import = notify_with_input(&["import", copy.to_str().unwrap(), "--json"], &first.raw);
+    expect_code(&import, 0);
+    let report = &import.json()[0];
+    assert_eq!(
+        (&report["sessions"], &report["ended"], &report["purged"]),
+        (&3.into(), &1.into(), &1.into()),
+        "{report}"
+    );
+    let second = notify(&["export", copy.to_str().unwrap()]);
+    expect_code(&second, 0);
+    assert!(
+        first.raw == second.raw,
+        "export → import → export changed the bytes:\n{}\n---\n{}",
+        first.stdout,
+        second.stdout
+    );
+    // The state column of the listing says the same.
+    let listed = notify(&["sessions", copy.to_str().unwrap(), "--json"]);
+    expect_code(&listed, 0);
+    let states: Vec<String> = listed
+        .json()
+        .iter()
+        .map(|row| row["state"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        states.iter().filter(|s| *s == "purged").count(),
+        1,
+        "{}",
+        listed.stdout
+    );
+    assert_eq!(
+        states.iter().filter(|s| *s == "ended").count(),
+        1,
+        "{}",
+        listed.stdout
+    );
+
+    // Through the library: the same states, and late appends refused.
+    let moved = RedbJournal::open(&copy, JournalOptions::default()).unwrap();
+    rt.block_on(check_moved_states(
+        &moved,
+        (ended, ended_state),
+        (purged, purged_state),
+    ));
+    // A state that contradicts the journal is refused, typed, and writes nothing.
+    let live = fixture.sessions[2];
+    let refused = rt.block_on(moved.import_states(vec![(live, ended_state)]));
+    assert!(
+        matches!(
+            refused,
+            Err(ImportStateError::Conflict { session, held: SessionState::Live, .. }) if session == live
+        ),
+        "{refused:?}"
+    );
+    let refused = rt.block_on(moved.import_states(vec![(ended, purged_state)]));
+    assert!(
+        matches!(refused, Err(ImportStateError::Conflict { held, .. }) if held == ended_state),
+        "{refused:?}"
+    );
+    let refused = rt.block_on(moved.import_states(vec![(live, SessionState::Live)]));
+    assert!(
+        matches!(refused, Err(ImportStateError::Invalid { .. })),
+        "{refused:?}"
+    );
+    // The same states again change nothing (an interrupted import can run again).
+    rt.block_on(moved.import_states(vec![(ended, ended_state), (purged, purged_state)]))
+        .unwrap();
+    moved.close();
+    assert!(notify(&["export", copy.to_str().unwrap()]).raw == first.raw);
+
+    // The retention clock did not restart: a horizon just after the original end
+    // (well before the import) purges the moved session.
+    let SessionState::Ended { ended_at, .. } = ended_state else {
+        unreachable!()
+    };
+    let horizon = (ended_at + std::time::Duration::from_micros(1)).to_string();
+    let run = notify(&[
+        "purge",
+        copy.to_str().unwrap(),
+        "--ended-before",
+        &horizon,
+        "--json",
+    ]);
+    expect_code(&run, 0);
+    assert_eq!(run.json()[0]["sessions"], 1, "{}", run.stdout);
+
+    // One session alone, purged: its tombstone line.
+    let one = notify(&["export", path.to_str().unwrap(), &purged.to_string()]);
+    expect_code(&one, 0);
+    assert_eq!(
+        one.stdout,
+        format!(
+            "{EXPORT_HEADER}{}\n",
+            state_line(purged, &purged_state).unwrap()
+        )
+    );
+
+    // An export of an earlier build (format 1: the frame lines alone) still imports.
+    let old: String = lines
+        .iter()
+        .filter(|l| l.contains("\"record\":"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let from_old = dir.path().join("old.redb");
+    let run = notify_with_input(&["import", from_old.to_str().unwrap()], old.as_bytes());
+    expect_code(&run, 0);
+    assert!(
+        run.stdout.contains("of 2 session(s) (0 ended, 0 purged)"),
+        "{}",
+        run.stdout
+    );
+
+    // A later format is refused, and so are state lines that do not fit the frames.
+    let later = dir.path().join("later.redb");
+    let run = notify_with_input(
+        &["import", later.to_str().unwrap()],
+        b"{\"notify_export\":3}\n",
+    );
+    expect_code(&run, 8);
+    assert!(run.stderr.contains("format 3"), "{}", run.stderr);
+    let ended_line = state_line(ended, &ended_state).unwrap();
+    let early: String = lines
+        .iter()
+        .filter(|l| **l != ended_line)
+        .flat_map(|l| {
+            // The ended session's state line right after its first frame.
+            let first_frame = l.contains(&format!("\"session\":\"{ended}\",\"seq\":1,"));
+            let mut out = vec![format!("{l}\n")];
+            if first_frame {
+                out.push(format!("{ended_line}\n"));
+            }
+            out
+        })
+        .collect();
+    let run = notify_with_input(
+        &["import", dir.path().join("early.redb").to_str().unwrap()],
+        early.as_bytes(),
+    );
+    expect_code(&run, 8);
+    assert!(
+        run.stderr
+            .contains("but its frames before this line end at seq 1"),
         "{}",
         run.stderr
     );

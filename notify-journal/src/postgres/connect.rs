@@ -1,6 +1,7 @@
 //! Opening connections with a bounded wait, over TLS unless the settings say
 //! otherwise (see `tls.rs`).
 
+use std::path::Path;
 use std::time::Duration;
 
 use tokio_postgres::config::SslMode;
@@ -8,6 +9,7 @@ use tokio_postgres::{Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::{PgOpenError, PgTlsRefusal, sanitize};
+use super::passfile;
 use super::tls::{self, PgSslMode, PgTls};
 use crate::error::StorageError;
 
@@ -67,9 +69,11 @@ impl Connector {
         tls_options: Option<&PgTls>,
         timeout: Duration,
         op_timeout: Duration,
+        credentials: (Option<&str>, Option<&Path>),
     ) -> Result<Self, PgOpenError> {
         let (from_conninfo, rest) = tls::split_conninfo(conninfo)?;
         let mut config: Config = rest.parse().map_err(|_| PgOpenError::InvalidConfig)?;
+        passfile::fill(&mut config, credentials.0, credentials.1);
         let settings = tls::resolve(tls_options, from_conninfo, tls::all_hosts_local(&config));
         let mode = settings.mode();
         let tls = tls::client_config(&settings)?.map(MakeRustlsConnect::new);

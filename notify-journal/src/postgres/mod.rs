@@ -46,6 +46,7 @@ mod error;
 mod lease;
 mod migrations;
 mod options;
+mod passfile;
 mod reader;
 mod retention;
 mod schema;
@@ -159,7 +160,8 @@ const QUEUE: usize = 8192;
 /// The crate's PostgreSQL tests, the testkit's conformance run and the bench read the
 /// connection string from `NOTIFY_TEST_DATABASE_URL` (CI default:
 /// `host=127.0.0.1 port=5432 user=postgres dbname=test`); the library itself reads
-/// no environment.
+/// no environment (a password from `PGPASSWORD` or a password file is the caller's to
+/// pass: [`PgOptions::password`], [`PgOptions::passfile`]).
 ///
 /// # Connections
 ///
@@ -259,6 +261,10 @@ impl PgJournal {
             options.tls.as_ref(),
             options.connect_timeout,
             op_timeout,
+            (
+                options.password.as_ref().map(|p| p.0.as_str()),
+                options.passfile.as_deref(),
+            ),
         )?);
         let sql = Arc::new(Sql::new(&options.schema));
 

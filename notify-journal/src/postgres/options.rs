@@ -1,5 +1,6 @@
 //! Options of the PostgreSQL journal.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::PgOpenError;
@@ -62,6 +63,18 @@ pub struct PgOptions {
     pub(crate) writers: usize,
     pub(crate) max_record_bytes: usize,
     pub(crate) tls: Option<PgTls>,
+    pub(crate) password: Option<Secret>,
+    pub(crate) passfile: Option<PathBuf>,
+}
+
+/// A password: never printed (`Debug` shows that there is one, not what it is).
+#[derive(Clone)]
+pub(crate) struct Secret(pub(crate) String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 impl Default for PgOptions {
@@ -77,6 +90,8 @@ impl Default for PgOptions {
             writers: 3,
             max_record_bytes: crate::DEFAULT_MAX_RECORD_BYTES,
             tls: None,
+            password: None,
+            passfile: None,
         }
     }
 }
@@ -191,6 +206,33 @@ impl PgOptions {
     #[must_use]
     pub fn tls(mut self, tls: PgTls) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// The password to send when the connection string sets none (a connection
+    /// string's `password` always wins). For callers that read it from somewhere safer
+    /// than a command line, such as libpq's `PGPASSWORD`; never printed (`Debug`
+    /// redacts it) and never part of an error.
+    #[must_use]
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(Secret(password.into()));
+        self
+    }
+
+    /// A libpq password file (`~/.pgpass`'s format) to take the password from when
+    /// neither the connection string nor [`password`](Self::password) sets one: the
+    /// first line that matches the connection's host (tried in order, when there are
+    /// several), port, database and user. `*` matches any value; `\:` and `\\`
+    /// escape a colon and a backslash. As in libpq, a host that is a Unix socket
+    /// matches `localhost`, the port defaults to 5432, the database to the user, and
+    /// the user to the operating system's. A file that cannot be read is passed over,
+    /// as libpq does.
+    ///
+    /// The file is read as given: the caller decides whether to trust it (libpq, and
+    /// the `notify` command line, pass over one that others may read).
+    #[must_use]
+    pub fn passfile(mut self, path: impl Into<PathBuf>) -> Self {
+        self.passfile = Some(path.into());
         self
     }
 

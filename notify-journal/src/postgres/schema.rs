@@ -151,6 +151,9 @@ pub(crate) struct Sql {
     pub(crate) lookup: String,
     pub(crate) stored: String,
     pub(crate) session_state: String,
+    pub(crate) import_lock: String,
+    pub(crate) import_end: String,
+    pub(crate) import_tombstone: String,
     pub(crate) purge_step: String,
     pub(crate) drop_tombstones: String,
     pub(crate) replay: String,
@@ -191,6 +194,26 @@ impl Sql {
             ),
             session_state: format!(
                 "SELECT last_seq, ended_at, purged_at FROM {s}.sessions WHERE session = $1"
+            ),
+            // `import_states`, in one transaction of its own connection: lock the
+            // rows of the sessions to import, rewrite an end time, write a tombstone
+            // (over a row that holds nothing: no frame, no end).
+            import_lock: format!(
+                "SELECT session, last_seq, ended_at, purged_at, purge_done
+                 FROM {s}.sessions WHERE session = ANY ($1) ORDER BY session FOR UPDATE"
+            ),
+            import_end: format!(
+                "UPDATE {s}.sessions SET ended_at = $2
+                 WHERE session = $1 AND last_seq = $3 AND ended_at IS NOT NULL
+                   AND purged_at IS NULL"
+            ),
+            import_tombstone: format!(
+                "INSERT INTO {s}.sessions AS x (session, last_seq, ended_at, purged_at, purge_done)
+                 VALUES ($1, $2, $3, $4, true)
+                 ON CONFLICT (session) DO UPDATE SET
+                     last_seq = excluded.last_seq, ended_at = excluded.ended_at,
+                     purged_at = excluded.purged_at, purge_done = true
+                 WHERE x.last_seq = 0 AND x.ended_at IS NULL"
             ),
             // One bounded step in one statement's transaction: see migration 4.
             purge_step: format!(

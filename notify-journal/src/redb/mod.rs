@@ -5,6 +5,7 @@ mod body;
 mod compact;
 pub(crate) mod format;
 mod frame;
+mod import;
 mod open;
 pub(crate) mod options;
 mod purge;
@@ -33,7 +34,7 @@ use self::read::Snapshot;
 use self::writer::{Queue, Request};
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
-use crate::retention::{PurgeStep, SessionState};
+use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
 use crate::stats::CommitStats;
 use crate::verify::VerifyReport;
 
@@ -414,6 +415,53 @@ impl RedbJournal {
             reply,
         });
         async move { rx.await.unwrap_or(Err(JournalError::Closed)) }
+    }
+
+    /// Writes the states of sessions moved here from another journal (`notify
+    /// import`), so that they answer as they did there: an ended session keeps its
+    /// original end time (and so its place in the retention order), a purged one comes
+    /// back as its tombstone (end time, purge time, last seq, frame count), refusing a
+    /// late append with [`AppendError::SessionEnded`] `{ purged: true }`.
+    ///
+    /// For [`SessionState::Ended`], the session's frames must be imported first, its
+    /// end marker last (which ends it, at the time of that append): the row is then
+    /// rewritten with the given end time. For [`SessionState::Purged`], the session must
+    /// be unknown to the journal (no frame, no state). A state the journal already holds
+    /// exactly is left as it is, so an interrupted import can be run again.
+    ///
+    /// All the states are written in one write transaction, run by the writer thread
+    /// between two append batches, or none is. Appends still queued are not waited for:
+    /// await them first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the import: it commits or not.
+    ///
+    /// # Errors
+    ///
+    /// [`ImportStateError::Invalid`] for a state no import can write;
+    /// [`ImportStateError::Conflict`] when the journal holds a session otherwise (not
+    /// ended at that last seq, or known at all for a tombstone);
+    /// [`ImportStateError::Journal`] for damage found ([`JournalError::Corrupt`]), a
+    /// storage failure (the handle is then poisoned, as after a failed batch) or a
+    /// closed journal. Nothing is written on any error.
+    pub fn import_states(
+        &self,
+        states: Vec<(SessionId, SessionState)>,
+    ) -> impl Future<Output = Result<(), ImportStateError>> + Send + 'static {
+        let checked = states
+            .iter()
+            .try_for_each(|(session, state)| check_importable(*session, state));
+        let (reply, rx) = oneshot::channel();
+        if checked.is_ok() {
+            self.inner
+                .queue
+                .submit_chore(Chore::ImportStates { states, reply });
+        }
+        async move {
+            checked?;
+            rx.await.unwrap_or(Err(JournalError::Closed.into()))
+        }
     }
 
     /// [`JournalBackend::sessions`], on the calling thread.

@@ -10,7 +10,7 @@
 //! of the session's log, each with its position and index entry (the key is read from
 //! the frame's checked header); the step that removes the last one marks the row purged.
 
-use notify_types::Timestamp;
+use notify_types::{SessionId, Timestamp};
 use redb::{ReadableTable, WriteTransaction};
 use tokio::sync::oneshot;
 
@@ -22,7 +22,7 @@ use super::read::sid;
 use super::state::{SessionRow, Stage, nanos};
 use crate::error::{Corruption, JournalError, StorageError};
 use crate::integrity::corrupt;
-use crate::retention::PurgeStep;
+use crate::retention::{ImportStateError, PurgeStep, SessionState};
 
 /// A write the writer thread runs alone in its own transaction.
 pub(crate) enum Chore {
@@ -38,6 +38,11 @@ pub(crate) enum Chore {
         limit: usize,
         reply: oneshot::Sender<Result<u64, JournalError>>,
     },
+    /// Write imported session states (`import.rs`), all or none.
+    ImportStates {
+        states: Vec<(SessionId, SessionState)>,
+        reply: oneshot::Sender<Result<(), ImportStateError>>,
+    },
 }
 
 impl Chore {
@@ -51,6 +56,9 @@ impl Chore {
             Self::DropTombstones { reply, .. } => {
                 let _ = reply.send(Err(error));
             }
+            Self::ImportStates { reply, .. } => {
+                let _ = reply.send(Err(error.into()));
+            }
         }
     }
 }
@@ -63,18 +71,18 @@ pub(crate) enum ChoreFailure {
     Storage(StorageError),
 }
 
-fn storage<E>(context: &'static str) -> impl Fn(E) -> ChoreFailure
+pub(super) fn storage<E>(context: &'static str) -> impl Fn(E) -> ChoreFailure
 where
     E: std::error::Error + Send + Sync + 'static,
 {
     move |e| ChoreFailure::Storage(StorageError::new(context, e))
 }
 
-fn damaged(session: u128, seq: u64, cause: Corruption) -> ChoreFailure {
+pub(super) fn damaged(session: u128, seq: u64, cause: Corruption) -> ChoreFailure {
     ChoreFailure::Damaged(corrupt(sid(session), seq, cause))
 }
 
-fn inconsistent(session: u128, seq: u64, what: String) -> ChoreFailure {
+pub(super) fn inconsistent(session: u128, seq: u64, what: String) -> ChoreFailure {
     damaged(session, seq, Corruption::Inconsistent(what))
 }
 

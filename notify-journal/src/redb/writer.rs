@@ -672,6 +672,20 @@ impl Writer {
                 let _ = reply.send(result.map(|(_, n)| n));
                 committed && self.options.durability == Durability::NonDurableForTestsOnly
             }
+            Chore::ImportStates { states, reply } => {
+                let result = self.chore_txn(|txn| {
+                    Ok(match super::import::import_states(txn, &states)? {
+                        Ok(wrote) => (wrote, Ok(())),
+                        Err(refused) => (false, Err(refused)),
+                    })
+                });
+                let committed = matches!(result, Ok((true, _)));
+                let _ = reply.send(match result {
+                    Ok((_, answer)) => answer,
+                    Err(e) => Err(e.into()),
+                });
+                committed && self.options.durability == Durability::NonDurableForTestsOnly
+            }
         }
     }
 

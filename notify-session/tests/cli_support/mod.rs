@@ -3,14 +3,18 @@
 // Shared by cli_redb.rs and cli_postgres.rs; each uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod password_server;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use notify_journal::{JournalBackend, replay_all};
+use notify_journal::{JournalBackend, SessionState, replay_all};
 use notify_session::{RestoreReport, restore};
 use notify_testkit::sample;
-use notify_types::{JournalRecord, LoopId, ProcessLifecycleKind, SessionId};
+use notify_types::{
+    JournalRecord, LoopId, ProcessLifecycleKind, SessionEnded, SessionEvent, SessionId, Timestamp,
+};
 
 /// What one run of the binary did.
 #[derive(Debug)]
@@ -48,6 +52,23 @@ pub(crate) fn notify(args: &[&str]) -> Run {
         .output()
         .expect("run notify");
     finish(out)
+}
+
+/// The environment variables `notify` reads credentials from; [`notify_env`] clears them.
+const CREDENTIAL_VARS: &[&str] = &["NOTIFY_DATABASE_URL", "PGPASSWORD", "PGPASSFILE"];
+
+/// Runs `notify ARGS` (stdin empty) with only `vars` of the credential variables set,
+/// and `HOME` at `home` (where it looks for `.pgpass`).
+pub(crate) fn notify_env(args: &[&str], vars: &[(&str, &str)], home: &Path) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_notify"));
+    cmd.args(args).stdin(Stdio::null()).env("HOME", home);
+    for var in CREDENTIAL_VARS {
+        cmd.env_remove(var);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    finish(cmd.output().expect("run notify"))
 }
 
 /// Runs `notify ARGS` with `input` on stdin.
@@ -126,6 +147,8 @@ pub(crate) async fn populate(journal: &dyn JournalBackend) -> Fixture {
 /// What the library answers about one session.
 pub(crate) struct Truth {
     pub(crate) frames: Vec<(u64, JournalRecord)>,
+    /// Live or ended (a purged session has no frames to compare).
+    pub(crate) state: SessionState,
     pub(crate) head: u64,
     pub(crate) report: RestoreReport,
 }
@@ -138,6 +161,7 @@ pub(crate) async fn truth(journal: &dyn JournalBackend) -> BTreeMap<SessionId, T
             session,
             Truth {
                 frames: replay_all(journal, session).await.expect("replay"),
+                state: journal.session_state(session).await.expect("state"),
                 head: journal.last_seq(session).await.expect("last seq"),
                 report: restore(session, journal).await.expect("restore"),
             },
@@ -237,10 +261,28 @@ pub(crate) fn check_pending(run: &Run, truth: &BTreeMap<SessionId, Truth>) {
     assert_eq!(summary["orphans"], want_orphans.len() as u64);
 }
 
-/// Checks that an export is one line per frame of the library's replay, in the
-/// canonical form, sessions in ID order.
+/// The first line of every export of this build.
+pub(crate) const EXPORT_HEADER: &str = "{\"notify_export\":2}\n";
+
+/// The state line an export writes for `session` (none for a live one).
+pub(crate) fn state_line(session: SessionId, state: &SessionState) -> Option<String> {
+    match state {
+        SessionState::Ended { ended_at, last_seq } => Some(format!(
+            r#"{{"session":"{session}","state":"ended","ended_at":"{ended_at}","last_seq":{last_seq}}}"#
+        )),
+        SessionState::Purged(t) => Some(format!(
+            r#"{{"session":"{session}","state":"purged","ended_at":"{}","purged_at":"{}","last_seq":{},"frames":{}}}"#,
+            t.ended_at, t.purged_at, t.last_seq, t.frames
+        )),
+        _ => None,
+    }
+}
+
+/// Checks that an export is its first line, then one line per frame of the library's
+/// replay, in the canonical form, sessions in ID order, each ended one followed by its
+/// state line.
 pub(crate) fn check_export(raw: &[u8], truth: &BTreeMap<SessionId, Truth>) {
-    let mut want = Vec::new();
+    let mut want = EXPORT_HEADER.as_bytes().to_vec();
     for (session, t) in truth {
         for (seq, record) in &t.frames {
             want.extend_from_slice(
@@ -248,6 +290,10 @@ pub(crate) fn check_export(raw: &[u8], truth: &BTreeMap<SessionId, Truth>) {
             );
             want.extend_from_slice(&record.encode());
             want.extend_from_slice(b"}\n");
+        }
+        if let Some(line) = state_line(*session, &t.state) {
+            want.extend_from_slice(line.as_bytes());
+            want.push(b'\n');
         }
     }
     assert!(
@@ -263,4 +309,82 @@ pub(crate) fn fingerprint(path: &Path) -> (Vec<u8>, std::time::SystemTime) {
         .and_then(|m| m.modified())
         .expect("mtime");
     (bytes, mtime)
+}
+
+/// The end marker of `session`.
+pub(crate) fn end_marker(session: SessionId) -> JournalRecord {
+    JournalRecord::from(SessionEvent::from(SessionEnded::new(session)))
+}
+
+/// Ends `purged` and purges it (nothing else of the journal has ended), then ends
+/// `ended`: the journal then holds a live session or more, an ended one and a tombstone.
+/// Returns their states.
+pub(crate) async fn end_and_purge(
+    journal: &dyn JournalBackend,
+    ended: SessionId,
+    purged: SessionId,
+) -> (SessionState, SessionState) {
+    let out = journal
+        .append(purged, end_marker(purged))
+        .await
+        .expect("end marker");
+    assert!(out.appended);
+    // Any horizon after its end: nothing else has ended yet.
+    let horizon = Timestamp::from_second(Timestamp::now().as_second() + 3600).expect("time");
+    let report = notify_journal::purge(journal, horizon, 16)
+        .await
+        .expect("purge");
+    assert_eq!((report.sessions, report.frames), (1, out.seq));
+    let out = journal
+        .append(ended, end_marker(ended))
+        .await
+        .expect("end marker");
+    assert!(out.appended);
+    let ended_state = journal.session_state(ended).await.expect("state");
+    let purged_state = journal.session_state(purged).await.expect("state");
+    assert!(
+        matches!(ended_state, SessionState::Ended { .. }),
+        "{ended_state:?}"
+    );
+    assert!(purged_state.is_purged(), "{purged_state:?}");
+    (ended_state, purged_state)
+}
+
+/// Checks that `journal` holds `ended` and `purged` in exactly these states, and that
+/// late appends to them are refused: a new notification to the ended session as ended,
+/// any to the purged one as purged (not appended at seq 1).
+pub(crate) async fn check_moved_states(
+    journal: &dyn JournalBackend,
+    (ended, ended_state): (SessionId, SessionState),
+    (purged, purged_state): (SessionId, SessionState),
+) {
+    assert_eq!(
+        journal.session_state(ended).await.expect("state"),
+        ended_state,
+        "the ended session's state (its end time) did not survive the move"
+    );
+    assert_eq!(
+        journal.session_state(purged).await.expect("state"),
+        purged_state,
+        "the purged session's tombstone did not survive the move"
+    );
+    let SessionState::Purged(tombstone) = purged_state else {
+        panic!("not a tombstone: {purged_state:?}")
+    };
+    assert_eq!(
+        journal.last_seq(purged).await.expect("last seq"),
+        tombstone.last_seq
+    );
+    for (session, purged) in [(ended, false), (purged, true)] {
+        let late = sample::command(session, LoopId::new());
+        match journal.append(session, late).await {
+            Err(notify_journal::AppendError::SessionEnded {
+                session: s,
+                purged: p,
+            }) => {
+                assert_eq!((s, p), (session, purged));
+            }
+            other => panic!("a late append to session {session} answered {other:?}"),
+        }
+    }
 }

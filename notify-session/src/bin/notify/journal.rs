@@ -42,10 +42,10 @@ pub(crate) enum Journal {
     Postgres(PgJournal),
 }
 
-/// PostgreSQL options: the schema, one writer, and (for reads) nothing created or
-/// migrated.
+/// PostgreSQL options: the schema, one writer, the password from the environment
+/// (`credentials.rs`), and (for reads) nothing created or migrated.
 pub(crate) fn pg_options(schema: &str, write: bool) -> PgOptions {
-    let options = PgOptions::default().schema(schema).writers(1);
+    let options = crate::credentials::with_password(PgOptions::default().schema(schema).writers(1));
     if write {
         options
     } else {

@@ -5,9 +5,11 @@
 //! a redb file read-only and never change it; a PostgreSQL schema is neither created
 //! nor migrated by them. Every figure comes from the library's own answers (the
 //! listing, replay, restore's reduction, the deep verify): the command line holds no
-//! journal logic of its own. Built with the `cli` feature:
-//! `cargo install … notify-session --features cli --bin notify`.
+//! journal logic of its own. PostgreSQL credentials can come from the environment
+//! instead of argv (`credentials.rs`). Built with the `cli` feature:
+//! `cargo install --path notify-session --features cli --bin notify` from a clone.
 
+mod credentials;
 mod error;
 mod integrity;
 mod journal;
@@ -29,7 +31,7 @@ use crate::output::Out;
 
 /// Inspect, verify, export, import and purge notify journals: redb files or PostgreSQL.
 #[derive(Parser)]
-#[command(name = "notify", version, after_help = EXIT_STATUS_HELP)]
+#[command(name = "notify", version, after_help = concat_help())]
 struct Cli {
     /// Print JSON lines (one object per line) for scripts instead of tables.
     #[arg(long, global = true)]
@@ -43,12 +45,34 @@ struct Cli {
 struct Db {
     /// Use the PostgreSQL journal at CONNINFO (a libpq string such as
     /// "host=db user=notify dbname=notify", or a postgresql:// URL) instead of a file;
-    /// PATH is then left out.
+    /// PATH is then left out. Without it and without PATH, NOTIFY_DATABASE_URL names
+    /// the journal. Keep the password out of it: PGPASSWORD or the password file give
+    /// it (see `notify --help`).
     #[arg(long, value_name = "CONNINFO")]
     postgres: Option<String>,
     /// The PostgreSQL schema holding the journal [default: notify_journal].
-    #[arg(long, value_name = "S", requires = "postgres")]
+    #[arg(long, value_name = "S")]
     schema: Option<String>,
+}
+
+/// The environment, for `notify --help`.
+const ENVIRONMENT_HELP: &str = "\
+Environment (PostgreSQL; the password never needs to be on the command line):
+  NOTIFY_DATABASE_URL  the connection string when neither --postgres nor PATH is given
+                       (`--postgres CONNINFO` wins over it)
+  PGPASSWORD           the password, when the connection string has none
+  PGPASSFILE           the password file [default: ~/.pgpass; on Windows
+                       %APPDATA%\\postgresql\\pgpass.conf], read when neither the connection
+                       string nor PGPASSWORD gives a password: libpq's format, one
+                       hostname:port:database:username:password a line, `*` matching
+                       anything, `\\:` and `\\\\` escaping a colon and a backslash, the first
+                       matching line wins. On Unix a file others may read (not u=rw, 0600,
+                       or less) is passed over with a warning, as libpq does.
+  A password in the connection string wins over both.";
+
+/// `notify --help`'s closing text: the environment, then the exit statuses.
+fn concat_help() -> String {
+    format!("{ENVIRONMENT_HELP}\n\n{EXIT_STATUS_HELP}")
 }
 
 /// The exit statuses, for every command's `--help` (a macro so `concat!` takes it).
@@ -159,12 +183,18 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
-    /// Every frame (or one session's) as JSON lines, in the canonical wire form.
+    /// Every session (or one) as JSON lines: frames, end times and tombstones.
     ///
-    /// One line per frame, to stdout: `{"session":…,"seq":…,"record":RECORD}`, RECORD
-    /// being the record's `JournalRecord::encode` bytes. `notify import` reads it back;
-    /// export, import and export again give the same bytes. Purged sessions (only a
-    /// tombstone left) are skipped, with a note on stderr. Opens the journal read-only.
+    /// To stdout, export format 2: a first line `{"notify_export":2}`; then, session by
+    /// session in ID order, one line per frame, `{"session":…,"seq":…,"record":RECORD}`
+    /// (RECORD being the record's `JournalRecord::encode` bytes), and after the frames
+    /// of an ended session its state line,
+    /// `{"session":…,"state":"ended","ended_at":TIME,"last_seq":N}`. A purged session
+    /// (only its tombstone left) is one line,
+    /// `{"session":…,"state":"purged","ended_at":TIME,"purged_at":TIME,"last_seq":N,"frames":N}`.
+    /// TIME is RFC 3339 in UTC. `notify import` reads it back (and format 1, the frame
+    /// lines alone, of earlier builds); export, import and export again give the same
+    /// bytes. Opens the journal read-only.
     #[command(
         override_usage = "notify export PATH [SESSION]\n       notify export --postgres CONNINFO [--schema S] [SESSION]",
         after_help = concat!(
@@ -180,10 +210,15 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
-    /// Appends an export to an empty journal, at the same seqs.
+    /// Appends an export to an empty journal, at the same seqs, with its sessions' states.
     ///
     /// Reads `notify export`'s lines from --input FILE, or stdin. A redb file is
-    /// created if missing; a journal that holds any session is refused.
+    /// created if missing; a journal that holds any session is refused. Ended sessions
+    /// keep their original end time (so their retention clock does not restart), purged
+    /// ones come back as their tombstones (a late append to them is still refused).
+    /// Reads export format 2 and format 1 (earlier builds: frames only, whose ended
+    /// sessions then end at the time of the import); a later format is refused. On
+    /// PostgreSQL, times are kept to the microsecond.
     #[command(
         override_usage = "notify import PATH [--input FILE]\n       notify import --postgres CONNINFO [--schema S] [--input FILE]",
         after_help = concat!(
@@ -275,15 +310,33 @@ fn locate(
 ) -> Result<(Location, Vec<String>), clap::Error> {
     let usage =
         |msg: String| Cli::command().error(clap::error::ErrorKind::WrongNumberOfValues, msg);
-    let at = match db.postgres {
+    // NOTIFY_DATABASE_URL stands for `--postgres` when no PATH is given: no more
+    // arguments than the command takes after PATH, and for a command whose SESSION is
+    // optional, a lone argument that is a session ID rather than a path.
+    let no_path = args.len() <= *rest.end()
+        && (args.len() <= *rest.start()
+            || args.first().is_some_and(|a| a.parse::<SessionId>().is_ok()));
+    let conninfo = db.postgres.or_else(|| {
+        no_path
+            .then(|| credentials::env_conninfo(&credentials::ProcessEnv))
+            .flatten()
+    });
+    let at = match conninfo {
         Some(conninfo) => Location::Postgres {
             conninfo,
             schema: db.schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()),
         },
+        None if db.schema.is_some() => {
+            return Err(usage(
+                "--schema needs a PostgreSQL journal (--postgres CONNINFO, or NOTIFY_DATABASE_URL)"
+                    .to_owned(),
+            ));
+        }
         None => {
             if args.is_empty() {
                 return Err(usage(
-                    "a journal PATH (or --postgres CONNINFO) is required".to_owned(),
+                    "a journal PATH (or --postgres CONNINFO, or NOTIFY_DATABASE_URL) is required"
+                        .to_owned(),
                 ));
             }
             Location::File(PathBuf::from(args.remove(0)))
