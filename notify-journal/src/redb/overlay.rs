@@ -1,0 +1,209 @@
+//! A storage backend that reads a file as it is and keeps every write in memory, so a
+//! check can open a journal the way a writer does (redb's page check, its recovery of a
+//! file not closed cleanly, the allocator state it saves at close) without changing a
+//! byte of the file.
+//!
+//! Locks are the file's own ([`FileBackend`]'s): the check holds the file as a writer
+//! would, so no other process writes to it meanwhile and a running writer makes the
+//! open `AlreadyOpen`. Memory grows with what redb writes during the check (its header,
+//! the pages of a recovery commit and of the allocator state), not with the file.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::ops::Bound;
+use std::sync::{Mutex, PoisonError};
+
+use redb::backends::FileBackend;
+use redb::{BackendError, StorageBackend};
+
+/// Bytes per block of the in-memory copy of what was written.
+const BLOCK: u64 = 4096;
+
+/// The file (read, and locked) with the writes laid over it in memory.
+pub(crate) struct Overlay {
+    file: FileBackend,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The length the database sees.
+    len: u64,
+    /// Bytes of the file still visible: its length, less whatever a shrink cut off
+    /// (what grows back reads as zeros).
+    file_visible: u64,
+    /// Written blocks, by block number; bytes at or past `len` are zero.
+    blocks: BTreeMap<u64, Box<[u8]>>,
+}
+
+impl std::fmt::Debug for Overlay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("Overlay")
+            .field("file", &self.file)
+            .field("len", &state.len)
+            .field("blocks_written", &state.blocks.len())
+            .finish()
+    }
+}
+
+impl Overlay {
+    /// Lays an empty overlay over `file`, which must be open for reading (and for
+    /// writing, for the exclusive locks a writer's open takes; nothing is written
+    /// through it).
+    pub(crate) fn new(file: File) -> std::io::Result<Self> {
+        let len = file.metadata()?.len();
+        let file = FileBackend::new(file).map_err(std::io::Error::other)?;
+        Ok(Self {
+            file,
+            state: Mutex::new(State {
+                len,
+                file_visible: len,
+                blocks: BTreeMap::new(),
+            }),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads `out.len()` bytes at `offset` of the file as it is (zeros past what is
+    /// visible of it), ignoring the blocks written.
+    fn read_file(&self, state: &State, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        let visible = usize::try_from(state.file_visible.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(out.len());
+        let (from_file, zeros) = out.split_at_mut(visible);
+        if !from_file.is_empty() {
+            self.file.read(offset, from_file)?;
+        }
+        zeros.fill(0);
+        Ok(())
+    }
+}
+
+fn io_error(message: &'static str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, message)
+}
+
+/// `offset` as an index into a block.
+fn within(offset: u64) -> usize {
+    // Always below BLOCK.
+    usize::try_from(offset % BLOCK).unwrap_or(0)
+}
+
+impl StorageBackend for Overlay {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        Ok(self.state().len)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        let state = self.state();
+        let end = offset
+            .checked_add(out.len() as u64)
+            .filter(|end| *end <= state.len)
+            .ok_or_else(|| io_error("read past the end of the database"))?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        // Runs of unwritten blocks are read from the file in one call each.
+        let mut at = offset;
+        let mut run_start = offset;
+        while at < end {
+            let block = at / BLOCK;
+            let block_end = ((block + 1) * BLOCK).min(end);
+            if let Some(bytes) = state.blocks.get(&block) {
+                let done = usize::try_from(run_start - offset).unwrap_or(usize::MAX);
+                let upto = usize::try_from(at - offset).unwrap_or(usize::MAX);
+                self.read_file(&state, run_start, &mut out[done..upto])?;
+                let n = usize::try_from(block_end - at).unwrap_or(0);
+                out[upto..upto + n].copy_from_slice(&bytes[within(at)..within(at) + n]);
+                run_start = block_end;
+            }
+            at = block_end;
+        }
+        let done = usize::try_from(run_start - offset).unwrap_or(usize::MAX);
+        self.read_file(&state, run_start, &mut out[done..])
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        let mut state = self.state();
+        if len < state.len {
+            state.file_visible = state.file_visible.min(len);
+            let first_gone = len.div_ceil(BLOCK);
+            state.blocks.split_off(&first_gone);
+            if len % BLOCK != 0
+                && let Some(bytes) = state.blocks.get_mut(&(len / BLOCK))
+            {
+                bytes[within(len)..].fill(0);
+            }
+        }
+        state.len = len;
+        Ok(())
+    }
+
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        let mut state = self.state();
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| io_error("write past the largest offset"))?;
+        let mut at = offset;
+        while at < end {
+            let block = at / BLOCK;
+            let block_end = ((block + 1) * BLOCK).min(end);
+            if !state.blocks.contains_key(&block) {
+                let mut bytes = vec![0u8; BLOCK as usize].into_boxed_slice();
+                let start = block * BLOCK;
+                let visible = usize::try_from(state.len.saturating_sub(start))
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
+                self.read_file(&state, start, &mut bytes[..visible])?;
+                state.blocks.insert(block, bytes);
+            }
+            let from = usize::try_from(at - offset).unwrap_or(usize::MAX);
+            let n = usize::try_from(block_end - at).unwrap_or(0);
+            if let Some(bytes) = state.blocks.get_mut(&block) {
+                bytes[within(at)..within(at) + n].copy_from_slice(&data[from..from + n]);
+            }
+            at = block_end;
+        }
+        state.len = state.len.max(end);
+        Ok(())
+    }
+
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.file.close()
+    }
+
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.try_lock_range(start, end)
+    }
+
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.file.try_lock_shared_range(start, end)
+    }
+
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.lock_range(start, end)
+    }
+
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.lock_shared_range(start, end)
+    }
+
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.unlock_range(start, end)
+    }
+
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.query_lock_range(start, end)
+    }
+}
