@@ -236,7 +236,8 @@ pub enum OpenError {
         /// The journal file.
         path: std::path::PathBuf,
     },
-    /// There is no file at the path. Only a read-only open and
+    /// There is no file at the path. Only a read-only open,
+    /// [`RedbJournal::verify_file`](crate::RedbJournal::verify_file) and
     /// [`RedbJournal::compact_file`](crate::RedbJournal::compact_file) answer this; a
     /// writable open creates the journal.
     #[error("no journal at {path}: the file does not exist")]

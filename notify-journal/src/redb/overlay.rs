@@ -207,3 +207,80 @@ impl StorageBackend for Overlay {
         self.file.query_lock_range(start, end)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(u64, Vec<u8>),
+        SetLen(u64),
+        Read(u64, usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (
+                0u64..20_000,
+                proptest::collection::vec(any::<u8>(), 0..9000)
+            )
+                .prop_map(|(o, d)| Op::Write(o, d)),
+            (0u64..24_000).prop_map(Op::SetLen),
+            (0u64..24_000, 0usize..12_000).prop_map(|(o, n)| Op::Read(o, n)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The overlay reads back exactly what a file given the same writes and lengths
+        /// would hold, and the file underneath never changes.
+        #[test]
+        fn reads_as_the_written_file_and_never_writes_it(
+            initial in proptest::collection::vec(any::<u8>(), 0..10_000),
+            ops in proptest::collection::vec(op(), 1..40),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("base");
+            std::fs::write(&path, &initial).unwrap();
+            let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+            let overlay = Overlay::new(file).unwrap();
+            let mut model = initial.clone();
+            for op in ops {
+                match op {
+                    Op::Write(offset, data) => {
+                        overlay.write(offset, &data).unwrap();
+                        let (o, end) = (offset as usize, offset as usize + data.len());
+                        if model.len() < end {
+                            model.resize(end, 0);
+                        }
+                        model[o..end].copy_from_slice(&data);
+                    }
+                    Op::SetLen(len) => {
+                        overlay.set_len(len).unwrap();
+                        model.resize(len as usize, 0);
+                    }
+                    Op::Read(offset, n) => {
+                        let mut out = vec![0xAA; n];
+                        let got = overlay.read(offset, &mut out);
+                        if offset as usize + n <= model.len() {
+                            got.unwrap();
+                            prop_assert_eq!(&out[..], &model[offset as usize..offset as usize + n]);
+                        } else {
+                            prop_assert!(got.is_err());
+                        }
+                    }
+                }
+                prop_assert_eq!(overlay.len().unwrap(), model.len() as u64);
+            }
+            let mut all = vec![0; model.len()];
+            overlay.read(0, &mut all).unwrap();
+            prop_assert_eq!(all, model);
+            overlay.close().unwrap();
+            prop_assert_eq!(std::fs::read(&path).unwrap(), initial);
+        }
+    }
+}
