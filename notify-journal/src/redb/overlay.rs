@@ -132,7 +132,7 @@ impl StorageBackend for Overlay {
             state.file_visible = state.file_visible.min(len);
             let first_gone = len.div_ceil(BLOCK);
             state.blocks.split_off(&first_gone);
-            if len % BLOCK != 0
+            if !len.is_multiple_of(BLOCK)
                 && let Some(bytes) = state.blocks.get_mut(&(len / BLOCK))
             {
                 bytes[within(len)..].fill(0);
