@@ -140,8 +140,9 @@ enum Command {
     /// as a writer would (a running writer makes it exit 6), and what it writes while
     /// checking (its recovery of a file not closed cleanly, its allocator state) goes to
     /// a private copy in memory, so the file's bytes never change. A format-1 file is
-    /// checked as its upgrade would check it, not upgraded; so is a file not closed
-    /// cleanly, which a plain `verify` refuses (exit 7).
+    /// checked as its upgrade would check it, and not upgraded; a file not closed
+    /// cleanly (which a plain `verify` refuses, exit 7) is checked as redb recovers it,
+    /// and left unrecovered.
     #[command(
         override_usage = "notify verify PATH [--pages] [--max-problems N]\n       \
                           notify verify --postgres CONNINFO [--schema S] [--max-problems N]",
