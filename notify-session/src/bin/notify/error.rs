@@ -111,12 +111,22 @@ impl CliError {
             OpenError::Damaged { reason, .. } => {
                 Self::new(Exit::Damaged, format!("{p} is a damaged journal: {reason}"))
             }
-            OpenError::UpgradeRefused { .. } => Self::new(
+            OpenError::UpgradeRefused {
+                problems,
+                problem_count,
+                ..
+            } => Self::new(
                 Exit::Damaged,
                 format!(
-                    "{p} is a damaged journal: {} (`notify verify --pages` lists every problem \
-                     without writing)",
-                    chain(e)
+                    "{p} is a damaged journal of format 1, not upgraded (nothing was written): \
+                     {}{} (`notify verify --pages` lists every problem without writing)",
+                    problems
+                        .first()
+                        .map_or_else(|| "damaged".to_owned(), ToString::to_string),
+                    match problem_count.saturating_sub(1) {
+                        0 => String::new(),
+                        more => format!(", and {more} more"),
+                    }
                 ),
             ),
             OpenError::NeedsWritableOpen { reason, .. } => Self::new(
