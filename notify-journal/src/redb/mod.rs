@@ -507,7 +507,8 @@ impl RedbJournal {
     /// freed end. A running journal reuses the pages purges free, so its file stops
     /// growing under a steady state; this gives the space back to the file system.
     /// Opening checks the file as [`open`](Self::open) does by default (redb's page
-    /// check; a format-1 file is upgraded first).
+    /// check; a format-1 file is checked and upgraded first, a damaged one refused with
+    /// [`OpenError::UpgradeRefused`] and left as it was).
     ///
     /// redb compacts in its own transactions (two-phase commits): a crash during it
     /// leaves the journal as it was or compacted, never damaged.
