@@ -86,10 +86,24 @@ fn io_error(message: &'static str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::UnexpectedEof, message)
 }
 
-/// `offset` as an index into a block.
-fn within(offset: u64) -> usize {
-    // Always below BLOCK.
-    usize::try_from(offset % BLOCK).unwrap_or(0)
+/// `buf[from..to]`, or an error (never a panic) should the bounds not hold.
+fn piece(buf: &[u8], from: u64, to: u64) -> Result<&[u8], std::io::Error> {
+    let (from, to) = (usize::try_from(from), usize::try_from(to));
+    match (from, to) {
+        (Ok(f), Ok(t)) => buf.get(f..t),
+        _ => None,
+    }
+    .ok_or_else(|| io_error("an overlay range out of bounds"))
+}
+
+/// `buf[from..to]`, mutable, or an error (never a panic) should the bounds not hold.
+fn piece_mut(buf: &mut [u8], from: u64, to: u64) -> Result<&mut [u8], std::io::Error> {
+    let (from, to) = (usize::try_from(from), usize::try_from(to));
+    match (from, to) {
+        (Ok(f), Ok(t)) => buf.get_mut(f..t),
+        _ => None,
+    }
+    .ok_or_else(|| io_error("an overlay range out of bounds"))
 }
 
 impl StorageBackend for Overlay {
@@ -111,19 +125,22 @@ impl StorageBackend for Overlay {
         let mut run_start = offset;
         while at < end {
             let block = at / BLOCK;
-            let block_end = ((block + 1) * BLOCK).min(end);
+            let block_start = block * BLOCK;
+            let block_end = block_start.saturating_add(BLOCK).min(end);
             if let Some(bytes) = state.blocks.get(&block) {
-                let done = usize::try_from(run_start - offset).unwrap_or(usize::MAX);
-                let upto = usize::try_from(at - offset).unwrap_or(usize::MAX);
-                self.read_file(&state, run_start, &mut out[done..upto])?;
-                let n = usize::try_from(block_end - at).unwrap_or(0);
-                out[upto..upto + n].copy_from_slice(&bytes[within(at)..within(at) + n]);
+                let run = piece_mut(out, run_start - offset, at - offset)?;
+                self.read_file(&state, run_start, run)?;
+                piece_mut(out, at - offset, block_end - offset)?.copy_from_slice(piece(
+                    bytes,
+                    at - block_start,
+                    block_end - block_start,
+                )?);
                 run_start = block_end;
             }
             at = block_end;
         }
-        let done = usize::try_from(run_start - offset).unwrap_or(usize::MAX);
-        self.read_file(&state, run_start, &mut out[done..])
+        let rest = piece_mut(out, run_start - offset, end - offset)?;
+        self.read_file(&state, run_start, rest)
     }
 
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
@@ -135,7 +152,7 @@ impl StorageBackend for Overlay {
             if !len.is_multiple_of(BLOCK)
                 && let Some(bytes) = state.blocks.get_mut(&(len / BLOCK))
             {
-                bytes[within(len)..].fill(0);
+                piece_mut(bytes, len % BLOCK, BLOCK)?.fill(0);
             }
         }
         state.len = len;
@@ -154,20 +171,17 @@ impl StorageBackend for Overlay {
         let mut at = offset;
         while at < end {
             let block = at / BLOCK;
-            let block_end = ((block + 1) * BLOCK).min(end);
+            let block_start = block * BLOCK;
+            let block_end = block_start.saturating_add(BLOCK).min(end);
             if !state.blocks.contains_key(&block) {
                 let mut bytes = vec![0u8; BLOCK as usize].into_boxed_slice();
-                let start = block * BLOCK;
-                let visible = usize::try_from(state.len.saturating_sub(start))
-                    .unwrap_or(usize::MAX)
-                    .min(bytes.len());
-                self.read_file(&state, start, &mut bytes[..visible])?;
+                let visible = state.len.saturating_sub(block_start).min(BLOCK);
+                self.read_file(&state, block_start, piece_mut(&mut bytes, 0, visible)?)?;
                 state.blocks.insert(block, bytes);
             }
-            let from = usize::try_from(at - offset).unwrap_or(usize::MAX);
-            let n = usize::try_from(block_end - at).unwrap_or(0);
             if let Some(bytes) = state.blocks.get_mut(&block) {
-                bytes[within(at)..within(at) + n].copy_from_slice(&data[from..from + n]);
+                piece_mut(bytes, at - block_start, block_end - block_start)?
+                    .copy_from_slice(piece(data, at - offset, block_end - offset)?);
             }
             at = block_end;
         }
