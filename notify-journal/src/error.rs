@@ -236,7 +236,8 @@ pub enum OpenError {
         /// The journal file.
         path: std::path::PathBuf,
     },
-    /// There is no file at the path. Only a read-only open and
+    /// There is no file at the path. Only a read-only open,
+    /// [`RedbJournal::verify_file`](crate::RedbJournal::verify_file) and
     /// [`RedbJournal::compact_file`](crate::RedbJournal::compact_file) answer this; a
     /// writable open creates the journal.
     #[error("no journal at {path}: the file does not exist")]
@@ -291,6 +292,29 @@ pub enum OpenError {
         path: std::path::PathBuf,
         /// What was found.
         reason: String,
+    },
+    /// A format-1 journal was not upgraded: the check of every frame, index entry and
+    /// head left in its format-1 tables, which runs before the upgrade writes anything,
+    /// found damage. Each problem names the session and the seq (or key) where it is.
+    /// Nothing was written: the file is still of format 1, byte for byte (a file not
+    /// closed cleanly was recovered by redb first; a format-1 build reads it as before).
+    /// Restore the file from a backup, or export what is readable with the format-1
+    /// build. `RedbJournal::verify_file` lists every problem without writing.
+    #[error(
+        "journal {path} of format 1 was not upgraded, nothing was written: {}{}",
+        problems.first().map_or_else(|| "damaged".to_owned(), ToString::to_string),
+        match problem_count.saturating_sub(1) {
+            0 => String::new(),
+            more => format!(" (and {more} more problems)"),
+        }
+    )]
+    UpgradeRefused {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// The first problems found (at most 8), in `(session, seq)` order.
+        problems: Vec<crate::verify::Problem>,
+        /// Every problem found.
+        problem_count: u64,
     },
     /// An I/O or storage-engine failure while opening, creating or recovering the file.
     #[error("cannot open journal {path}")]

@@ -561,8 +561,127 @@ fn a_journal_held_by_a_running_process_is_in_use() {
         fingerprint(&killed) == before,
         "the refused read changed the file"
     );
+    // The page check reads it as it is and leaves it so (still not closed cleanly).
     expect_code(&notify(&["verify", killed.to_str().unwrap(), "--pages"]), 0);
+    assert!(
+        fingerprint(&killed) == before,
+        "verify --pages changed the file"
+    );
+    expect_code(&notify(&["sessions", killed.to_str().unwrap()]), 7);
+    // The application's open recovers it.
+    RedbJournal::open(&killed, JournalOptions::default())
+        .unwrap()
+        .close();
     expect_code(&notify(&["sessions", killed.to_str().unwrap()]), 0);
+}
+
+/// The format-1 journal the build before format 2 wrote (notify-journal's fixture).
+fn format_1_file(dir: &Path) -> PathBuf {
+    let path = dir.join("format1.redb");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../notify-journal/tests/fixtures/format1.redb"),
+        &path,
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn verify_pages_never_writes_a_format_1_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // Checked as its upgrade would check it, not upgraded.
+    let old = format_1_file(dir.path());
+    let p = old.to_str().unwrap();
+    let (sha, before) = (tamper::sha256_file(&old).unwrap(), fingerprint(&old));
+    let run = notify(&["verify", p, "--pages"]);
+    expect_code(&run, 0);
+    assert!(run.stdout.contains("77 frames"), "{}", run.stdout);
+    assert!(run.stdout.contains("page check: clean"), "{}", run.stdout);
+    assert_eq!(
+        tamper::sha256_file(&old).unwrap(),
+        sha,
+        "verify --pages upgraded it"
+    );
+    assert!(
+        fingerprint(&old) == before,
+        "verify --pages touched the file"
+    );
+    let run = notify(&["sessions", p]);
+    expect_code(&run, 7);
+    assert!(run.stderr.contains("format version 1"), "{}", run.stderr);
+}
+
+#[test]
+fn verify_pages_never_writes_a_file_a_sigkill_left_unclean() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file whose writer, a real `notify` process holding it open for writing, was
+    // killed with SIGKILL.
+    let killed = dir.path().join("killed.redb");
+    let (mut child, run) = holder(&killed);
+    expect_code(&run, 6);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let k = killed.to_str().unwrap();
+    let run = notify(&["sessions", k]);
+    expect_code(&run, 7);
+    assert!(run.stderr.contains("not closed cleanly"), "{}", run.stderr);
+    let (sha, before) = (tamper::sha256_file(&killed).unwrap(), fingerprint(&killed));
+    let run = notify(&["verify", k, "--pages"]);
+    expect_code(&run, 0);
+    assert!(run.stdout.contains("page check: clean"), "{}", run.stdout);
+    assert_eq!(
+        tamper::sha256_file(&killed).unwrap(),
+        sha,
+        "verify --pages wrote to a file left unclean"
+    );
+    assert!(
+        fingerprint(&killed) == before,
+        "verify --pages touched the file"
+    );
+    expect_code(&notify(&["sessions", k]), 7);
+}
+
+#[test]
+fn a_damaged_format_1_file_is_named_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged1.redb");
+    let session = notify_types::SessionId::new();
+    let loop_id = notify_types::LoopId::new();
+    let frames: Vec<_> = (1..=50)
+        .map(|seq| {
+            (
+                session,
+                seq,
+                notify_testkit::sample::command(session, loop_id),
+            )
+        })
+        .collect();
+    tamper::write_format_1(&path, &frames).unwrap();
+    tamper::replace_format_1_frame(&path, session, 45, b"{").unwrap();
+    let p = path.to_str().unwrap();
+    let sha = tamper::sha256_file(&path).unwrap();
+    let named = format!("session {session} seq 45");
+
+    // Its upgrade (a writable open: purge) is refused with the frame named.
+    let run = notify(&["purge", p, "--ended-before", "1d"]);
+    expect_code(&run, 5);
+    assert!(
+        run.stderr.contains(&named) && run.stderr.contains("nothing was written"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        tamper::sha256_file(&path).unwrap(),
+        sha,
+        "the refused upgrade wrote"
+    );
+    // The page check lists it, and writes nothing either.
+    let run = notify(&["verify", p, "--pages"]);
+    expect_code(&run, 1);
+    assert!(run.stdout.contains(&named), "{}", run.stdout);
+    assert_eq!(tamper::sha256_file(&path).unwrap(), sha);
+    // Still format 1: a read says so.
+    expect_code(&notify(&["sessions", p]), 7);
 }
 
 #[test]

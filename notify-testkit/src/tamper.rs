@@ -110,6 +110,110 @@ pub fn edit_frame(
     })
 }
 
+/// The format-1 tables (the first release's layout): `(session, seq) -> record` (its
+/// canonical JSON, `JournalRecord::encode`), `(session, key) -> seq` and
+/// `session -> last seq`; [`META`] holds `format_version -> 1`.
+pub mod format1 {
+    use redb::TableDefinition;
+
+    /// `(session, seq) -> encoded record`.
+    pub const FRAMES: TableDefinition<'_, (u128, u64), &[u8]> =
+        TableDefinition::new("notify_journal_frames");
+    /// `(session, key) -> seq`: the idempotency index.
+    pub const INDEX: TableDefinition<'_, (u128, u128), u64> =
+        TableDefinition::new("notify_journal_index");
+    /// `session -> last seq`.
+    pub const HEADS: TableDefinition<'_, u128, u64> = TableDefinition::new("notify_journal_heads");
+}
+
+/// Writes a new format-1 journal at `path` (which must not exist) holding `frames`,
+/// each `(session, seq, record)`, as the format-1 build laid them out: frames, index
+/// entries and heads, and `format_version` 1, in one transaction; the file is closed
+/// cleanly.
+///
+/// # Errors
+///
+/// A redb failure.
+pub fn write_format_1(
+    path: &Path,
+    frames: &[(SessionId, u64, JournalRecord)],
+) -> Result<(), TamperError> {
+    let db = redb::Database::create(path).map_err(|e| err("create", e))?;
+    let txn = db.begin_write().map_err(|e| err("begin write", e))?;
+    {
+        let mut meta = txn.open_table(META).map_err(|e| err("open meta", e))?;
+        meta.insert("format_version", 1)
+            .map_err(|e| err("write meta", e))?;
+        let mut table = txn
+            .open_table(format1::FRAMES)
+            .map_err(|e| err("open frames", e))?;
+        let mut index = txn
+            .open_table(format1::INDEX)
+            .map_err(|e| err("open index", e))?;
+        let mut heads = txn
+            .open_table(format1::HEADS)
+            .map_err(|e| err("open heads", e))?;
+        for (session, seq, record) in frames {
+            let s = session.as_uuid().as_u128();
+            table
+                .insert((s, *seq), record.encode().as_slice())
+                .map_err(|e| err("write frame", e))?;
+            index
+                .insert((s, record.key().as_u128()), *seq)
+                .map_err(|e| err("write index", e))?;
+            let head = heads
+                .get(s)
+                .map_err(|e| err("read head", e))?
+                .map_or(0, |g| g.value());
+            heads
+                .insert(s, head.max(*seq))
+                .map_err(|e| err("write head", e))?;
+        }
+    }
+    txn.commit().map_err(|e| err("commit", e))
+}
+
+/// Replaces the stored bytes of format-1 frame `seq` of `session` with `bytes`.
+///
+/// # Errors
+///
+/// No such frame, or a redb failure.
+pub fn replace_format_1_frame(
+    path: &Path,
+    session: SessionId,
+    seq: u64,
+    bytes: &[u8],
+) -> Result<(), TamperError> {
+    with_txn(path, |txn| {
+        let mut frames = txn
+            .open_table(format1::FRAMES)
+            .map_err(|e| err("open frames", e))?;
+        let key = (session.as_uuid().as_u128(), seq);
+        if frames.get(key).map_err(|e| err("read frame", e))?.is_none() {
+            return Err(TamperError(format!("no frame {seq} of {session}")));
+        }
+        frames
+            .insert(key, bytes)
+            .map_err(|e| err("write frame", e))?;
+        Ok(())
+    })
+}
+
+/// The SHA-256 of the file at `path`, in hex: what a test compares to show a file was
+/// left exactly as it was.
+///
+/// # Errors
+///
+/// The file cannot be read.
+pub fn sha256_file(path: &Path) -> Result<String, TamperError> {
+    use sha2::Digest as _;
+    let bytes = std::fs::read(path).map_err(|e| err("read", e))?;
+    Ok(sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
 /// A [`RedbJournal`] on a file that [`Tamper`] damages between operations: it closes
 /// the journal, edits the file and opens it again.
 #[derive(Debug)]

@@ -40,10 +40,11 @@ pub(crate) fn file(path: &Path) -> Result<CompactReport, OpenError> {
         });
     }
     open::contain(path, || {
+        let checked = open::check_before_upgrade(path)?;
         let mut db = open::builder(&JournalOptions::default())
             .open(path)
             .map_err(|e| open::map_database_error(path, e))?;
-        open::prepare_with(&db, path, false)?;
+        open::prepare_with(&db, path, false, checked)?;
         db.compact().map_err(|e| OpenError::Storage {
             path: path.to_path_buf(),
             source: StorageError::new("compact", e),

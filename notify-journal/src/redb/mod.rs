@@ -8,6 +8,7 @@ mod frame;
 mod import;
 mod open;
 pub(crate) mod options;
+mod overlay;
 mod purge;
 mod read;
 pub(crate) mod read_only;
@@ -138,13 +139,16 @@ impl RedbJournal {
     /// [`JournalOptions::verify_on_open`]'s choice: by default redb checks every page
     /// against its checksum; with [`VerifyOnOpen::Off`](options::VerifyOnOpen::Off) it
     /// reads only the metadata, never the log. A format-1 file is upgraded in place
-    /// first (`docs/design.md`).
+    /// first (`docs/design.md`), after a read-only check of everything the upgrade will
+    /// move: a damaged format-1 file is refused before anything is written.
     ///
     /// # Errors
     ///
     /// [`OpenError::AlreadyOpen`] if another handle has the file open;
     /// [`OpenError::NotAJournal`] for a file that is not a journal (an empty file
     /// included); [`OpenError::Damaged`] for a journal cut short or failing its checks;
+    /// [`OpenError::UpgradeRefused`] for a format-1 journal whose check before the
+    /// upgrade found damage (the file is left as it was, naming each damaged frame);
     /// [`OpenError::UnsupportedFormatVersion`] / [`OpenError::UnsupportedContent`] for a
     /// journal of a later build; [`OpenError::Storage`] for I/O and storage failures.
     pub fn open(path: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
@@ -511,13 +515,32 @@ impl RedbJournal {
     /// process may have open. A file redb cannot open at all is reported as an engine
     /// problem.
     ///
-    /// redb's page check runs as its integrity check at open, which also rebuilds the
-    /// allocator state and commits. Like [`open`](Self::open), a format-1 file is
-    /// upgraded first (its frames checked as they move); an empty redb database is not a
-    /// journal and is left as it is.
+    /// **It never writes to the file**: its bytes (and modification time) are as they
+    /// were, whatever it finds. redb's page check runs as its integrity check at open,
+    /// which opens the file as a writer does (its lock: a running writer makes this
+    /// [`OpenError::AlreadyOpen`]), recovers a file not closed cleanly, rebuilds the
+    /// allocator state and commits; every one of those writes goes to memory (a private
+    /// overlay of the file, as large as what redb writes, not as the file), never to
+    /// the file. A format-1 file (or one whose upgrade is unfinished) is checked as
+    /// [`open`](Self::open)'s upgrade would check it (every frame decodes to its
+    /// canonical bytes, continues its session's log and is indexed; heads and index
+    /// entries agree), not upgraded. An empty redb database is not a journal.
+    ///
+    /// ```
+    /// use notify_journal::{JournalOptions, RedbJournal};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("journal.redb");
+    /// RedbJournal::open(&path, JournalOptions::default())?.close();
+    /// let before = std::fs::read(&path)?;
+    /// assert!(RedbJournal::verify_file(&path, 10)?.is_clean());
+    /// assert_eq!(std::fs::read(&path)?, before);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
+    /// [`OpenError::Missing`] when there is no file at `path`;
     /// [`OpenError::AlreadyOpen`], [`OpenError::NotAJournal`] and the other refusals of
     /// [`open`](Self::open) for a file that is not a journal of a known format.
     pub fn verify_file(
@@ -532,7 +555,8 @@ impl RedbJournal {
     /// freed end. A running journal reuses the pages purges free, so its file stops
     /// growing under a steady state; this gives the space back to the file system.
     /// Opening checks the file as [`open`](Self::open) does by default (redb's page
-    /// check; a format-1 file is upgraded first).
+    /// check; a format-1 file is checked and upgraded first, a damaged one refused with
+    /// [`OpenError::UpgradeRefused`] and left as it was).
     ///
     /// redb compacts in its own transactions (two-phase commits): a crash during it
     /// leaves the journal as it was or compacted, never damaged.

@@ -41,10 +41,11 @@ pub(crate) fn open_file(path: &Path, options: &JournalOptions) -> Result<Databas
         Ok(_) => {}
     }
     contain(path, || {
+        let checked = check_before_upgrade(path)?;
         let db = builder(options)
             .open(path)
             .map_err(|e| map_database_error(path, e))?;
-        prepare(&db, path)?;
+        prepare_with(&db, path, true, checked)?;
         Ok(db)
     })
 }
@@ -207,15 +208,22 @@ pub(crate) fn map_database_error(path: &Path, e: DatabaseError) -> OpenError {
     }
 }
 
-/// Checks the metadata of an existing journal (upgrading an older format), or lays out
-/// a fresh one in an empty database. Reads only the metadata and table list (an upgrade
-/// reads the old log once).
-pub(crate) fn prepare(db: &Database, path: &Path) -> Result<(), OpenError> {
-    prepare_with(db, path, true)
+/// What [`layout`] found in a redb database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// No table at all: a database a journal can be laid out in.
+    Fresh,
+    /// A journal of format 1, to be upgraded.
+    Format1,
+    /// A journal whose upgrade from format 1 is under way.
+    Upgrading,
+    /// A journal of this build's format.
+    Current,
 }
 
-/// [`prepare`], laying out a fresh journal in an empty database only when `init`.
-pub(crate) fn prepare_with(db: &Database, path: &Path, init: bool) -> Result<(), OpenError> {
+/// Reads the metadata and the table list (nothing else) and says what the database is,
+/// or why it is not a journal this build opens.
+pub(crate) fn layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, OpenError> {
     let fail = |context: &'static str| {
         let path = path.to_path_buf();
         move |e: redb::Error| OpenError::Storage {
@@ -242,68 +250,113 @@ pub(crate) fn prepare_with(db: &Database, path: &Path, init: bool) -> Result<(),
         .list_multimap_tables()
         .map_err(|e| fail("list tables")(e.into()))?
         .count();
-    if has(META.name()) {
-        let meta = txn.open_table(META).map_err(|e| match e {
-            redb::TableError::TableTypeMismatch { .. } => {
-                not_a_journal("its metadata table has the wrong type")
-            }
-            other => fail("open metadata")(other.into()),
-        })?;
-        let version = meta
-            .get(FORMAT_KEY)
-            .map_err(|e| fail("read format version")(e.into()))?
-            .map(|g| g.value());
-        let upgrading = meta
-            .get(UPGRADING_KEY)
-            .map_err(|e| fail("read upgrade state")(e.into()))?
-            .is_some();
-        drop(meta);
-        return match version {
-            Some(1) => {
-                for name in [v1::FRAMES.name(), v1::INDEX.name(), v1::HEADS.name()] {
-                    if !has(name) {
-                        return Err(damaged("a format-1 journal table is missing"));
-                    }
-                }
-                drop(txn);
-                upgrade::from_v1(db, path)
-            }
-            Some(FORMAT_VERSION) => {
-                if [LOG.name(), POSITIONS.name(), KEYS.name(), SESSIONS.name()]
-                    .iter()
-                    .any(|t| !has(t))
-                {
-                    return Err(damaged("a journal table is missing"));
-                }
-                // The rows of `notify_sessions` (ended and purged sessions) are honoured
-                // where they are read (`state.rs`); a row of a later version is refused
-                // there. Builds before session ends refuse a file with any row.
-                drop(txn);
-                if upgrading {
-                    // The old tables go only in the step that clears the mark: a
-                    // missing one here is damage, never "nothing left to move".
-                    for name in [v1::FRAMES.name(), v1::INDEX.name(), v1::HEADS.name()] {
-                        if !has(name) {
-                            return Err(damaged("a format-1 table is missing mid-upgrade"));
-                        }
-                    }
-                    upgrade::from_v1(db, path)
-                } else {
-                    Ok(())
-                }
-            }
-            Some(found) => Err(OpenError::UnsupportedFormatVersion {
-                path: path.to_path_buf(),
-                found,
-                supported: FORMAT_VERSION,
-            }),
-            None => Err(not_a_journal("its metadata has no format version")),
+    if !has(META.name()) {
+        return if tables.is_empty() && multimaps == 0 {
+            Ok(Layout::Fresh)
+        } else {
+            Err(not_a_journal("a redb database without journal metadata"))
         };
     }
-    if !tables.is_empty() || multimaps > 0 || !init {
-        return Err(not_a_journal("a redb database without journal metadata"));
+    let meta = txn.open_table(META).map_err(|e| match e {
+        redb::TableError::TableTypeMismatch { .. } => {
+            not_a_journal("its metadata table has the wrong type")
+        }
+        other => fail("open metadata")(other.into()),
+    })?;
+    let version = meta
+        .get(FORMAT_KEY)
+        .map_err(|e| fail("read format version")(e.into()))?
+        .map(|g| g.value());
+    let upgrading = meta
+        .get(UPGRADING_KEY)
+        .map_err(|e| fail("read upgrade state")(e.into()))?
+        .is_some();
+    let has_v1 = || [v1::FRAMES.name(), v1::INDEX.name(), v1::HEADS.name()].map(has) == [true; 3];
+    match version {
+        Some(1) if !has_v1() => Err(damaged("a format-1 journal table is missing")),
+        Some(1) => Ok(Layout::Format1),
+        Some(FORMAT_VERSION) => {
+            if [LOG.name(), POSITIONS.name(), KEYS.name(), SESSIONS.name()]
+                .iter()
+                .any(|t| !has(t))
+            {
+                return Err(damaged("a journal table is missing"));
+            }
+            // The rows of `notify_sessions` (ended and purged sessions) are honoured
+            // where they are read (`state.rs`); a row of a later version is refused
+            // there. Builds before session ends refuse a file with any row.
+            if !upgrading {
+                Ok(Layout::Current)
+            } else if has_v1() {
+                Ok(Layout::Upgrading)
+            } else {
+                // The old tables go only in the step that clears the mark: a missing
+                // one here is damage, never "nothing left to move".
+                Err(damaged("a format-1 table is missing mid-upgrade"))
+            }
+        }
+        Some(found) => Err(OpenError::UnsupportedFormatVersion {
+            path: path.to_path_buf(),
+            found,
+            supported: FORMAT_VERSION,
+        }),
+        None => Err(not_a_journal("its metadata has no format version")),
     }
-    drop(txn);
+}
+
+/// Before a writable open of the file at `path`: when it is a journal of format 1 (or
+/// mid-upgrade), checks what the upgrade will move through a read-only open, which
+/// writes nothing, and refuses a damaged file ([`OpenError::UpgradeRefused`]) with it
+/// untouched. `true` when the check ran and passed; `false` when it could not run
+/// read-only (a file redb must recover first, or in use: the writable open says so) or
+/// there is nothing to upgrade.
+pub(crate) fn check_before_upgrade(path: &Path) -> Result<bool, OpenError> {
+    let Ok(db) = redb::Builder::new().open_read_only(path) else {
+        return Ok(false);
+    };
+    match layout(&db, path) {
+        Ok(Layout::Format1 | Layout::Upgrading) => {
+            upgrade::refuse_damage(&db, path)?;
+            Ok(true)
+        }
+        // Refusals are the writable open's to give (it runs redb's checks first).
+        _ => Ok(false),
+    }
+}
+
+/// Checks the metadata of an existing journal (upgrading an older format), or lays out
+/// a fresh one in an empty database. Reads only the metadata and table list (an upgrade
+/// reads the old log: once to check it, once to move it).
+pub(crate) fn prepare(db: &Database, path: &Path) -> Result<(), OpenError> {
+    prepare_with(db, path, true, false)
+}
+
+/// [`prepare`], laying out a fresh journal in an empty database only when `init`;
+/// `checked` when [`upgrade::check`] already ran on this file (read-only, just before).
+pub(crate) fn prepare_with(
+    db: &Database,
+    path: &Path,
+    init: bool,
+    checked: bool,
+) -> Result<(), OpenError> {
+    let fail = |context: &'static str| {
+        let path = path.to_path_buf();
+        move |e: redb::Error| OpenError::Storage {
+            path: path.clone(),
+            source: StorageError::new(context, e),
+        }
+    };
+    match layout(db, path)? {
+        Layout::Current => return Ok(()),
+        Layout::Format1 | Layout::Upgrading => return upgrade::from_v1(db, path, checked),
+        Layout::Fresh if !init => {
+            return Err(OpenError::NotAJournal {
+                path: path.to_path_buf(),
+                reason: "a redb database without journal metadata".to_owned(),
+            });
+        }
+        Layout::Fresh => {}
+    }
     let txn = db
         .begin_write()
         .map_err(|e| fail("begin write")(e.into()))?;

@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
-use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata, TableHandle};
+use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata};
 
-use super::format::{
-    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, SESSIONS, UPGRADING_KEY,
-};
+use super::format::{FORMAT_KEY, META};
 use super::open::{self, contain};
 use super::read::{Snapshot, in_snapshot, storage};
 use super::verify;
@@ -396,68 +394,21 @@ fn map_error(path: &Path, e: DatabaseError) -> OpenError {
 /// The read-only counterpart of `open::prepare`: the metadata and tables checked,
 /// nothing laid out or upgraded.
 fn check_layout(db: &ReadOnlyDatabase, path: &Path) -> Result<(), OpenError> {
-    let fail = |context: &'static str| {
-        move |e: redb::Error| OpenError::Storage {
-            path: path.to_path_buf(),
-            source: StorageError::new(context, e),
-        }
-    };
-    let not_a_journal = |reason: &str| OpenError::NotAJournal {
-        path: path.to_path_buf(),
-        reason: reason.to_owned(),
-    };
-    let txn = db.begin_read().map_err(|e| fail("begin read")(e.into()))?;
-    let tables: Vec<String> = txn
-        .list_tables()
-        .map_err(|e| fail("list tables")(e.into()))?
-        .map(|h| h.name().to_owned())
-        .collect();
-    let has = |name: &str| tables.iter().any(|t| t == name);
-    if !has(META.name()) {
-        return Err(not_a_journal("a redb database without journal metadata"));
-    }
-    let meta = txn.open_table(META).map_err(|e| match e {
-        redb::TableError::TableTypeMismatch { .. } => {
-            not_a_journal("its metadata table has the wrong type")
-        }
-        other => fail("open metadata")(other.into()),
-    })?;
-    let version = meta
-        .get(FORMAT_KEY)
-        .map_err(|e| fail("read format version")(e.into()))?
-        .map(|g| g.value());
-    let upgrading = meta
-        .get(UPGRADING_KEY)
-        .map_err(|e| fail("read upgrade state")(e.into()))?
-        .is_some();
     let needs_upgrade = |reason: &str| OpenError::NeedsWritableOpen {
         path: path.to_path_buf(),
         reason: reason.to_owned(),
     };
-    match version {
-        None => Err(not_a_journal("its metadata has no format version")),
-        Some(1) => Err(needs_upgrade(
+    match open::layout(db, path)? {
+        open::Layout::Current => Ok(()),
+        open::Layout::Fresh => Err(OpenError::NotAJournal {
+            path: path.to_path_buf(),
+            reason: "a redb database without journal metadata".to_owned(),
+        }),
+        open::Layout::Format1 => Err(needs_upgrade(
             "it is of format version 1; opening it for writing upgrades it to version 2 in place",
         )),
-        Some(FORMAT_VERSION) if upgrading => Err(needs_upgrade(
+        open::Layout::Upgrading => Err(needs_upgrade(
             "its upgrade from format version 1 is unfinished; opening it for writing completes it",
         )),
-        Some(FORMAT_VERSION) => {
-            if [LOG.name(), POSITIONS.name(), KEYS.name(), SESSIONS.name()]
-                .iter()
-                .any(|t| !has(t))
-            {
-                return Err(OpenError::Damaged {
-                    path: path.to_path_buf(),
-                    reason: "a journal table is missing".to_owned(),
-                });
-            }
-            Ok(())
-        }
-        Some(found) => Err(OpenError::UnsupportedFormatVersion {
-            path: path.to_path_buf(),
-            found,
-            supported: FORMAT_VERSION,
-        }),
     }
 }

@@ -7,9 +7,11 @@ use notify_types::{JournalRecord, SessionEvent, Uuid};
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::format::RETENTION;
-use super::open;
+use super::open::{self, Layout};
+use super::overlay::Overlay;
 use super::read::{Snapshot, sid, storage};
 use super::state::{SessionRow, Stage};
+use super::upgrade;
 use super::writer::panic_message;
 use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
@@ -28,12 +30,54 @@ pub(crate) fn contained(
 }
 
 /// redb's page check (as its integrity check at open) and then the logical check, on a
-/// file no process has open.
+/// file no process has open, writing nothing to it: the database is opened as a writer
+/// opens it (its locks, its recovery of a file not closed cleanly), on an [`Overlay`]
+/// that keeps every write redb makes in memory, so the file's bytes never change. A
+/// format-1 file (or one mid-upgrade) is checked as the upgrade would check it
+/// (`upgrade::check`), not upgraded.
 pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, OpenError> {
+    let io = |context: &'static str| {
+        move |e: std::io::Error| OpenError::Storage {
+            path: path.to_path_buf(),
+            source: StorageError::new(context, e),
+        }
+    };
+    let handle = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(OpenError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(_) if path.is_dir() => {
+            return Err(OpenError::NotAJournal {
+                path: path.to_path_buf(),
+                reason: "a directory".to_owned(),
+            });
+        }
+        Err(e) => return Err(io("open the file")(e)),
+    };
+    if handle
+        .metadata()
+        .map_err(io("read the file's metadata"))?
+        .len()
+        == 0
+    {
+        // redb would lay out a database in it (in the overlay); it is no journal.
+        return Err(OpenError::NotAJournal {
+            path: path.to_path_buf(),
+            reason: "an empty file".to_owned(),
+        });
+    }
     open::contain(path, || {
+        let backend = Overlay::new(handle).map_err(io("read the file"))?;
         let mut b = Database::builder();
         b.set_check_integrity_on_open(true);
-        let db = match b.open(path) {
+        let db = match b.create_with_backend(backend) {
             Ok(db) => db,
             Err(e) => {
                 return match open::map_database_error(path, e) {
@@ -47,8 +91,30 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
                 };
             }
         };
-        open::prepare_with(&db, path, false)?;
-        let mut report = contained(|| logical(&db, max_problems)).unwrap_or_else(|e| {
+        let layout = match open::layout(&db, path)? {
+            Layout::Fresh => {
+                return Err(OpenError::NotAJournal {
+                    path: path.to_path_buf(),
+                    reason: "a redb database without journal metadata".to_owned(),
+                });
+            }
+            other => other,
+        };
+        let mut report = contained(|| match layout {
+            Layout::Format1 => {
+                let mut report = VerifyReport::new(max_problems);
+                upgrade::check(&db, &mut report)?;
+                Ok(report)
+            }
+            // The moved part is a format-2 log; what is left, format 1.
+            Layout::Upgrading => {
+                let mut report = logical(&db, max_problems)?;
+                upgrade::check(&db, &mut report)?;
+                Ok(report)
+            }
+            Layout::Current | Layout::Fresh => logical(&db, max_problems),
+        })
+        .unwrap_or_else(|e| {
             let mut report = VerifyReport::new(max_problems);
             report.push(Problem::Engine {
                 detail: e.to_string(),

@@ -40,10 +40,12 @@ Exit status:
   2  usage error (bad arguments)
   3  not found: no file at PATH, no journal in the PostgreSQL schema, or no such session
   4  not a notify journal (or a journal of a newer build)
-  5  the journal is damaged (refused at open, or a frame read is damaged)
+  5  the journal is damaged (refused at open, or a frame read is damaged; a damaged
+     format-1 file is refused before its upgrade writes anything)
   6  the journal is in use by another process (a running writer holds the file)
   7  the journal must be opened for writing once first (not closed cleanly, or of an
-     older format): the application, `notify verify --pages` or `notify purge` does that
+     older format): the application or `notify purge` does that; `notify verify --pages`
+     checks such a file as it is, without writing to it
   8  refused: import into a journal that is not empty, or input that is not an export
   9  I/O, storage or database failure";
 
@@ -109,9 +111,30 @@ impl CliError {
             OpenError::Damaged { reason, .. } => {
                 Self::new(Exit::Damaged, format!("{p} is a damaged journal: {reason}"))
             }
+            OpenError::UpgradeRefused {
+                problems,
+                problem_count,
+                ..
+            } => Self::new(
+                Exit::Damaged,
+                format!(
+                    "{p} is a damaged journal of format 1, not upgraded (nothing was written): \
+                     {}{} (`notify verify --pages` lists every problem without writing)",
+                    problems
+                        .first()
+                        .map_or_else(|| "damaged".to_owned(), ToString::to_string),
+                    match problem_count.saturating_sub(1) {
+                        0 => String::new(),
+                        more => format!(", and {more} more"),
+                    }
+                ),
+            ),
             OpenError::NeedsWritableOpen { reason, .. } => Self::new(
                 Exit::NeedsWritableOpen,
-                format!("{p} cannot be read without writing to it: {reason}"),
+                format!(
+                    "{p} cannot be read without writing to it: {reason} (`notify verify \
+                     --pages` checks it as it is, without writing)"
+                ),
             ),
             other => Self::new(Exit::Failed, format!("{p}: {}", chain(other))),
         }

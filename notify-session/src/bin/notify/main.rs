@@ -160,8 +160,13 @@ enum Command {
     /// seq.
     ///
     /// Opens a redb file read-only. With --pages, redb's own check of every page's
-    /// checksum runs too; that needs the file opened for writing (redb then saves its
-    /// allocator state, and recovers a file not closed cleanly).
+    /// checksum runs too, and the file is checked as it is, never written: redb opens it
+    /// as a writer would (a running writer makes it exit 6), and what it writes while
+    /// checking (its recovery of a file not closed cleanly, its allocator state) goes to
+    /// a private copy in memory, so the file's bytes never change. A format-1 file is
+    /// checked as its upgrade would check it, and not upgraded; a file not closed
+    /// cleanly (which a plain `verify` refuses, exit 7) is checked as redb recovers it,
+    /// and left unrecovered.
     #[command(
         override_usage = "notify verify PATH [--pages] [--max-problems N]\n       \
                           notify verify --postgres CONNINFO [--schema S] [--max-problems N]",
@@ -177,7 +182,7 @@ enum Command {
         /// List at most N problems (all are counted) [default: 100].
         #[arg(long, value_name = "N")]
         max_problems: Option<usize>,
-        /// Also run redb's page check (opens the file for writing).
+        /// Also run redb's page check (takes the file as a writer would, writes nothing).
         #[arg(long)]
         pages: bool,
         #[command(flatten)]
