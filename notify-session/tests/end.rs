@@ -666,7 +666,7 @@ where
         "a notification was delivered after the failed end"
     );
     // The abandonments and the marker committed together, or neither did.
-    let kinds = kinds(&journal, session.id()).await;
+    let journaled = kinds(&journal, session.id()).await;
     let head = if persisted {
         vec![
             "ProcessNotification",
@@ -678,7 +678,7 @@ where
     } else {
         vec!["ProcessNotification", "ProcessNotification"]
     };
-    assert_eq!(kinds, head);
+    assert_eq!(journaled, head);
     // Ending again completes it.
     let ended = session.end(IfPending::Abandon).await.unwrap();
     assert_eq!(ended.already, persisted, "{ended:?}");
@@ -759,7 +759,7 @@ impl JournalBackend for HoldTheEnd {
         Box::pin(async move {
             if hold {
                 if self.commit {
-                    self.inner.append(session, record).await.unwrap();
+                    self.inner.append(session, record.clone()).await.unwrap();
                 }
                 self.reached.notify_one();
                 std::future::pending::<()>().await;
