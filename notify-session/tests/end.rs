@@ -728,6 +728,32 @@ async fn a_failed_end_delivers_nothing_abandoned_on_redb() {
     }
 }
 
+#[tokio::test]
+async fn a_failed_end_delivers_nothing_abandoned_on_postgres() {
+    use notify_journal::{PgJournal, PgOptions};
+    let Some(url) = notify_testkit::postgres::database_url("a failed end on PostgreSQL") else {
+        return;
+    };
+    let schema = format!("ns_end_atomic_{}", notify_types::Uuid::now_v7().simple());
+    let options = PgOptions::default().schema(&schema);
+    for fault in [
+        AppendFault::commit_failed(),
+        AppendFault::PersistedButFailed,
+    ] {
+        let journal = Arc::new(PgJournal::connect(&url, options.clone()).await.unwrap());
+        a_failed_end_is_whole_or_nothing(Arc::clone(&journal), fault).await;
+        journal.close().await;
+    }
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
+
 /// A journal that holds the append carrying a session's end marker forever (once,
 /// while armed), after forwarding it if `commit`: an `end` whose future is dropped
 /// right there.
