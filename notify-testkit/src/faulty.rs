@@ -43,8 +43,8 @@ pub struct FaultStats {
     pub appends: u64,
     /// Appends that reached the inner backend.
     pub appends_forwarded: u64,
-    /// Appends that wrote a new frame in the inner backend (including those then
-    /// reported failed by [`AppendFault::PersistedButFailed`]).
+    /// New frames written in the inner backend (including those of appends and groups
+    /// then reported failed by [`AppendFault::PersistedButFailed`]).
     pub frames_appended: u64,
     /// Appends that met an injected fault (including refusals while poisoned).
     pub faults_injected: u64,

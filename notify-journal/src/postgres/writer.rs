@@ -313,7 +313,6 @@ impl Writer {
             // Whatever failed, the connection was inside a transaction: never reuse it
             // (the server rolls back what did not commit when it goes).
             self.conn = None;
-            crate::metrics::commit_failed(POSTGRES);
             match failure {
                 Failure::Before { error, transient } => {
                     if transient && retries < TRANSIENT_RETRIES {
@@ -322,10 +321,12 @@ impl Writer {
                         continue;
                     }
                     tracing::warn!(error = %error, "journal group rolled back");
+                    crate::metrics::commit_failed(POSTGRES);
                     return GroupAnswer::Refused(AppendError::Storage(error));
                 }
                 Failure::Commit(error) => {
                     tracing::warn!(error = %error, "journal group commit failed; outcome unknown");
+                    crate::metrics::commit_failed(POSTGRES);
                     return GroupAnswer::Refused(AppendError::CommitFailed(error));
                 }
             }
