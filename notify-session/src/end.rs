@@ -233,10 +233,16 @@ impl Session {
             {
                 Ok(outcomes) => break (report, abandoned, outcomes),
                 Err(AppendError::HeadMoved { .. }) => rounds += 1,
-                // Ended meanwhile by another process sharing the journal.
                 Err(e) => match e.refusal() {
-                    AppendError::SessionEnded { purged, .. } => {
-                        let seq = if *purged { 0 } else { report.last_seq };
+                    // Ended meanwhile: by another process sharing the journal, or by an
+                    // earlier `end` of this handle whose future was dropped after its
+                    // group was sent (the group commits all the same).
+                    AppendError::SessionEnded { .. } => {
+                        let seq = match journal.session_state(session_id).await {
+                            Ok(SessionState::Ended { last_seq, .. }) => last_seq,
+                            Ok(_) => 0,
+                            Err(e) => return Err(EndError::Read(e)),
+                        };
                         mark();
                         self.shutdown_loops().await;
                         return Ok(Ended {
