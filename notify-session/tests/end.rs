@@ -754,21 +754,57 @@ async fn a_failed_end_delivers_nothing_abandoned_on_postgres() {
         .unwrap();
 }
 
+/// When the write [`HoldTheEnd`] holds reaches the journal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Commit {
+    /// Never.
+    Never,
+    /// Before the hold: the write committed, its answer never came.
+    Before,
+    /// Just before the next write: the write was on its way (queued in the engine)
+    /// when its future was dropped.
+    Later,
+}
+
 /// A journal that holds the append carrying a session's end marker forever (once,
-/// while armed), after forwarding it if `commit`: an `end` whose future is dropped
+/// while armed), committing it as `commit` says: an `end` whose future is dropped
 /// right there.
 #[derive(Clone)]
 struct HoldTheEnd {
     inner: MemoryJournal,
-    commit: bool,
+    commit: Commit,
     armed: Arc<std::sync::atomic::AtomicBool>,
     reached: Arc<tokio::sync::Notify>,
+    /// The held write, with `Commit::Later`, until the next one.
+    later: Arc<std::sync::Mutex<Option<(SessionId, Vec<JournalRecord>)>>>,
 }
 
 impl HoldTheEnd {
     fn holds(&self, records: &[JournalRecord]) -> bool {
         records.iter().any(|r| r.type_name() == "SessionEnded")
             && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Commits (or, with `Commit::Later`, keeps for later) the held write, then
+    /// holds forever.
+    async fn hold(&self, session: SessionId, records: Vec<JournalRecord>) {
+        match self.commit {
+            Commit::Before => {
+                self.inner.append_all(session, records, None).await.unwrap();
+            }
+            Commit::Later => *self.later.lock().unwrap() = Some((session, records)),
+            Commit::Never => {}
+        }
+        self.reached.notify_one();
+        std::future::pending::<()>().await;
+    }
+
+    /// Lets a write kept for later land.
+    async fn land(&self) {
+        let later = self.later.lock().unwrap().take();
+        if let Some((session, records)) = later {
+            self.inner.append_all(session, records, None).await.unwrap();
+        }
     }
 }
 
@@ -784,12 +820,9 @@ impl JournalBackend for HoldTheEnd {
         let hold = self.holds(std::slice::from_ref(&record));
         Box::pin(async move {
             if hold {
-                if self.commit {
-                    self.inner.append(session, record.clone()).await.unwrap();
-                }
-                self.reached.notify_one();
-                std::future::pending::<()>().await;
+                self.hold(session, vec![record.clone()]).await;
             }
+            self.land().await;
             self.inner.append(session, record).await
         })
     }
@@ -805,15 +838,9 @@ impl JournalBackend for HoldTheEnd {
         let hold = self.holds(&records);
         Box::pin(async move {
             if hold {
-                if self.commit {
-                    self.inner
-                        .append_all(session, records.clone(), if_head)
-                        .await
-                        .unwrap();
-                }
-                self.reached.notify_one();
-                std::future::pending::<()>().await;
+                self.hold(session, records.clone()).await;
             }
+            self.land().await;
             self.inner.append_all(session, records, if_head).await
         })
     }
@@ -872,17 +899,23 @@ impl JournalBackend for HoldTheEnd {
 }
 
 /// An `end(Abandon)` whose future is dropped while the append of its end marker is
-/// in flight (committed or not): the consumer receives nothing, no command is both
-/// consumed and abandoned, and ending again completes the end.
+/// in flight (committed, never committed, or committing after the next end read the
+/// journal): the consumer receives nothing, no command is both consumed and
+/// abandoned, and ending again completes the end and answers the marker's seq.
+///
+/// postmortem (`Commit::Later`, found by the model test): the next end, refused
+/// because the dropped end's group committed after its reading, answered the head of
+/// that reading as the marker's seq.
 #[tokio::test]
 async fn an_end_dropped_midway_delivers_nothing_abandoned() {
-    for commit in [false, true] {
+    for commit in [Commit::Never, Commit::Before, Commit::Later] {
         let memory = MemoryJournal::new();
         let journal = HoldTheEnd {
             inner: memory.clone(),
             commit,
             armed: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             reached: Arc::new(tokio::sync::Notify::new()),
+            later: Arc::new(std::sync::Mutex::new(None)),
         };
         let reached = Arc::clone(&journal.reached);
         let (session, loop_id, mut consumer) = one_loop(Arc::new(journal));
@@ -904,17 +937,22 @@ async fn an_end_dropped_midway_delivers_nothing_abandoned() {
         let twice = consumed_and_abandoned(&memory, session.id()).await;
         assert!(
             twice.is_empty(),
-            "commit {commit}: consumed and abandoned both journaled for {twice:?}"
+            "{commit:?}: consumed and abandoned both journaled for {twice:?}"
         );
         assert_eq!(
             delivered, None,
-            "commit {commit}: delivered after the dropped end"
+            "{commit:?}: delivered after the dropped end"
         );
         let ended = session.end(IfPending::Abandon).await.unwrap();
-        assert_eq!(ended.already, commit, "{ended:?}");
-        if !commit {
+        assert_eq!(
+            ended.already,
+            commit != Commit::Never,
+            "{commit:?}: {ended:?}"
+        );
+        if commit == Commit::Never {
             assert_eq!(ended.abandoned, pending);
         }
+        assert_eq!(ended.seq, 5, "{commit:?}: {ended:?}");
         assert_eq!(
             kinds(&memory, session.id()).await,
             [
