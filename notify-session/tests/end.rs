@@ -776,8 +776,11 @@ struct HoldTheEnd {
     armed: Arc<std::sync::atomic::AtomicBool>,
     reached: Arc<tokio::sync::Notify>,
     /// The held write, with `Commit::Later`, until the next one.
-    later: Arc<std::sync::Mutex<Option<(SessionId, Vec<JournalRecord>)>>>,
+    later: Arc<std::sync::Mutex<Option<HeldWrite>>>,
 }
+
+/// A write [`HoldTheEnd`] keeps for later: its session and records.
+type HeldWrite = (SessionId, Vec<JournalRecord>);
 
 impl HoldTheEnd {
     fn holds(&self, records: &[JournalRecord]) -> bool {
