@@ -36,6 +36,7 @@ pub type Frame = (u64, JournalRecord);
 ///   `appended: false` and writes nothing; the same key with different bytes (or
 ///   another record kind) is [`AppendError::Collision`] carrying the original seq;
 /// * a key counts as seen only once its frame is committed;
+/// * [`append_all`](Self::append_all) commits a group of records whole or not at all;
 /// * `replay` yields frames in sequence order;
 /// * appending a session's [`SessionEnded`](notify_types::SessionEnded) marker ends it:
 ///   from that commit, every other append to it is [`AppendError::SessionEnded`] and
@@ -85,6 +86,46 @@ pub trait JournalBackend: Send + Sync {
         session: SessionId,
         record: JournalRecord,
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>>;
+
+    /// Appends `records` to `session`'s log as one atomic group: all of them commit in
+    /// one transaction, or none does.
+    ///
+    /// The records are resolved in order exactly as if appended one by one: each new
+    /// one takes the next seq, and a record whose key is already journaled with
+    /// identical bytes (before the group, or earlier in it) is a duplicate
+    /// (`appended: false`, the original seq). The group commits only if no record is
+    /// refused. The first refusal (a collision; a session ended or purged, an end marker
+    /// earlier in the group included, so an end marker goes last; an invalid, oversized
+    /// or mismatched record; damage) refuses the whole group and nothing is written:
+    /// [`AppendError::GroupRefused`] names the record by its index and carries the
+    /// refusal (see [`AppendError::refusal`]).
+    ///
+    /// With `if_head: Some(h)` the group is also conditional: it commits only if its
+    /// first new frame takes seq `h + 1`, that is, nothing was appended to the session
+    /// since the caller read its head `h`; else [`AppendError::HeadMoved`], nothing
+    /// written. (A group of duplicates only writes nothing and is answered as such.)
+    ///
+    /// Answers one outcome per record, in order; an empty group is `Ok(vec![])` and
+    /// writes nothing. Failures of the call as a whole come bare, as from
+    /// [`append`](Self::append): `Closed`, `Poisoned`, `Storage`, a missing lease
+    /// (`Fenced`), and `CommitFailed` (the whole group committed, or none of it).
+    ///
+    /// A required method, with no default: appending one record at a time would not be
+    /// atomic. On redb the group is resolved inside the writer's batch like any append,
+    /// and a refused group is undone within it (other appenders' appends are
+    /// unaffected); on PostgreSQL it is one explicit transaction of its own.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the write: the group may or may not be
+    /// journaled, but only whole, never in part. Retrying the identical group is safe:
+    /// if it committed, each record is answered as a retry of it alone would be.
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>>;
 
     /// The sequence at which `key` is journaled in `session`, from the index alone.
     fn lookup(
@@ -205,6 +246,32 @@ pub fn encode_for_append(
     Ok(bytes)
 }
 
+/// [`encode_for_append`] for every record of an atomic group
+/// ([`JournalBackend::append_all`]), in order.
+///
+/// # Errors
+///
+/// The first record that fails its checks, as [`AppendError::GroupRefused`] naming its
+/// index; nothing has been written.
+pub fn encode_group_for_append(
+    session: SessionId,
+    records: &[JournalRecord],
+    max_record_bytes: usize,
+) -> Result<Vec<Vec<u8>>, AppendError> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(index, record)| {
+            encode_for_append(session, record, max_record_bytes).map_err(|e| {
+                AppendError::GroupRefused {
+                    index,
+                    source: Box::new(e),
+                }
+            })
+        })
+        .collect()
+}
+
 /// Replays a whole session through any backend, page by page.
 ///
 /// Every page is checked to continue the one before it, so a backend whose pages do
@@ -241,6 +308,14 @@ impl<T: JournalBackend + ?Sized> JournalBackend for std::sync::Arc<T> {
         record: JournalRecord,
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
         (**self).append(session, record)
+    }
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        (**self).append_all(session, records, if_head)
     }
     fn lookup(
         &self,

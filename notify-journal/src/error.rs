@@ -110,6 +110,37 @@ pub enum AppendError {
     /// Any other storage failure before the commit; nothing was written.
     #[error(transparent)]
     Storage(StorageError),
+    /// One record of an atomic group ([`JournalBackend::append_all`]) was refused, so
+    /// nothing of the group was written: `source` is that record's refusal (a
+    /// collision, an ended session, an invalid record, damage, ...), `index` its place
+    /// in the group. [`refusal`](Self::refusal) looks through to it.
+    ///
+    /// [`JournalBackend::append_all`]: crate::JournalBackend::append_all
+    #[error("record {index} of an atomic group was refused; nothing of the group was written")]
+    GroupRefused {
+        /// The refused record's index in the group (the first refused one).
+        index: usize,
+        /// Why it was refused.
+        #[source]
+        source: Box<AppendError>,
+    },
+    /// An atomic group appended with an expected head
+    /// ([`JournalBackend::append_all`]) found the session's log moved on: another
+    /// writer appended since the caller read it. Nothing of the group was written;
+    /// read again and retry.
+    ///
+    /// [`JournalBackend::append_all`]: crate::JournalBackend::append_all
+    #[error(
+        "session {session} moved on: its head is {found}, not the expected {expected}; nothing was written"
+    )]
+    HeadMoved {
+        /// The session.
+        session: SessionId,
+        /// The head the caller expected.
+        expected: u64,
+        /// The head the group found.
+        found: u64,
+    },
 }
 
 impl AppendError {
@@ -117,6 +148,16 @@ impl AppendError {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::CommitFailed(_) | Self::Storage(_))
+    }
+
+    /// The error itself, or, for [`GroupRefused`](Self::GroupRefused), the refusal of
+    /// the record that refused the group.
+    #[must_use]
+    pub fn refusal(&self) -> &AppendError {
+        match self {
+            Self::GroupRefused { source, .. } => source.refusal(),
+            other => other,
+        }
     }
 
     /// Converts to the notifier's error for a command `command_id`.
@@ -143,7 +184,9 @@ impl AppendError {
             Self::Invalid(_)
             | Self::SessionMismatch { .. }
             | Self::Storage(_)
-            | Self::Corrupt { .. } => JournalFailureKind::Other,
+            | Self::Corrupt { .. }
+            | Self::GroupRefused { .. }
+            | Self::HeadMoved { .. } => JournalFailureKind::Other,
         };
         NotifyError::Journal(JournalFailure::new(kind, self))
     }

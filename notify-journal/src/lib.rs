@@ -26,7 +26,10 @@ mod retention;
 mod stats;
 mod verify;
 
-pub use backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, replay_all};
+pub use backend::{
+    AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, encode_group_for_append,
+    replay_all,
+};
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame_checksum};
 pub use metrics::record_append;

@@ -68,6 +68,22 @@ where
     result
 }
 
+/// Counts an atomic group's answer: each record's outcome when it committed, else
+/// one refusal (a group refused by a collision counts as a collision).
+pub(crate) fn record_group(
+    backend: &'static str,
+    result: &Result<Vec<AppendOutcome>, AppendError>,
+) {
+    match result {
+        Ok(outcomes) => {
+            for outcome in outcomes {
+                record_append(backend, &Ok(*outcome));
+            }
+        }
+        Err(e) => record_append(backend, &Err(e.refusal().clone())),
+    }
+}
+
 /// A successful commit of `batch` appends that took `took`.
 pub(crate) fn committed(backend: &'static str, batch: usize, took: Duration) {
     metrics::histogram!(COMMIT_BATCH_SIZE, "backend" => backend).record(batch as f64);

@@ -44,17 +44,18 @@ impl SessionConsumer {
 
     /// The next live notification, or `None` once the loop has exited and nothing is
     /// left, or once the session has [ended](Session::end) (what was still live then
-    /// is consumed or abandoned on the record, and never delivered).
+    /// is consumed or abandoned on the record, and never delivered), or once an end
+    /// began abandoning, even one that then failed (see [`Session::end`]).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a notification is either returned or stays queued.
     pub async fn recv(&mut self) -> Option<SessionReceived> {
-        if self.session.is_ended() {
+        if !self.session.delivers() {
             return None;
         }
         let received = self.consumer.recv().await?;
-        if self.session.is_ended() {
+        if !self.session.delivers() {
             return None;
         }
         Some(SessionReceived {

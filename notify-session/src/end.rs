@@ -1,16 +1,15 @@
-//! Ending a session: refuse or abandon what is pending, journal the end marker, and
-//! refuse everything after it.
+//! Ending a session: refuse or abandon what is pending, journal the abandonments and
+//! the end marker as one atomic group, and refuse everything after it.
 
 use notify_journal::{AppendError, JournalBackend, JournalError, SessionState};
 use notify_types::{
-    CommandId, JournalRecord, NotificationAbandoned, ProcessNotification, SessionEnded,
-    SessionEvent, SessionId,
+    CommandId, JournalRecord, NotificationAbandoned, SessionEnded, SessionEvent, SessionId,
 };
 use tracing::Instrument as _;
 
 use crate::error::EndError;
 use crate::restore::restore;
-use crate::session::{LoopEntry, Session, append};
+use crate::session::{LoopEntry, Session};
 
 /// What [`Session::end`] does with notifications still pending (appended, never
 /// consumed).
@@ -20,8 +19,8 @@ pub enum IfPending {
     /// Refuse to end while any is pending ([`EndError::Pending`] says how many).
     #[default]
     Refuse,
-    /// Journal each as `NotificationAbandoned` first, then end: nothing disappears
-    /// unrecorded, and none is ever delivered.
+    /// Journal each as `NotificationAbandoned`, in one atomic group with the end
+    /// marker: nothing disappears unrecorded, and none is ever delivered.
     Abandon,
 }
 
@@ -34,7 +33,8 @@ pub struct Ended {
     /// The end marker's sequence in the journal (0 for a headless session, and for a
     /// session found already purged: see [`already`](Self::already)).
     pub seq: u64,
-    /// The notifications journaled as abandoned, in journal order.
+    /// The notifications journaled as abandoned (with the end marker, in one atomic
+    /// group), in journal order.
     pub abandoned: Vec<CommandId>,
     /// Notifications another handle of the session (another process) appended after
     /// this end last read the journal and before its end marker: journaled, but
@@ -58,17 +58,30 @@ impl Session {
     ///
     /// Notifications still pending (appended, never consumed, as [`restore`] computes
     /// them from the journal) refuse the end ([`EndError::Pending`]) unless `pending`
-    /// is [`IfPending::Abandon`], which journals each as abandoned before the end
-    /// marker. Notifications and events in flight on this handle (or its clones) when
-    /// `end` is called finish first; later ones wait for the end and are refused.
+    /// is [`IfPending::Abandon`], which journals each as abandoned and the end marker
+    /// in one atomic group ([`JournalBackend::append_all`]): both commit, or neither.
+    /// Notifications and events in flight on this handle (or its clones) when `end` is
+    /// called finish first; later ones wait for the end and are refused.
+    ///
+    /// Before anything is abandoned, the session is *sealed*: its consumers receive
+    /// nothing more (`recv` answers `None`) and its native loops take nothing more. A
+    /// seal is never undone. If the end then fails ([`EndError::Journal`]) or its
+    /// future is dropped, the journal holds the whole group or none of it (an ack of a
+    /// notification received before the seal is then journaled, or refused as the
+    /// session ended), the session stays sealed, and calling `end` again completes it.
+    /// Either way nothing abandoned is ever delivered, and no notification is both
+    /// consumed and abandoned.
+    ///
     /// Another handle on the same session (in another process) is ordered only by the
-    /// journal: `end` reads the journal again after abandoning, until a reading finds
-    /// nothing pending, and a notification that handle appends after the last reading
-    /// and before the marker is reported in [`Ended::unresolved`] (journaled, never
-    /// delivered, not abandoned). End a session from the handle that owns it (on
-    /// PostgreSQL, hold the session's lease: a writer without it is fenced). Ending an ended session is not an
-    /// error ([`Ended::already`]). A headless session has no journal: it ends at once,
-    /// with nothing to check or abandon.
+    /// journal: the group is conditional on the head `end` read, so if that handle
+    /// appended meanwhile nothing is written and `end` reads again (a few times; then
+    /// the group goes regardless), and a notification that handle appends after the
+    /// last reading and before the group is reported in [`Ended::unresolved`]
+    /// (journaled, never delivered, not abandoned). End a session from the handle that
+    /// owns it (on PostgreSQL, hold the session's lease: a writer without it is
+    /// fenced). Ending an ended session is not an error ([`Ended::already`]). A
+    /// headless session has no journal: it ends at once, with nothing to check or
+    /// abandon.
     ///
     /// ```
     /// use notify_session::prelude::*;
@@ -107,14 +120,16 @@ impl Session {
     /// # Errors
     ///
     /// [`EndError::Pending`] (nothing written), [`EndError::Read`] if the journal
-    /// cannot be read, [`EndError::Journal`] if an append failed (the abandonments
-    /// journaled before it stay; ending again continues).
+    /// cannot be read, [`EndError::Journal`] if the group's append failed (nothing of
+    /// it was journaled, or, after an unknown commit outcome, perhaps all of it; the
+    /// session stays sealed, and ending again completes it).
     ///
     /// # Cancel safety
     ///
-    /// If cancelled, some abandonments and perhaps the end marker may be journaled;
-    /// calling `end` again is safe and completes the end (an abandoned notification is
-    /// no longer pending, and the end marker deduplicates).
+    /// If cancelled, the abandonments and the end marker are journaled together or not
+    /// at all, and the session stays sealed if abandoning had begun; calling `end`
+    /// again is safe and completes the end (it finds the session ended, or abandons
+    /// what is still pending).
     pub async fn end(&self, pending: IfPending) -> Result<Ended, EndError> {
         let span = tracing::info_span!("end", session = %self.inner.id, ?pending);
         self.end_inner(pending).instrument(span).await
@@ -162,12 +177,12 @@ impl Session {
                 already: false,
             });
         };
-        // Read what is pending, abandon it, and read again until a reading finds
-        // nothing pending: a notification another handle appends meanwhile is found
-        // by the next reading and abandoned too.
-        let mut abandoned = Vec::new();
+        let marker = SessionEvent::from(SessionEnded::new(session_id));
+        // Read what is pending and journal its abandonments with the end marker as one
+        // atomic group, conditional on the head read: if another handle appended
+        // meanwhile, nothing is written and the next reading finds what it appended.
         let mut rounds = 0;
-        let report = loop {
+        let (report, abandoned, group) = loop {
             let report = restore(session_id, journal.as_ref())
                 .await
                 .map_err(|crate::RestoreError::Replay(e)| EndError::Read(e))?;
@@ -181,67 +196,82 @@ impl Session {
                     } else {
                         report.last_seq
                     },
-                    // Abandonments of an earlier round stay journaled (and listed).
-                    abandoned,
+                    abandoned: Vec::new(),
                     unresolved: Vec::new(),
                     already: true,
                 });
             }
             let count = report.pending_count();
-            if count == 0 || rounds == MAX_ROUNDS {
-                break report;
-            }
-            if pending == IfPending::Refuse {
+            if count > 0 && pending == IfPending::Refuse {
                 return Err(EndError::Pending { count });
             }
+            if count > 0 {
+                // From here on nothing pending is delivered, whatever becomes of this
+                // end: the abandonments may commit at any moment from the append on.
+                self.seal().await;
+            }
+            let mut records = Vec::with_capacity(count + 1);
+            let mut abandoned = Vec::with_capacity(count);
             for (&loop_id, commands) in &report.pending {
                 for command in commands {
                     let cause = command.command_id();
                     let event = NotificationAbandoned::new(session_id, loop_id, cause);
-                    append(
-                        journal.as_ref(),
-                        session_id,
-                        SessionEvent::from(event).into(),
-                    )
-                    .await
-                    .map_err(EndError::Journal)?;
+                    records.push(SessionEvent::from(event).into());
                     abandoned.push(cause);
                 }
             }
-            rounds += 1;
-        };
-        let marker = SessionEvent::from(SessionEnded::new(session_id));
-        let (seq, already) = match append(journal.as_ref(), session_id, marker.clone().into()).await
-        {
-            Ok(outcome) => (outcome.seq, !outcome.appended),
-            // Ended meanwhile by another process sharing the journal.
-            Err(AppendError::SessionEnded { purged, .. }) => {
-                let seq = if purged { 0 } else { report.last_seq };
-                (seq, true)
+            records.push(marker.clone().into());
+            // After MAX_ROUNDS readings that each found more, the group goes regardless
+            // (another handle that keeps appending would hold the end off forever).
+            let if_head = (rounds < MAX_ROUNDS).then_some(report.last_seq);
+            let span =
+                tracing::debug_span!("append_all", session = %session_id, records = records.len());
+            match journal
+                .append_all(session_id, records, if_head)
+                .instrument(span)
+                .await
+            {
+                Ok(outcomes) => break (report, abandoned, outcomes),
+                Err(AppendError::HeadMoved { .. }) => rounds += 1,
+                Err(e) => match e.refusal() {
+                    // Ended meanwhile: by another process sharing the journal, or by an
+                    // earlier `end` of this handle whose future was dropped after its
+                    // group was sent (the group commits all the same).
+                    AppendError::SessionEnded { .. } => {
+                        let seq = match journal.session_state(session_id).await {
+                            Ok(SessionState::Ended { last_seq, .. }) => last_seq,
+                            Ok(_) => 0,
+                            Err(e) => return Err(EndError::Read(e)),
+                        };
+                        mark();
+                        self.shutdown_loops().await;
+                        return Ok(Ended {
+                            session_id,
+                            seq,
+                            abandoned: Vec::new(),
+                            unresolved: Vec::new(),
+                            already: true,
+                        });
+                    }
+                    _ => return Err(EndError::Journal(e)),
+                },
             }
-            Err(e) => return Err(EndError::Journal(e)),
         };
-        // Frames between the last reading and the marker were appended by another
-        // handle: the notifications among them can no longer be abandoned (nothing is
-        // appended after the marker), so they are reported.
-        let mut unresolved: Vec<CommandId> = if already {
-            Vec::new()
-        } else {
-            // Still pending at the last reading: only after MAX_ROUNDS readings that
-            // each found more (another handle kept appending).
-            report
-                .pending
-                .values()
-                .flatten()
-                .map(ProcessNotification::command_id)
-                .collect()
+        let (first, seq, already) = match (group.first(), group.last()) {
+            (Some(first), Some(last)) => (first.seq, last.seq, !last.appended),
+            // One outcome per record, and the group is never empty.
+            _ => (report.last_seq + 1, report.last_seq + 1, false),
         };
-        if !already && seq > report.last_seq + 1 {
-            unresolved.extend(
-                stragglers(journal.as_ref(), session_id, report.last_seq + 1, seq)
-                    .await
-                    .map_err(EndError::Read)?,
-            );
+        let abandoned = if already { Vec::new() } else { abandoned };
+        // Frames between the last reading and the group were appended by another
+        // handle (only when the last round went regardless): the notifications among
+        // them can no longer be abandoned (nothing is appended after the marker), so
+        // they are reported.
+        let mut unresolved = Vec::new();
+        if !already && first > report.last_seq + 1 {
+            unresolved = stragglers(journal.as_ref(), session_id, report.last_seq + 1, first)
+                .await
+                .map_err(EndError::Read)?;
         }
         if !unresolved.is_empty() {
             tracing::warn!(
@@ -269,6 +299,16 @@ impl Session {
         })
     }
 
+    /// Stops every delivery before anything is abandoned: consumers receive nothing
+    /// more and the native loops are shut down. Never undone: if this end fails, the
+    /// next one completes it.
+    async fn seal(&self) {
+        self.inner
+            .sealed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.shutdown_loops().await;
+    }
+
     /// Shuts every native loop down (they stay registered, answering `Exited`).
     async fn shutdown_loops(&self) {
         for loop_id in self.loops() {
@@ -291,9 +331,9 @@ impl Session {
     }
 }
 
-/// Read-abandon rounds before the end marker goes regardless (another handle that
-/// keeps appending would otherwise hold the end off forever); what is still pending
-/// then, and what it appends after the last reading, is reported in
+/// Readings whose conditional group found the head moved before the group goes
+/// regardless (another handle that keeps appending would otherwise hold the end off
+/// forever); what that handle appends after the last reading is reported in
 /// [`Ended::unresolved`].
 const MAX_ROUNDS: usize = 8;
 

@@ -47,12 +47,23 @@ pub(crate) struct Inner {
     /// of `end_gate`. Read without waiting where the gate is not needed (a consumer
     /// stops receiving at once).
     pub(crate) ended: std::sync::atomic::AtomicBool,
+    /// Whether an end has begun abandoning: set (once, never cleared) under the write
+    /// guard of `end_gate` before the abandonments are journaled, so that no consumer
+    /// receives what is being abandoned, even if that end then fails or is cancelled
+    /// before they commit (a later end completes it).
+    pub(crate) sealed: std::sync::atomic::AtomicBool,
 }
 
 impl Inner {
     /// Whether the session has ended.
     pub(crate) fn is_ended(&self) -> bool {
         self.ended.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether consumers may still receive: not once the session ended, nor once an
+    /// end began abandoning.
+    pub(crate) fn delivers(&self) -> bool {
+        !self.is_ended() && !self.sealed.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -172,6 +183,7 @@ impl Session {
                 events,
                 end_gate: tokio::sync::RwLock::new(()),
                 ended: std::sync::atomic::AtomicBool::new(false),
+                sealed: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }

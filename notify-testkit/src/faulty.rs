@@ -38,12 +38,13 @@ impl AppendFault {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FaultStats {
-    /// `append` calls (each call is numbered from 1 in call order).
+    /// `append` and `append_all` calls (each call is numbered from 1 in call order;
+    /// an atomic group is one call).
     pub appends: u64,
     /// Appends that reached the inner backend.
     pub appends_forwarded: u64,
-    /// Appends that wrote a new frame in the inner backend (including those then
-    /// reported failed by [`AppendFault::PersistedButFailed`]).
+    /// New frames written in the inner backend (including those of appends and groups
+    /// then reported failed by [`AppendFault::PersistedButFailed`]).
     pub frames_appended: u64,
     /// Appends that met an injected fault (including refusals while poisoned).
     pub faults_injected: u64,
@@ -103,8 +104,9 @@ impl FaultControl {
         faults.by_call.insert(n, fault);
     }
 
-    /// Injects `fault` into the next `append` of a record whose key is `key`. One-shot;
-    /// a fault by call number takes precedence when both match.
+    /// Injects `fault` into the next `append` of a record whose key is `key`, or the
+    /// next `append_all` of a group holding one (the fault then strikes the whole
+    /// group). One-shot; a fault by call number takes precedence when both match.
     pub fn fail_key(&self, key: Uuid, fault: AppendFault) {
         self.lock().by_key.insert(key, fault);
     }
@@ -155,7 +157,7 @@ impl FaultControl {
     }
 
     /// Decides what the append about to be made does.
-    fn on_append(&self, key: Uuid) -> (Duration, Option<AppendFault>) {
+    fn on_append(&self, keys: &[Uuid]) -> (Duration, Option<AppendFault>) {
         let mut faults = self.lock();
         faults.stats.appends += 1;
         let n = faults.stats.appends;
@@ -165,7 +167,7 @@ impl FaultControl {
             faults
                 .by_call
                 .remove(&n)
-                .or_else(|| faults.by_key.remove(&key))
+                .or_else(|| keys.iter().find_map(|k| faults.by_key.remove(k)))
         };
         if fault.is_some() {
             faults.stats.faults_injected += 1;
@@ -176,11 +178,9 @@ impl FaultControl {
         (faults.latency, fault)
     }
 
-    fn on_answer(&self, result: &Result<AppendOutcome, AppendError>, frame_written: bool) {
+    fn on_answer<T>(&self, result: &Result<T, AppendError>, frames_written: u64) {
         let mut faults = self.lock();
-        if frame_written {
-            faults.stats.frames_appended += 1;
-        }
+        faults.stats.frames_appended += frames_written;
         if faults.poison_after_commit_failure && matches!(result, Err(AppendError::CommitFailed(_)))
         {
             faults.poisoned = true;
@@ -270,7 +270,7 @@ impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
         session: SessionId,
         record: JournalRecord,
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-        let (latency, fault) = self.control.on_append(record.key());
+        let (latency, fault) = self.control.on_append(&[record.key()]);
         Box::pin(async move {
             delay(latency).await;
             let (result, frame_written) = match fault {
@@ -292,7 +292,43 @@ impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
                     (result, written)
                 }
             };
-            self.control.on_answer(&result, frame_written);
+            self.control.on_answer(&result, u64::from(frame_written));
+            result
+        })
+    }
+
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        let keys: Vec<Uuid> = records.iter().map(JournalRecord::key).collect();
+        let (latency, fault) = self.control.on_append(&keys);
+        let written =
+            |outcomes: &[AppendOutcome]| outcomes.iter().filter(|o| o.appended).count() as u64;
+        Box::pin(async move {
+            delay(latency).await;
+            let (result, frames_written) = match fault {
+                Some(AppendFault::Error(error)) => (Err(error), 0),
+                Some(AppendFault::PersistedButFailed) => {
+                    match self.inner.append_all(session, records, if_head).await {
+                        Ok(outcomes) => (
+                            Err(AppendError::CommitFailed(StorageError::msg(
+                                "injected: the commit persisted but is reported failed",
+                            ))),
+                            written(&outcomes),
+                        ),
+                        Err(error) => (Err(error), 0),
+                    }
+                }
+                None => {
+                    let result = self.inner.append_all(session, records, if_head).await;
+                    let n = result.as_deref().map_or(0, written);
+                    (result, n)
+                }
+            };
+            self.control.on_answer(&result, frames_written);
             result
         })
     }

@@ -30,6 +30,8 @@ use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid, ende
 ///   [`AppendError::Corrupt`] for a re-append of its key.
 /// * Appending a session's `SessionEnded` marker ends it (stamped with the wall
 ///   clock); purging removes its frames in bounded steps and leaves a [`Tombstone`].
+/// * [`append_all`](JournalBackend::append_all) resolves a group under one lock and
+///   takes back what it wrote if any record is refused: whole or nothing.
 ///
 /// Every append is "durable" the moment it returns: the journal lives as long as any
 /// clone of it. Clones share the same state (an `Arc` inside), so a test can keep one
@@ -199,8 +201,82 @@ impl MemoryJournal {
     ) -> Result<AppendOutcome, AppendError> {
         let bytes =
             notify_journal::encode_for_append(session, record, self.inner.max_record_bytes)?;
-        let key = record.key();
         let mut sessions = self.lock();
+        self.resolve(&mut sessions, session, record, bytes)
+    }
+
+    /// [`JournalBackend::append_all`]: the records resolved in order under one lock;
+    /// if one is refused (or the head moved), the frames the group wrote are taken
+    /// back before the lock is released, so no reader ever sees part of a group.
+    fn append_all_now(
+        &self,
+        session: SessionId,
+        records: &[JournalRecord],
+        if_head: Option<u64>,
+    ) -> Result<Vec<AppendOutcome>, AppendError> {
+        let encoded =
+            notify_journal::encode_group_for_append(session, records, self.inner.max_record_bytes)?;
+        let mut sessions = self.lock();
+        let before = sessions.get(&session).map(|log| (log.head, log.ended_at));
+        let mut outcomes = Vec::with_capacity(records.len());
+        let mut refusal = None;
+        for (index, (record, bytes)) in records.iter().zip(encoded).enumerate() {
+            match self.resolve(&mut sessions, session, record, bytes) {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(e) => {
+                    refusal = Some(AppendError::GroupRefused {
+                        index,
+                        source: Box::new(e),
+                    });
+                    break;
+                }
+            }
+        }
+        if refusal.is_none()
+            && let Some(expected) = if_head
+            && let Some(first) = outcomes.iter().find(|o| o.appended)
+            && first.seq != expected.saturating_add(1)
+        {
+            refusal = Some(AppendError::HeadMoved {
+                session,
+                expected,
+                found: first.seq - 1,
+            });
+        }
+        let Some(refusal) = refusal else {
+            return Ok(outcomes);
+        };
+        match before {
+            // The group created the session's log: none of it stays.
+            None => {
+                sessions.remove(&session);
+            }
+            Some((head, ended_at)) => {
+                if let Some(log) = sessions.get_mut(&session) {
+                    for (record, outcome) in records.iter().zip(&outcomes) {
+                        if outcome.appended {
+                            log.frames.remove(&outcome.seq);
+                            log.index.remove(&record.key());
+                        }
+                    }
+                    log.head = head;
+                    log.ended_at = ended_at;
+                }
+            }
+        }
+        Err(refusal)
+    }
+
+    /// Resolves one checked record (`bytes` its encoding) against the store: refused,
+    /// a duplicate, a collision, or a new frame.
+    fn resolve(
+        &self,
+        sessions: &mut BTreeMap<SessionId, SessionLog>,
+        session: SessionId,
+        record: &JournalRecord,
+        bytes: Vec<u8>,
+    ) -> Result<AppendOutcome, AppendError> {
+        let key = record.key();
         if let Some(log) = sessions.get(&session) {
             log.refuse(session, key)?;
         }
@@ -284,6 +360,24 @@ impl JournalBackend for MemoryJournal {
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
         let result = self.append_now(session, &record);
         record_append("memory", &result);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        let result = self.append_all_now(session, &records, if_head);
+        match &result {
+            Ok(outcomes) => {
+                for outcome in outcomes {
+                    record_append("memory", &Ok(*outcome));
+                }
+            }
+            Err(e) => record_append("memory", &Err(e.clone())),
+        }
         Box::pin(std::future::ready(result))
     }
 

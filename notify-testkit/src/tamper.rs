@@ -309,6 +309,18 @@ impl JournalBackend for RedbTamper {
         }
     }
 
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { j.append_all(session, records, if_head).await }),
+            Err(_) => Box::pin(std::future::ready(Err(AppendError::Closed))),
+        }
+    }
+
     fn lookup(
         &self,
         session: SessionId,

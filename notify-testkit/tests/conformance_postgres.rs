@@ -132,6 +132,14 @@ mod integrity {
         ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
             self.journal.append(session, record)
         }
+        fn append_all(
+            &self,
+            session: SessionId,
+            records: Vec<JournalRecord>,
+            if_head: Option<u64>,
+        ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+            self.journal.append_all(session, records, if_head)
+        }
         fn lookup(
             &self,
             session: SessionId,

@@ -71,3 +71,25 @@ mod retention {
         backend = |fixture| &fixture.journal,
     }
 }
+
+/// The concurrent group check on redb, shown to run inside group commits: the writer
+/// committed the groups (refused ones included) in batches shared with other
+/// appenders' appends, fewer commits than calls, and every check of the atomic groups
+/// held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_inside_a_group_commit() -> Result<(), notify_testkit::conformance::ConformanceError>
+{
+    // Four plain appends before, then 24 calls in flight together (16 plain appends,
+    // eight groups of which four are refused).
+    const CALLS: u64 = 4 + 24;
+    let fixture = open(JournalOptions::default());
+    notify_testkit::conformance::concurrent_groups_commit_whole_or_not_at_all(&fixture.journal)
+        .await?;
+    let stats = fixture.journal.commit_stats();
+    assert!(
+        stats.commits < CALLS,
+        "{} commits for {CALLS} calls: the groups never shared a batch",
+        stats.commits
+    );
+    Ok(())
+}

@@ -80,6 +80,9 @@ enum Bug {
     PurgeUnbounded,
     /// A purged session's tombstone never goes, and answers `Live`.
     PurgedLooksLive,
+    /// `append_all` appends one record at a time, keeping what it wrote before a
+    /// refusal (and ignoring the expected head): not atomic.
+    GroupOneByOne,
 }
 
 impl JournalBackend for Broken {
@@ -104,6 +107,31 @@ impl JournalBackend for Broken {
                 }
                 (_, result) => result,
             }
+        })
+    }
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        if !matches!(self.bug, Bug::GroupOneByOne) {
+            return self.inner.append_all(session, records, if_head);
+        }
+        Box::pin(async move {
+            let mut outcomes = Vec::new();
+            for (index, record) in records.into_iter().enumerate() {
+                match self.inner.append(session, record).await {
+                    Ok(o) => outcomes.push(o),
+                    Err(e) => {
+                        return Err(AppendError::GroupRefused {
+                            index,
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+            Ok(outcomes)
         })
     }
     fn lookup(
@@ -188,6 +216,7 @@ async fn the_suite_catches_broken_backends() {
             Bug::LookupAlwaysNone,
             "collision_same_kind_different_payload",
         ),
+        (Bug::GroupOneByOne, "group_with_a_collision_writes_nothing"),
     ];
     for (bug, first_failing) in cases {
         let backend = Arc::new(Broken {

@@ -73,7 +73,7 @@ pub use tls::{PgSslMode, PgTls};
 use connect::Connector;
 use reader::{ReaderConn, ReaderSlot, pg_checksum};
 use schema::Sql;
-use writer::{AppendReq, Writer};
+use writer::{AppendReq, GroupReq, Job, Writer};
 
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, StorageError};
@@ -201,7 +201,7 @@ pub struct PgJournal {
     /// The read connection (never locked across an await).
     reader: Mutex<ReaderSlot>,
     /// The writer's queue; `None` once closed.
-    queue: Mutex<Option<mpsc::Sender<AppendReq>>>,
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
     writers: Mutex<Vec<JoinHandle<()>>>,
     /// The writers' shared queue, read for [`commit_stats`](Self::commit_stats).
     commit_queue: Arc<writer::Queue>,
@@ -412,13 +412,69 @@ impl PgJournal {
             epoch,
             reply,
         };
-        queue.send(req).await.map_err(|_| self.writer_gone())?;
+        queue
+            .send(Job::One(req))
+            .await
+            .map_err(|_| self.writer_gone())?;
         drop(queue);
         // The writer answers every request it took; if it vanished mid-batch the
         // outcome is unknown.
         answer.await.map_err(|_| {
             AppendError::CommitFailed(StorageError::msg("postgres: journal writer stopped"))
         })?
+    }
+
+    async fn append_all_inner(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> Result<Vec<AppendOutcome>, AppendError> {
+        let encoded = crate::encode_group_for_append(session, &records, self.max_record_bytes)?;
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let epoch = lock(&self.leases).get(&session).copied();
+        if epoch.is_none() && self.policy == LeasePolicy::Required {
+            return Err(AppendError::Fenced { session });
+        }
+        let Some(queue) = lock(&self.queue).clone() else {
+            return Err(AppendError::Closed);
+        };
+        let mut requests = Vec::with_capacity(records.len());
+        let mut answers = Vec::with_capacity(records.len());
+        for (record, bytes) in records.iter().zip(encoded) {
+            let (reply, answer) = oneshot::channel();
+            requests.push(AppendReq {
+                session: *session.as_uuid(),
+                key: record.key(),
+                kind: record.type_name(),
+                checksum: pg_checksum(&bytes),
+                bytes,
+                epoch,
+                reply,
+            });
+            answers.push(answer);
+        }
+        let group = GroupReq {
+            session,
+            requests,
+            if_head,
+        };
+        queue
+            .send(Job::Group(group))
+            .await
+            .map_err(|_| self.writer_gone())?;
+        drop(queue);
+        let mut outcomes = Vec::with_capacity(answers.len());
+        for answer in answers {
+            // Every record of a group is answered alike when the group is refused.
+            let outcome = answer.await.map_err(|_| {
+                AppendError::CommitFailed(StorageError::msg("postgres: journal writer stopped"))
+            })??;
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
     }
 
     /// The error for an append the writer task can no longer take: `Closed` after
@@ -444,6 +500,19 @@ impl JournalBackend for PgJournal {
             crate::metrics::POSTGRES,
             self.append_inner(session, record),
         ))
+    }
+
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        Box::pin(async move {
+            let result = self.append_all_inner(session, records, if_head).await;
+            crate::metrics::record_group(crate::metrics::POSTGRES, &result);
+            result
+        })
     }
 
     fn lookup(

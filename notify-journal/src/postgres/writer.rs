@@ -2,7 +2,9 @@
 //! append waiting in its channel in one transaction: one call of the schema's
 //! `append_batch` function, sent as one statement outside any explicit transaction,
 //! so the whole batch (lease check, key resolution, frame inserts, `last_seq`,
-//! commit) costs one round trip.
+//! commit) costs one round trip. An atomic group ([`Job::Group`]) is committed on its
+//! own, after the batch gathered before it: one explicit transaction around one
+//! `append_batch` call, committed only if every record of the group was taken.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -34,6 +36,25 @@ pub(crate) struct AppendReq {
     /// `None` when it held none.
     pub(crate) epoch: Option<u64>,
     pub(crate) reply: oneshot::Sender<Result<AppendOutcome, AppendError>>,
+}
+
+/// An atomic group of appends to one session
+/// ([`JournalBackend::append_all`](crate::JournalBackend::append_all)).
+pub(crate) struct GroupReq {
+    pub(crate) session: SessionId,
+    /// In order; each answered through its own `reply`, all alike when the group is
+    /// refused or fails.
+    pub(crate) requests: Vec<AppendReq>,
+    /// The head the group expects to find (its first new frame at `if_head + 1`).
+    pub(crate) if_head: Option<u64>,
+}
+
+/// What the writers' channel carries.
+pub(crate) enum Job {
+    /// An append, committed in a batch with others.
+    One(AppendReq),
+    /// An atomic group, committed in a transaction of its own.
+    Group(GroupReq),
 }
 
 /// The write connection with its prepared statement.
@@ -81,7 +102,7 @@ impl WriterConn {
 
 /// The writers' shared queue, and how many of them have a batch in flight.
 pub(crate) struct Queue {
-    rx: AsyncMutex<mpsc::Receiver<AppendReq>>,
+    rx: AsyncMutex<mpsc::Receiver<Job>>,
     in_flight: AtomicUsize,
     done: Notify,
     /// How many writers share the queue.
@@ -93,7 +114,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub(crate) fn new(rx: mpsc::Receiver<AppendReq>, writers: usize) -> Self {
+    pub(crate) fn new(rx: mpsc::Receiver<Job>, writers: usize) -> Self {
         Self {
             writers,
             rx: AsyncMutex::new(rx),
@@ -192,21 +213,30 @@ impl Writer {
     /// and whatever queued meanwhile; then, if every other writer has a batch in
     /// flight, everything that arrives until one of those commits (or the batch is
     /// full). A lone append commits at once; a busy journal keeps several commits
-    /// in flight while the next batch grows.
+    /// in flight while the next batch grows. An atomic group ends the gathering: the
+    /// batch gathered before it commits first, then the group on its own.
     pub(crate) async fn run(mut self, queue: Arc<Queue>) {
         // Not preallocated: `max_batch` is an upper bound, batches are usually small.
         let mut batch = Vec::new();
         loop {
+            let mut group = None;
             {
                 let mut rx = queue.rx.lock().await;
                 let Some(first) = rx.recv().await else {
                     return;
                 };
-                batch.push(first);
-                loop {
+                match first {
+                    Job::One(req) => batch.push(req),
+                    Job::Group(g) => group = Some(g),
+                }
+                'gather: while group.is_none() {
                     while batch.len() < self.max_batch {
                         match rx.try_recv() {
-                            Ok(req) => batch.push(req),
+                            Ok(Job::One(req)) => batch.push(req),
+                            Ok(Job::Group(g)) => {
+                                group = Some(g);
+                                break 'gather;
+                            }
                             Err(_) => break,
                         }
                     }
@@ -231,19 +261,106 @@ impl Writer {
                     })
                     .await;
                     match arrived {
-                        Some(Some(req)) => batch.push(req),
+                        Some(Some(Job::One(req))) => batch.push(req),
+                        Some(Some(Job::Group(g))) => group = Some(g),
                         // A commit finished, or every sender is gone.
                         Some(None) | None => break,
                     }
                 }
             }
-            queue.in_flight.fetch_add(1, Ordering::SeqCst);
-            let results = self.commit(&batch, &queue).await;
-            queue.in_flight.fetch_sub(1, Ordering::SeqCst);
-            queue.done.notify_waiters();
-            for (req, result) in batch.drain(..).zip(results) {
-                // The caller may have gone away (dropped its future); that is normal.
-                let _ = req.reply.send(result);
+            if !batch.is_empty() {
+                queue.in_flight.fetch_add(1, Ordering::SeqCst);
+                let results = self.commit(&batch, &queue).await;
+                queue.in_flight.fetch_sub(1, Ordering::SeqCst);
+                queue.done.notify_waiters();
+                for (req, result) in batch.drain(..).zip(results) {
+                    // The caller may have gone away (dropped its future); that is normal.
+                    let _ = req.reply.send(result);
+                }
+            }
+            if let Some(group) = group {
+                queue.in_flight.fetch_add(1, Ordering::SeqCst);
+                let answer = self.commit_group(&group, &queue).await;
+                queue.in_flight.fetch_sub(1, Ordering::SeqCst);
+                queue.done.notify_waiters();
+                for (index, req) in group.requests.into_iter().enumerate() {
+                    let _ = req.reply.send(answer.of(index));
+                }
+            }
+        }
+    }
+
+    /// Commits one atomic group in a transaction of its own, retrying it (bounded)
+    /// after a serialization failure or deadlock. Answers what every record of the
+    /// group is told: its outcome, or the group's refusal or failure.
+    async fn commit_group(&mut self, group: &GroupReq, queue: &Queue) -> GroupAnswer {
+        let started = Instant::now();
+        let mut retries = 0;
+        loop {
+            let failure = match self.attempt_group(group).await {
+                Ok(Ok(outcomes)) => {
+                    queue.commits.fetch_add(1, Ordering::Relaxed);
+                    queue
+                        .committed_appends
+                        .fetch_add(outcomes.len() as u64, Ordering::Relaxed);
+                    crate::metrics::committed(POSTGRES, outcomes.len(), started.elapsed());
+                    return GroupAnswer::Committed(outcomes);
+                }
+                // Rolled back: nothing of the group was written.
+                Ok(Err(refusal)) => return GroupAnswer::Refused(refusal),
+                Err(failure) => failure,
+            };
+            // Whatever failed, the connection was inside a transaction: never reuse it
+            // (the server rolls back what did not commit when it goes).
+            self.conn = None;
+            match failure {
+                Failure::Before { error, transient } => {
+                    if transient && retries < TRANSIENT_RETRIES {
+                        retries += 1;
+                        tracing::debug!(error = %error, retries, "journal group retried");
+                        continue;
+                    }
+                    tracing::warn!(error = %error, "journal group rolled back");
+                    crate::metrics::commit_failed(POSTGRES);
+                    return GroupAnswer::Refused(AppendError::Storage(error));
+                }
+                Failure::Commit(error) => {
+                    tracing::warn!(error = %error, "journal group commit failed; outcome unknown");
+                    crate::metrics::commit_failed(POSTGRES);
+                    return GroupAnswer::Refused(AppendError::CommitFailed(error));
+                }
+            }
+        }
+    }
+
+    /// One try at an atomic group within the operation timeout: the group's own
+    /// answer (committed, or refused and rolled back), or how it failed.
+    async fn attempt_group(
+        &mut self,
+        group: &GroupReq,
+    ) -> Result<Result<Vec<AppendOutcome>, AppendError>, Failure> {
+        self.connected().await?;
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Failure::msg("postgres: no write connection"));
+        };
+        let mut commit_sent = false;
+        let run = transact_group(conn, self.holder, group, &mut commit_sent);
+        match tokio::time::timeout(self.op_timeout, run).await {
+            Ok(result) => result,
+            Err(_) => {
+                let error = StorageError::msg(format!(
+                    "postgres: journal group timed out after {:?}",
+                    self.op_timeout
+                ));
+                // Before its COMMIT was sent the transaction cannot have committed.
+                Err(if commit_sent {
+                    Failure::Commit(error)
+                } else {
+                    Failure::Before {
+                        error,
+                        transient: false,
+                    }
+                })
             }
         }
     }
@@ -304,6 +421,28 @@ impl Writer {
         &mut self,
         batch: &[AppendReq],
     ) -> Result<Vec<Result<AppendOutcome, AppendError>>, Failure> {
+        self.connected().await?;
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Failure::msg("postgres: no write connection"));
+        };
+        match tokio::time::timeout(self.op_timeout, transact(conn, self.holder, batch)).await {
+            Ok(result) => result,
+            Err(_) => {
+                // The connection is stuck (partition, stalled server): abandon it.
+                // The batch was sent as one statement that commits by itself, so
+                // whether it committed is unknown.
+                self.conn = None;
+                Err(Failure::Commit(StorageError::msg(format!(
+                    "postgres: journal batch timed out after {:?}",
+                    self.op_timeout
+                ))))
+            }
+        }
+    }
+
+    /// Makes sure there is a usable write connection (a fresh one, prepared, if the
+    /// last one was dropped or closed).
+    async fn connected(&mut self) -> Result<(), Failure> {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
             let client = self
@@ -322,22 +461,7 @@ impl Writer {
                 })?;
             self.conn = Some(conn);
         }
-        let Some(conn) = self.conn.as_mut() else {
-            return Err(Failure::msg("postgres: no write connection"));
-        };
-        match tokio::time::timeout(self.op_timeout, transact(conn, self.holder, batch)).await {
-            Ok(result) => result,
-            Err(_) => {
-                // The connection is stuck (partition, stalled server): abandon it.
-                // The batch was sent as one statement that commits by itself, so
-                // whether it committed is unknown.
-                self.conn = None;
-                Err(Failure::Commit(StorageError::msg(format!(
-                    "postgres: journal batch timed out after {:?}",
-                    self.op_timeout
-                ))))
-            }
-        }
+        Ok(())
     }
 }
 
@@ -420,6 +544,94 @@ async fn judge_collision(conn: &WriterConn, req: &AppendReq, seq: u64) -> Append
         },
         _ => collision,
     }
+}
+
+/// What every record of an atomic group is told.
+enum GroupAnswer {
+    /// Committed: each record's outcome, in order.
+    Committed(Vec<AppendOutcome>),
+    /// Refused or failed as a whole.
+    Refused(AppendError),
+}
+
+impl GroupAnswer {
+    /// The answer of the group's record at `index`.
+    fn of(&self, index: usize) -> Result<AppendOutcome, AppendError> {
+        match self {
+            Self::Committed(outcomes) => outcomes.get(index).copied().ok_or_else(|| {
+                AppendError::CommitFailed(StorageError::msg(
+                    "postgres: journal group answered the wrong number of rows",
+                ))
+            }),
+            Self::Refused(e) => Err(e.clone()),
+        }
+    }
+}
+
+/// An atomic group: `BEGIN`, one `append_batch` call with the group's records, then
+/// `COMMIT` if every record was taken (appended or a duplicate) and the head was the
+/// expected one, else `ROLLBACK` and the refusal naming the first refused record.
+/// `commit_sent` is set just before the `COMMIT` goes out: until then a failure
+/// leaves nothing written.
+async fn transact_group(
+    conn: &mut WriterConn,
+    me: Uuid,
+    group: &GroupReq,
+    commit_sent: &mut bool,
+) -> Result<Result<Vec<AppendOutcome>, AppendError>, Failure> {
+    // Until the COMMIT is sent, nothing can have committed, whatever the failure.
+    let rolled_back = |failure: Failure| match failure {
+        Failure::Commit(error) => Failure::Before {
+            error,
+            transient: false,
+        },
+        before => before,
+    };
+    conn.client
+        .batch_execute("BEGIN")
+        .await
+        .map_err(|e| rolled_back(classify(&e)))?;
+    let results = transact(conn, me, &group.requests)
+        .await
+        .map_err(rolled_back)?;
+    let mut outcomes = Vec::with_capacity(results.len());
+    let mut refusal = None;
+    for (index, result) in results.into_iter().enumerate() {
+        match result {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(e) => {
+                refusal = Some(AppendError::GroupRefused {
+                    index,
+                    source: Box::new(e),
+                });
+                break;
+            }
+        }
+    }
+    if refusal.is_none()
+        && let Some(expected) = group.if_head
+        && let Some(first) = outcomes.iter().find(|o| o.appended)
+        && first.seq != expected.saturating_add(1)
+    {
+        refusal = Some(AppendError::HeadMoved {
+            session: group.session,
+            expected,
+            found: first.seq - 1,
+        });
+    }
+    if let Some(refusal) = refusal {
+        conn.client
+            .batch_execute("ROLLBACK")
+            .await
+            .map_err(|e| rolled_back(classify(&e)))?;
+        return Ok(Err(refusal));
+    }
+    *commit_sent = true;
+    conn.client
+        .batch_execute("COMMIT")
+        .await
+        .map_err(|e| classify(&e))?;
+    Ok(Ok(outcomes))
 }
 
 /// One batch, one statement: `append_batch` in the statement's implicit

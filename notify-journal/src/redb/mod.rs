@@ -32,8 +32,10 @@ pub use self::compact::CompactReport;
 use self::options::JournalOptions;
 use self::purge::Chore;
 use self::read::Snapshot;
-use self::writer::{Queue, Request};
-use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append};
+use self::writer::{Group, Queue, Queued, Request};
+use crate::backend::{
+    AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, encode_group_for_append,
+};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
 use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
 use crate::stats::CommitStats;
@@ -125,6 +127,24 @@ impl Inner {
             .clone()
             .ok_or(JournalError::Closed)
     }
+}
+
+/// The writer's request for a checked `record`, and where its answer arrives.
+fn request(
+    session: SessionId,
+    record: &JournalRecord,
+) -> (Request, oneshot::Receiver<writer::Reply>) {
+    let mut body = Vec::new();
+    body::encode(record, &mut body);
+    let (reply, rx) = oneshot::channel();
+    let request = Request {
+        session: session.as_uuid().as_u128(),
+        key: record.key().as_u128(),
+        body,
+        ends: matches!(record, JournalRecord::Event(SessionEvent::SessionEnded(_))),
+        reply,
+    };
+    (request, rx)
 }
 
 /// How many problems a refused verify at open names.
@@ -279,17 +299,78 @@ impl RedbJournal {
         record: &JournalRecord,
     ) -> Result<oneshot::Receiver<writer::Reply>, AppendError> {
         encode_for_append(session, record, self.inner.max_record_bytes)?;
-        let mut body = Vec::new();
-        body::encode(record, &mut body);
-        let (reply, rx) = oneshot::channel();
-        self.inner.queue.submit(Request {
-            session: session.as_uuid().as_u128(),
-            key: record.key().as_u128(),
-            body,
-            ends: matches!(record, JournalRecord::Event(SessionEvent::SessionEnded(_))),
-            reply,
-        })?;
+        let (request, rx) = request(session, record);
+        self.inner.queue.submit(Queued::One(request))?;
         Ok(rx)
+    }
+
+    /// [`JournalBackend::append_all`]: appends `records` to `session`'s log as one
+    /// atomic group, resolved inside the writer's batch like any append (other
+    /// appenders' appends in the same batch are unaffected by its fate); resolves once
+    /// that batch has committed durably.
+    ///
+    /// The group is queued when this is called, not when the future is first polled.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the write: the group may or may not be
+    /// journaled, whole or not at all. Retrying the identical group is safe.
+    ///
+    /// # Errors
+    ///
+    /// See [`JournalBackend::append_all`].
+    pub fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> impl Future<Output = Result<Vec<AppendOutcome>, AppendError>> + Send + 'static {
+        let span = tracing::debug_span!("journal.append_all", %session, records = records.len());
+        let submitted = span.in_scope(|| self.submit_group(session, &records, if_head));
+        let answer = async move {
+            let receivers = submitted?;
+            let mut outcomes = Vec::with_capacity(receivers.len());
+            let mut refusal = None;
+            for rx in receivers {
+                // Every request of a group is answered alike when the group is refused.
+                match rx.await {
+                    Ok(Ok(outcome)) => outcomes.push(outcome),
+                    Ok(Err(e)) => {
+                        refusal.get_or_insert(e);
+                    }
+                    // The writer is gone without answering: it has stopped.
+                    Err(_) => {
+                        refusal.get_or_insert(AppendError::Closed);
+                    }
+                }
+            }
+            let result = match refusal {
+                Some(e) => Err(e),
+                None => Ok(outcomes),
+            };
+            crate::metrics::record_group(crate::metrics::REDB, &result);
+            result
+        };
+        answer.instrument(span)
+    }
+
+    fn submit_group(
+        &self,
+        session: SessionId,
+        records: &[JournalRecord],
+        if_head: Option<u64>,
+    ) -> Result<Vec<oneshot::Receiver<writer::Reply>>, AppendError> {
+        encode_group_for_append(session, records, self.inner.max_record_bytes)?;
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (requests, receivers) = records.iter().map(|r| request(session, r)).unzip();
+        self.inner.queue.submit(Queued::Group(Group {
+            session: session.as_uuid().as_u128(),
+            requests,
+            if_head,
+        }))?;
+        Ok(receivers)
     }
 
     /// Runs `f` on a consistent snapshot of the journal, on the calling thread. A panic
@@ -598,6 +679,15 @@ impl JournalBackend for RedbJournal {
         record: JournalRecord,
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
         Box::pin(RedbJournal::append(self, session, record))
+    }
+
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        Box::pin(RedbJournal::append_all(self, session, records, if_head))
     }
 
     fn lookup(

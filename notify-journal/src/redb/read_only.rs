@@ -308,6 +308,19 @@ impl JournalBackend for RedbReader {
         })
     }
 
+    fn append_all(
+        &self,
+        _session: SessionId,
+        _records: Vec<JournalRecord>,
+        _if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        Box::pin(async {
+            Err(AppendError::Storage(StorageError::msg(
+                "the journal is opened read-only; nothing was written",
+            )))
+        })
+    }
+
     fn lookup(
         &self,
         session: SessionId,

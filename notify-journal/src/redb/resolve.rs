@@ -1,7 +1,9 @@
 //! Resolving one queued append inside the writer's write transaction: the session's
 //! row first (an ended or purged session refuses), then the idempotency index (a
 //! duplicate or a collision, checked against the frame it names), else a new frame with
-//! its position and index entry, and, for an end marker, the session's row.
+//! its position and index entry, and, for an end marker, the session's row. An atomic
+//! group is resolved request by request the same way, and undone inside the
+//! transaction if one of them is refused.
 
 use std::collections::HashMap;
 
@@ -11,7 +13,7 @@ use redb::ReadableTable;
 use super::format::RETENTION;
 use super::frame;
 use super::state::SessionRow;
-use super::writer::{BatchFailure, HEADS_CACHE_MAX, Reply, Request, before};
+use super::writer::{BatchFailure, Group, HEADS_CACHE_MAX, Queued, Reply, Request, before};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 
@@ -193,6 +195,124 @@ impl<'txn> Tables<'txn, '_> {
             seq,
             appended: true,
         }))
+    }
+
+    /// Resolves one queue entry, pushing one reply per request onto `replies`.
+    pub(super) fn resolve_queued(
+        &mut self,
+        queued: &Queued,
+        next_pos: &mut u64,
+        staged: &mut HashMap<u128, u64>,
+        committed: &mut HashMap<u128, u64>,
+        replies: &mut Vec<Reply>,
+    ) -> Result<(), BatchFailure> {
+        match queued {
+            Queued::One(req) => {
+                let reply = self.resolve(req, next_pos, staged, committed)?;
+                replies.push(reply);
+            }
+            Queued::Group(group) => {
+                self.resolve_group(group, next_pos, staged, committed, replies)?
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves an atomic group: its requests in order, exactly as [`resolve`] would one
+    /// by one. If one is refused (or, with `if_head`, the first new frame is not at
+    /// `if_head + 1`), the frames, positions, index entries and end row it wrote are
+    /// removed again inside the transaction, `next_pos` and the session's staged head
+    /// go back to where they were, and every request of the group gets the group's
+    /// refusal. The batch's other requests are untouched: they commit with it.
+    ///
+    /// [`resolve`]: Self::resolve
+    fn resolve_group(
+        &mut self,
+        group: &Group,
+        next_pos: &mut u64,
+        staged: &mut HashMap<u128, u64>,
+        committed: &mut HashMap<u128, u64>,
+        replies: &mut Vec<Reply>,
+    ) -> Result<(), BatchFailure> {
+        let start_pos = *next_pos;
+        let staged_before = staged.get(&group.session).copied();
+        let mut outcomes = Vec::with_capacity(group.requests.len());
+        let mut refusal = None;
+        for (index, req) in group.requests.iter().enumerate() {
+            match self.resolve(req, next_pos, staged, committed)? {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(e) => {
+                    refusal = Some(AppendError::GroupRefused {
+                        index,
+                        source: Box::new(e),
+                    });
+                    break;
+                }
+            }
+        }
+        if refusal.is_none()
+            && let Some(expected) = group.if_head
+            && let Some(first) = outcomes.iter().find(|o| o.appended)
+            && first.seq != expected.saturating_add(1)
+        {
+            refusal = Some(AppendError::HeadMoved {
+                session: SessionId::from_uuid(Uuid::from_u128(group.session)),
+                expected,
+                found: first.seq - 1,
+            });
+        }
+        let Some(refusal) = refusal else {
+            replies.extend(outcomes.into_iter().map(Ok));
+            return Ok(());
+        };
+        // New frames took consecutive positions from `start_pos`, in order.
+        let mut pos = start_pos;
+        for (req, outcome) in group.requests.iter().zip(&outcomes) {
+            if outcome.appended {
+                self.unwrite(req, outcome.seq, pos)?;
+                pos += 1;
+            }
+        }
+        *next_pos = start_pos;
+        match staged_before {
+            Some(head) => staged.insert(group.session, head),
+            None => staged.remove(&group.session),
+        };
+        replies.extend(group.requests.iter().map(|_| Err(refusal.clone())));
+        Ok(())
+    }
+
+    /// Removes what [`resolve`](Self::resolve) wrote for a new frame of `req` at `seq`
+    /// and log position `pos` (for an end marker, the session's row and retention entry
+    /// too: the session had none before, or the marker would have been refused).
+    fn unwrite(&mut self, req: &Request, seq: u64, pos: u64) -> Result<(), BatchFailure> {
+        self.log.remove(pos).map_err(before("undo frame"))?;
+        self.positions
+            .remove((req.session, seq))
+            .map_err(before("undo position"))?;
+        self.keys
+            .remove((req.key, req.session))
+            .map_err(before("undo index"))?;
+        if req.ends {
+            let row = self
+                .sessions
+                .remove(req.session)
+                .map_err(before("undo session row"))?
+                .map(|guard| SessionRow::parse(req.session, guard.value()));
+            if let Some(row) = row {
+                let row = row.map_err(|c| {
+                    BatchFailure::BeforeCommit(StorageError::msg(format!(
+                        "the session row this batch wrote does not parse: {c}"
+                    )))
+                })?;
+                if let Some(retention) = &mut self.retention {
+                    retention
+                        .remove(row.retention_key())
+                        .map_err(before("undo retention"))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The key is journaled at `pos`: a duplicate if the frame there is this session's

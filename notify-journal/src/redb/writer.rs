@@ -47,8 +47,46 @@ pub(crate) struct Request {
     pub(crate) reply: oneshot::Sender<Reply>,
 }
 
+/// An atomic group of appends to one session ([`JournalBackend::append_all`]):
+/// resolved inside a batch like any append, and undone within it if one of its
+/// records is refused (`resolve.rs`), so it commits whole or not at all.
+///
+/// [`JournalBackend::append_all`]: crate::JournalBackend::append_all
+pub(crate) struct Group {
+    pub(crate) session: u128,
+    /// In order; each answered through its own `reply`, all alike when refused.
+    pub(crate) requests: Vec<Request>,
+    /// The head the group expects to find (its first new frame at `if_head + 1`).
+    pub(crate) if_head: Option<u64>,
+}
+
+/// One entry of the queue: an append, or an atomic group, never split across batches.
+pub(crate) enum Queued {
+    One(Request),
+    Group(Group),
+}
+
+impl Queued {
+    /// Its requests, in order (for answering them).
+    fn into_requests(self) -> impl Iterator<Item = Request> {
+        let (one, group) = match self {
+            Self::One(req) => (Some(req), Vec::new()),
+            Self::Group(g) => (None, g.requests),
+        };
+        one.into_iter().chain(group)
+    }
+
+    /// Answers every request with `error`.
+    fn refuse(self, error: &AppendError) {
+        for req in self.into_requests() {
+            // A vanished appender (dropped future) is a normal event.
+            let _ = req.reply.send(Err(error.clone()));
+        }
+    }
+}
+
 struct QueueState {
-    items: VecDeque<Request>,
+    items: VecDeque<Queued>,
     /// Purge steps and tombstone drops, each run alone in its own transaction between
     /// batches (so an append waits for at most one).
     chores: VecDeque<Chore>,
@@ -119,8 +157,8 @@ impl Queue {
         self.poisoned.load(Ordering::Acquire)
     }
 
-    /// Queues a request; refuses it if the journal is closed or poisoned.
-    pub(crate) fn submit(&self, request: Request) -> Result<(), AppendError> {
+    /// Queues a request or a group; refuses it if the journal is closed or poisoned.
+    pub(crate) fn submit(&self, request: Queued) -> Result<(), AppendError> {
         let mut st = lock(&self.state);
         if st.closed {
             return Err(AppendError::Closed);
@@ -215,12 +253,12 @@ impl Queue {
     }
 
     /// Moves up to `max - out.len()` queued requests into `out`.
-    fn take(&self, out: &mut Vec<Request>, max: usize) {
+    fn take(&self, out: &mut Vec<Queued>, max: usize) {
         let mut st = lock(&self.state);
         self.take_locked(&mut st, out, max);
     }
 
-    fn take_locked(&self, st: &mut QueueState, out: &mut Vec<Request>, max: usize) {
+    fn take_locked(&self, st: &mut QueueState, out: &mut Vec<Queued>, max: usize) {
         st.wake_at = usize::MAX;
         let n = st.items.len().min(max.saturating_sub(out.len()));
         out.extend(st.items.drain(..n));
@@ -232,7 +270,7 @@ impl Queue {
     /// (closed, past the deadline, or arrivals paused for a `gap`).
     fn linger(
         &self,
-        out: &mut Vec<Request>,
+        out: &mut Vec<Queued>,
         target: usize,
         max: usize,
         deadline: Instant,
@@ -333,8 +371,8 @@ struct Writer {
     options: JournalOptions,
     tuning: Tuning,
     /// The batch being written, in queue order.
-    batch: Vec<Request>,
-    /// `replies[i]` answers `batch[i]`.
+    batch: Vec<Queued>,
+    /// One per request of `batch`, in order (a group's requests one by one).
     replies: Vec<Reply>,
     /// Committed last seq of recently written sessions: the single writer is the only
     /// one that moves a head, so after the first read of a session its head is known.
@@ -384,9 +422,8 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
     while w.queue.wait_for_work(&mut w.tuning) {
         if w.queue.is_poisoned() {
             w.queue.take(&mut w.batch, w.tuning.max_batch);
-            for req in w.batch.drain(..) {
-                // A vanished appender (dropped future) is a normal event.
-                let _ = req.reply.send(Err(AppendError::Poisoned));
+            for queued in w.batch.drain(..) {
+                queued.refuse(&AppendError::Poisoned);
             }
             while let Some(chore) = w.queue.take_chore() {
                 chore.refuse(poisoned());
@@ -435,8 +472,9 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
                 w.queue.commits.fetch_add(1, Ordering::Relaxed);
                 w.queue
                     .committed_appends
-                    .fetch_add(w.batch.len() as u64, Ordering::Relaxed);
-                for (req, reply) in w.batch.drain(..).zip(w.replies.drain(..)) {
+                    .fetch_add(w.replies.len() as u64, Ordering::Relaxed);
+                let requests = w.batch.drain(..).flat_map(Queued::into_requests);
+                for (req, reply) in requests.zip(w.replies.drain(..)) {
                     let _ = req.reply.send(reply);
                 }
             }
@@ -446,8 +484,9 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
                 crate::metrics::commit_failed(crate::metrics::REDB);
                 tracing::error!(error = %failure.error(), "journal commit failed; journal poisoned");
                 w.replies.clear();
-                for req in w.batch.drain(..) {
-                    let _ = req.reply.send(Err(failure.clone().into_append_error()));
+                let error = failure.into_append_error();
+                for queued in w.batch.drain(..) {
+                    queued.refuse(&error);
                 }
             }
         }
@@ -479,8 +518,8 @@ impl Drop for ExitGuard {
     fn drop(&mut self) {
         let mut st = lock(&self.0.state);
         st.closed = true;
-        for req in st.items.drain(..) {
-            let _ = req.reply.send(Err(AppendError::Closed));
+        for queued in st.items.drain(..) {
+            queued.refuse(&AppendError::Closed);
         }
         for chore in st.chores.drain(..) {
             chore.refuse(JournalError::Closed);
@@ -582,10 +621,14 @@ impl Writer {
             };
             let mut resolved = 0;
             loop {
-                for req in &self.batch[resolved..] {
-                    let reply =
-                        tables.resolve(req, &mut next_pos, &mut self.staged, &mut self.heads)?;
-                    self.replies.push(reply);
+                for queued in &self.batch[resolved..] {
+                    tables.resolve_queued(
+                        queued,
+                        &mut next_pos,
+                        &mut self.staged,
+                        &mut self.heads,
+                        &mut self.replies,
+                    )?;
                 }
                 resolved = self.batch.len();
                 if resolved >= target
@@ -598,10 +641,14 @@ impl Writer {
                 }
             }
             // Whatever `linger` took last is resolved too.
-            for req in &self.batch[resolved..] {
-                let reply =
-                    tables.resolve(req, &mut next_pos, &mut self.staged, &mut self.heads)?;
-                self.replies.push(reply);
+            for queued in &self.batch[resolved..] {
+                tables.resolve_queued(
+                    queued,
+                    &mut next_pos,
+                    &mut self.staged,
+                    &mut self.heads,
+                    &mut self.replies,
+                )?;
             }
             staged_pos = next_pos;
         }
@@ -610,7 +657,7 @@ impl Writer {
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
         self.tuning.observe_commit(started.elapsed());
-        crate::metrics::committed(crate::metrics::REDB, self.batch.len(), started.elapsed());
+        crate::metrics::committed(crate::metrics::REDB, self.replies.len(), started.elapsed());
         self.next_pos = Some(staged_pos);
         if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
             self.heads.clear();

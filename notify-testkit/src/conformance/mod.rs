@@ -25,6 +25,7 @@
 //! futures), so a backend that batches concurrent appends (group commit) sees them in
 //! flight together; the backend does not need to be `Clone` or `'static`.
 
+mod atomic;
 mod contract;
 mod integrity;
 mod retention;
@@ -32,6 +33,7 @@ mod support;
 
 use notify_journal::JournalBackend;
 
+pub use atomic::*;
 pub use contract::*;
 pub use integrity::{
     INTEGRITY_CHECKS, Tamper, damaged_frame_is_named, run_integrity, short_log_is_named,
@@ -80,6 +82,12 @@ pub const CHECKS: &[&str] = &[
     "concurrent_appends_are_gap_free",
     "concurrent_same_key_resolves_once",
     "concurrent_conflicting_payloads_resolve_to_one_winner",
+    "group_commits_whole_in_order",
+    "group_with_a_collision_writes_nothing",
+    "group_to_an_ended_session_writes_nothing",
+    "group_with_an_invalid_record_writes_nothing",
+    "group_with_a_stale_head_writes_nothing",
+    "concurrent_groups_commit_whole_or_not_at_all",
 ];
 
 /// Runs every check in [`CHECKS`] order and returns the first failure.
@@ -111,7 +119,13 @@ pub async fn run_all<B: JournalBackend + ?Sized>(
     too_large_is_refused(backend, max_record_bytes).await?;
     concurrent_appends_are_gap_free(backend).await?;
     concurrent_same_key_resolves_once(backend).await?;
-    concurrent_conflicting_payloads_resolve_to_one_winner(backend).await
+    concurrent_conflicting_payloads_resolve_to_one_winner(backend).await?;
+    group_commits_whole_in_order(backend).await?;
+    group_with_a_collision_writes_nothing(backend).await?;
+    group_to_an_ended_session_writes_nothing(backend).await?;
+    group_with_an_invalid_record_writes_nothing(backend).await?;
+    group_with_a_stale_head_writes_nothing(backend).await?;
+    concurrent_groups_commit_whole_or_not_at_all(backend).await
 }
 
 /// Generates one `#[tokio::test]` per conformance check for a backend, so a failure
@@ -151,6 +165,12 @@ macro_rules! conformance_tests {
             concurrent_appends_are_gap_free,
             concurrent_same_key_resolves_once,
             concurrent_conflicting_payloads_resolve_to_one_winner,
+            group_commits_whole_in_order,
+            group_with_a_collision_writes_nothing,
+            group_to_an_ended_session_writes_nothing,
+            group_with_an_invalid_record_writes_nothing,
+            group_with_a_stale_head_writes_nothing,
+            concurrent_groups_commit_whole_or_not_at_all,
         ]);
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -76,6 +76,15 @@ impl JournalBackend for Tap<'_> {
         self.inner.append(session, record)
     }
 
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        self.inner.append_all(session, records, if_head)
+    }
+
     fn lookup(
         &self,
         session: SessionId,
