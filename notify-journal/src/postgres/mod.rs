@@ -96,7 +96,7 @@ const QUEUE: usize = 8192;
 ///
 /// Tables in one PostgreSQL schema ([`PgOptions::schema`], default `notify_journal`),
 /// at version [`PG_SCHEMA_VERSION`] (recorded in `schema_version`; migrations run on
-/// connect under a transaction-scoped advisory lock, or are only validated):
+/// connect under an advisory lock held while migrating, or are only validated):
 ///
 /// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at,
 ///   ended_at, purged_at, purge_done)`: a session's head, lease and life; once its

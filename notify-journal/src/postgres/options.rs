@@ -22,7 +22,7 @@ pub(crate) const PG_DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10
 #[non_exhaustive]
 pub enum MigrationMode {
     /// Create the schema if missing and apply every pending migration (default).
-    /// Concurrent openers serialize on a transaction-scoped advisory lock.
+    /// Concurrent openers serialize on an advisory lock held while migrating.
     #[default]
     Apply,
     /// Only check that the schema is at this code's version; change nothing. For

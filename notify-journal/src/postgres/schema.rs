@@ -49,7 +49,7 @@ pub(crate) fn quoted(schema: &str) -> String {
 }
 
 /// A stable advisory-lock key per schema, so concurrent openers migrate one at a time
-/// (transaction-scoped: it is only held while migrating).
+/// (only held while migrating).
 fn migration_lock_key(schema: &str) -> i64 {
     // FNV-1a, 64 bit.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -119,8 +119,8 @@ fn setting_ms(limit: Option<Duration>) -> u128 {
 /// migrations are pending does the migration run, in one `READ COMMITTED`
 /// transaction bounded by `migration_timeout` (`None`: no limit) instead of the
 /// operation timeout, on both sides: the client stops waiting and the server's
-/// `statement_timeout` stops the work. Concurrent openers serialize on a
-/// transaction-scoped advisory lock and wait for it as long as a migration may
+/// `statement_timeout` stops the work. Concurrent openers serialize on an
+/// advisory lock (see [`apply`]) and wait for it as long as a migration may
 /// take; lock waits on the journal's tables stay bounded by the connection's
 /// `lock_timeout` (the operation timeout), so a migration never queues for long
 /// behind appends it would then block.
@@ -162,11 +162,43 @@ pub(crate) async fn migrate(
 }
 
 /// Applies the pending migrations under the migration lock (see [`migrate`]).
+///
+/// The lock is session-level, taken in a transaction of its own before the
+/// migration's transaction begins: a transaction that begins after another
+/// opener's migration committed sees its tables (the backend's catalog caches are
+/// brought up to date when a transaction begins, not when an advisory lock is
+/// granted). It is released after the commit, or with the connection, which is
+/// dropped on any failure (including the migration timeout).
 async fn apply(
     client: &mut Client,
     schema: &str,
     op_timeout: Duration,
     migration_timeout: Option<Duration>,
+) -> Result<(), PgOpenError> {
+    let storage = |op| move |e: tokio_postgres::Error| PgOpenError::Storage(sanitize(op, &e));
+    let key = migration_lock_key(schema);
+    let limit_ms = setting_ms(migration_timeout);
+    // Another opener may be migrating: wait for it as long as a migration may take.
+    client
+        .batch_execute(&format!(
+            "BEGIN; SET LOCAL lock_timeout = {limit_ms}; SELECT pg_advisory_lock({key}); COMMIT"
+        ))
+        .await
+        .map_err(storage("migration lock"))?;
+    migrate_locked(client, schema, op_timeout, limit_ms).await?;
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&key])
+        .await
+        .map_err(storage("migration lock"))?;
+    Ok(())
+}
+
+/// The migration's transaction, under the migration lock.
+async fn migrate_locked(
+    client: &mut Client,
+    schema: &str,
+    op_timeout: Duration,
+    limit_ms: u128,
 ) -> Result<(), PgOpenError> {
     let storage = |op| move |e: tokio_postgres::Error| PgOpenError::Storage(sanitize(op, &e));
     let tx = client
@@ -176,23 +208,14 @@ async fn apply(
         .await
         .map_err(storage("migrate"))?;
     let q = quoted(schema);
-    let limit_ms = setting_ms(migration_timeout);
-    // Another opener may be migrating: wait for it as long as a migration may take.
+    // The server stops the work at the migration timeout too; lock waits on the
+    // journal's tables stay bounded by the operation timeout.
+    let lock_ms = setting_ms(Some(op_timeout));
     tx.batch_execute(&format!(
-        "SET LOCAL lock_timeout = {limit_ms}; SET LOCAL statement_timeout = {limit_ms}"
+        "SET LOCAL statement_timeout = {limit_ms}; SET LOCAL lock_timeout = {lock_ms}"
     ))
     .await
     .map_err(storage("migration settings"))?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&migration_lock_key(schema)],
-    )
-    .await
-    .map_err(storage("migration lock"))?;
-    let lock_ms = setting_ms(Some(op_timeout));
-    tx.batch_execute(&format!("SET LOCAL lock_timeout = {lock_ms}"))
-        .await
-        .map_err(storage("migration settings"))?;
     // Read again under the lock: another opener may have migrated meanwhile.
     let found = read_version(&tx, schema)
         .await
