@@ -79,7 +79,7 @@ pub use tls::{PgSslMode, PgTls};
 
 use connect::Connector;
 use reader::{ReaderConn, ReaderSlot, pg_checksum};
-use schema::{SchemaGuard, Sql};
+use schema::Sql;
 use writer::{AppendReq, Writer};
 
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
@@ -218,9 +218,8 @@ pub struct PgJournal {
     lease_ms: f64,
     /// Bounds every read, lease statement and reconnect preparation.
     op_timeout: Duration,
+    /// The statements, and the schema version check of every reconnect.
     sql: Arc<Sql>,
-    /// The schema version check of every reconnect, and the newer version seen.
-    guard: Arc<SchemaGuard>,
     connector: Arc<Connector>,
     /// The read connection (never locked across an await).
     reader: Mutex<ReaderSlot>,
@@ -304,7 +303,7 @@ impl PgJournal {
             options.migration_timeout,
         )
         .await?;
-        let guard = Arc::new(SchemaGuard::new(&options.schema));
+
         let read_client = connector
             .connect()
             .await
@@ -333,7 +332,6 @@ impl PgJournal {
             let writer = Writer::new(
                 Arc::clone(&connector),
                 Arc::clone(&sql),
-                Arc::clone(&guard),
                 holder,
                 options.max_batch,
                 idle_ms,
@@ -352,7 +350,6 @@ impl PgJournal {
             lease_ms: options.lease_duration.as_secs_f64() * 1000.0,
             op_timeout,
             sql,
-            guard,
             connector,
             reader: Mutex::new(ReaderSlot {
                 current: Some(Arc::new(reader)),

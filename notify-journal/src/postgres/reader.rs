@@ -108,7 +108,7 @@ impl PgJournal {
             return Err(ReadFailure::Closed);
         }
         // A schema found newer stays newer: nothing more is read.
-        if let Some(found) = self.guard.newer() {
+        if let Some(found) = self.sql.guard.newer() {
             return Err(ReadFailure::SchemaTooNew(found));
         }
         let pending = {
@@ -128,7 +128,7 @@ impl PgJournal {
                     .map_err(|e| ReadFailure::Storage(e.into_storage()))?;
                 // Every reconnect checks the schema version first: a newer build
                 // may have migrated it since this journal connected.
-                match tokio::time::timeout(self.op_timeout, self.guard.check(&client)).await {
+                match tokio::time::timeout(self.op_timeout, self.sql.guard.check(&client)).await {
                     Err(_) => {
                         return Err(ReadFailure::Storage(timed_out(
                             "schema check",

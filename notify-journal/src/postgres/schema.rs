@@ -90,20 +90,18 @@ async fn read_version<C: tokio_postgres::GenericClient>(
 }
 
 /// How long the migration may run: `None` for no limit.
-fn bounded<T>(
+async fn bounded<T>(
     limit: Option<Duration>,
     fut: impl Future<Output = Result<T, PgOpenError>>,
-) -> impl Future<Output = Result<T, PgOpenError>> {
-    async move {
-        match limit {
-            None => fut.await,
-            Some(after) => tokio::time::timeout(after, fut).await.map_err(|_| {
-                PgOpenError::Storage(StorageError::msg(format!(
-                    "postgres: schema migration timed out after {after:?} (rolled back; \
-                     raise PgOptions::migration_timeout)"
-                )))
-            })?,
-        }
+) -> Result<T, PgOpenError> {
+    match limit {
+        None => fut.await,
+        Some(after) => tokio::time::timeout(after, fut).await.map_err(|_| {
+            PgOpenError::Storage(StorageError::msg(format!(
+                "postgres: schema migration timed out after {after:?} (rolled back; \
+                 raise PgOptions::migration_timeout)"
+            )))
+        })?,
     }
 }
 
@@ -319,9 +317,12 @@ impl SchemaGuard {
     }
 }
 
-/// Every statement the journal runs, with the schema spliced in once.
+/// Every statement the journal runs, with the schema spliced in once, and what this
+/// handle knows of the schema's version.
 #[derive(Debug)]
 pub(crate) struct Sql {
+    /// Checks the version on every reconnect; remembers a newer one once seen.
+    pub(crate) guard: SchemaGuard,
     pub(crate) append_batch: String,
     pub(crate) lookup: String,
     pub(crate) stored: String,
@@ -347,6 +348,7 @@ impl Sql {
     pub(crate) fn new(schema: &str) -> Self {
         let s = quoted(schema);
         Self {
+            guard: SchemaGuard::new(schema),
             // The whole batch: see migration 2.
             append_batch: format!(
                 "SELECT o_status, o_seq FROM {s}.append_batch($1, $2, $3, $4, $5, $6, $7)"

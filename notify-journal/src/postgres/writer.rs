@@ -117,9 +117,8 @@ impl Queue {
 /// The writer task's state.
 pub(crate) struct Writer {
     connector: Arc<Connector>,
+    /// The statements, and the schema version check of every reconnect.
     sql: Arc<Sql>,
-    /// Checks the schema version on every reconnect; knows a newer one once seen.
-    guard: Arc<SchemaGuard>,
     /// This journal's lease-holder identity.
     holder: Uuid,
     max_batch: usize,
@@ -171,7 +170,6 @@ impl Writer {
     pub(crate) async fn new(
         connector: Arc<Connector>,
         sql: Arc<Sql>,
-        guard: Arc<SchemaGuard>,
         holder: Uuid,
         max_batch: usize,
         idle_timeout_ms: u64,
@@ -185,7 +183,6 @@ impl Writer {
         Ok(Self {
             connector,
             sql,
-            guard,
             holder,
             max_batch,
             idle_timeout_ms,
@@ -329,7 +326,7 @@ impl Writer {
         batch: &[AppendReq],
     ) -> Result<Vec<Result<AppendOutcome, AppendError>>, Failure> {
         // A schema found newer stays newer: nothing more is sent.
-        if let Some(found) = self.guard.newer() {
+        if let Some(found) = self.sql.guard.newer() {
             self.conn = None;
             return Err(Failure::SchemaTooNew(found));
         }
@@ -345,7 +342,7 @@ impl Writer {
                 })?;
             // Every reconnect checks the schema version first: a newer build may
             // have migrated it since this journal connected.
-            let checked = tokio::time::timeout(self.op_timeout, self.guard.check(&client))
+            let checked = tokio::time::timeout(self.op_timeout, self.sql.guard.check(&client))
                 .await
                 .unwrap_or_else(|_| {
                     Err(VersionCheck::Failed(StorageError::msg(format!(
@@ -374,7 +371,7 @@ impl Writer {
         let Some(conn) = self.conn.as_mut() else {
             return Err(Failure::msg("postgres: no write connection"));
         };
-        let guard = &*self.guard;
+        let guard = &self.sql.guard;
         match tokio::time::timeout(self.op_timeout, transact(conn, guard, self.holder, batch)).await
         {
             Ok(result) => result,
