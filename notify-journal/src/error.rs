@@ -141,10 +141,34 @@ pub enum AppendError {
         /// The head the group found.
         found: u64,
     },
+    /// The journal's storage is at a newer schema version than this build
+    /// understands: a newer build migrated it (a rolling upgrade). This handle
+    /// refuses every later append. With `outcome_unknown` false the append was
+    /// never sent: nothing was written. With it true the append was sent and
+    /// answered in a way only the newer version defines: it may have committed.
+    /// Either way, retry with the same record through a build that knows version
+    /// `found` (the idempotency index makes that safe); retrying here cannot help.
+    #[error(
+        "journal schema version {found} is newer than this build's {supported}; {}",
+        if *outcome_unknown {
+            "this append's outcome is unknown: retry it with a newer build"
+        } else {
+            "nothing was written"
+        }
+    )]
+    SchemaTooNew {
+        /// The version the storage records.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+        /// Whether the append may have committed (it was sent and answered by a
+        /// newer schema's code).
+        outcome_unknown: bool,
+    },
 }
 
 impl AppendError {
-    /// Whether retrying the identical append may succeed.
+    /// Whether retrying the identical append (through this handle) may succeed.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::CommitFailed(_) | Self::Storage(_))
@@ -176,7 +200,12 @@ impl AppendError {
                     seq: *seq,
                 };
             }
-            Self::CommitFailed(_) => JournalFailureKind::OutcomeUnknown,
+            Self::CommitFailed(_)
+            | Self::SchemaTooNew {
+                outcome_unknown: true,
+                ..
+            } => JournalFailureKind::OutcomeUnknown,
+            Self::SchemaTooNew { .. } => JournalFailureKind::Unavailable,
             Self::Poisoned => JournalFailureKind::Poisoned,
             Self::Fenced { .. } => JournalFailureKind::Fenced,
             Self::TooLarge { .. } => JournalFailureKind::TooLarge,
@@ -265,6 +294,16 @@ pub enum JournalError {
     /// A storage failure.
     #[error(transparent)]
     Storage(StorageError),
+    /// The journal's storage is at a newer schema version than this build
+    /// understands (a newer build migrated it); nothing was read. Use a build that
+    /// knows version `found`.
+    #[error("journal schema version {found} is newer than this build's {supported}")]
+    SchemaTooNew {
+        /// The version the storage records.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
 }
 
 /// Why [`RedbJournal::open`](crate::RedbJournal::open) failed.

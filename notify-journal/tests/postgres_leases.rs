@@ -429,3 +429,97 @@ async fn a_release_retried_after_it_committed_unseen_is_not_lost() {
         Err(LeaseError::Lost { .. })
     ));
 }
+
+/// Fencing is sticky: a handle that held a lease and lost it stays fenced on the
+/// session until it acquires a new one. Releasing the lost lease answers `Lost` and
+/// lifts nothing, even once no live lease exists (an expired lease nobody took over;
+/// a taken-over lease its new holder released).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_fences_until_a_new_one_is_acquired() {
+    let Some(url) = database_url("a_lost_lease_fences_until_a_new_one_is_acquired") else {
+        return;
+    };
+    let short = PgOptions::default().lease_duration(Duration::from_millis(200));
+    let a = journal(&url, SHARED, short.clone()).await;
+    let raw = raw_client(&url).await;
+    let frames = |s: SessionId| {
+        let raw = &raw;
+        async move {
+            let n: i64 = raw
+                .query_one(
+                    &format!("SELECT count(*) FROM {SHARED}.frames WHERE session = $1"),
+                    &[s.as_uuid()],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            n
+        }
+    };
+
+    // Acquire, expire (nobody takes over), release: the release says the lease was
+    // lost, and appends stay fenced although no live lease exists.
+    let s = SessionId::new();
+    let first = a.acquire_lease(s).await.unwrap();
+    wait_for_expiry(&a, s).await;
+    assert!(matches!(
+        a.release_lease(s).await,
+        Err(LeaseError::Lost { session }) if session == s
+    ));
+    assert!(!a.lease_info(s).await.unwrap().is_live());
+    for _ in 0..2 {
+        assert!(matches!(
+            a.append(s, command(s, Uuid::now_v7(), 0)).await,
+            Err(AppendError::Fenced { session }) if session == s
+        ));
+        // A second release changes nothing either.
+        assert!(matches!(
+            a.release_lease(s).await,
+            Err(LeaseError::Lost { .. })
+        ));
+    }
+    assert_eq!(frames(s).await, 0, "a fenced handle wrote nothing");
+    // A new lease (a new epoch) lifts the fence.
+    let mut landed = false;
+    for _ in 0..50 {
+        let again = a.acquire_lease(s).await.unwrap();
+        assert!(again.epoch() > first.epoch());
+        match a.append(s, command(s, Uuid::now_v7(), 0)).await {
+            Ok(out) => {
+                assert_eq!(out, appended(1));
+                landed = true;
+                break;
+            }
+            // This machine let 200 ms pass: the new lease expired too.
+            Err(AppendError::Fenced { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(landed, "an append under a fresh lease lands");
+
+    // Taken over, released by its new holder: the old holder is still fenced.
+    let t = SessionId::new();
+    let long = PgOptions::default().lease_duration(Duration::from_secs(60));
+    let b = journal(&url, SHARED, long).await;
+    a.acquire_lease(t).await.unwrap();
+    wait_for_expiry(&a, t).await;
+    b.acquire_lease(t).await.unwrap();
+    assert!(matches!(
+        a.release_lease(t).await,
+        Err(LeaseError::Lost { session }) if session == t
+    ));
+    b.release_lease(t).await.unwrap();
+    assert!(!a.lease_info(t).await.unwrap().is_live());
+    assert!(matches!(
+        a.append(t, command(t, Uuid::now_v7(), 0)).await,
+        Err(AppendError::Fenced { session }) if session == t
+    ));
+    assert_eq!(frames(t).await, 0, "a fenced handle wrote nothing");
+    // A handle that never held a lease there appends, as the lease policy allows.
+    assert_eq!(
+        b.append(t, command(t, Uuid::now_v7(), 0)).await.unwrap(),
+        appended(1)
+    );
+    a.close().await;
+    b.close().await;
+}

@@ -214,3 +214,223 @@ async fn create_cert_role(server: &TlsServer) {
         .await
         .expect("create the client-certificate role");
 }
+
+/// What a row of the mode table must do against the real TLS server.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// Connects in plain text.
+    Plain,
+    /// Connects over TLS, in this mode.
+    Tls(PgSslMode),
+    /// The handshake is refused for this reason.
+    Refused(PgTlsRefusal),
+    /// Refused for a certificate the system's roots do not trust: the test CA is in
+    /// no system store (a system with no roots at all refuses with `TlsConfig`).
+    UntrustedBySystemRoots,
+    /// The settings are refused before any connection.
+    InvalidSslMode,
+}
+
+/// Every row of the mode table in `docs/postgres.md` (libpq's `sslmode` with and
+/// without `sslrootcert`, as a connection string gives them), with a real
+/// handshake each: the server's certificate is signed by `ca` and names
+/// `localhost` only. `localhost` and `127.0.0.1` count as local hosts;
+/// `remote.test` (reached at 127.0.0.1 through `hostaddr`) as a remote one.
+/// Connecting to `127.0.0.1` makes the name check fail, so a connection there shows
+/// that no name was checked; `remote.test` refused for its name shows that the
+/// chain passed and the name was checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn libpq_mode_table_against_a_real_tls_server() {
+    use Expect::{InvalidSslMode, Plain, Refused, Tls, UntrustedBySystemRoots};
+    use PgSslMode::{Require, VerifyCa, VerifyFull};
+    use PgTlsRefusal::{UntrustedCertificate, WrongHostName};
+
+    let server = TlsServer::start();
+    let ca = format!("sslrootcert='{}'", server.ca.display());
+    let other = format!("sslrootcert='{}'", server.other_ca.display());
+    let none = String::new();
+    let mut rows: Vec<(&str, &str, String, Expect)> = Vec::new();
+    for mode in ["", "sslmode=allow", "sslmode=prefer"] {
+        rows.extend([
+            // Unset, allow, prefer: never plain text for a remote host.
+            (mode, "localhost", none.clone(), Plain),
+            (mode, "remote.test", none.clone(), UntrustedBySystemRoots),
+            (mode, "127.0.0.1", ca.clone(), Tls(VerifyCa)),
+            (
+                mode,
+                "127.0.0.1",
+                other.clone(),
+                Refused(UntrustedCertificate),
+            ),
+            (mode, "remote.test", ca.clone(), Refused(WrongHostName)),
+        ]);
+    }
+    rows.extend([
+        ("sslmode=disable", "localhost", none.clone(), Plain),
+        ("sslmode=disable", "remote.test", none.clone(), Plain),
+        ("sslmode=disable", "127.0.0.1", other.clone(), Plain),
+        // require: no check without a root; with one, the chain (not the name).
+        ("sslmode=require", "127.0.0.1", none.clone(), Tls(Require)),
+        ("sslmode=require", "remote.test", none.clone(), Tls(Require)),
+        ("sslmode=require", "127.0.0.1", ca.clone(), Tls(VerifyCa)),
+        (
+            "sslmode=require",
+            "127.0.0.1",
+            other.clone(),
+            Refused(UntrustedCertificate),
+        ),
+        (
+            "sslmode=require",
+            "localhost",
+            other.clone(),
+            Refused(UntrustedCertificate),
+        ),
+        // verify-ca: the chain against the system's roots or the file.
+        (
+            "sslmode=verify-ca",
+            "127.0.0.1",
+            none.clone(),
+            UntrustedBySystemRoots,
+        ),
+        ("sslmode=verify-ca", "127.0.0.1", ca.clone(), Tls(VerifyCa)),
+        (
+            "sslmode=verify-ca",
+            "127.0.0.1",
+            other.clone(),
+            Refused(UntrustedCertificate),
+        ),
+        // verify-full: chain and name.
+        (
+            "sslmode=verify-full",
+            "localhost",
+            none.clone(),
+            UntrustedBySystemRoots,
+        ),
+        (
+            "sslmode=verify-full",
+            "localhost",
+            ca.clone(),
+            Tls(VerifyFull),
+        ),
+        (
+            "sslmode=verify-full",
+            "127.0.0.1",
+            ca.clone(),
+            Refused(WrongHostName),
+        ),
+        (
+            "sslmode=verify-full",
+            "localhost",
+            other.clone(),
+            Refused(UntrustedCertificate),
+        ),
+        // sslrootcert=system (libpq 16): system roots, verify-full only.
+        (
+            "",
+            "localhost",
+            "sslrootcert=system".into(),
+            UntrustedBySystemRoots,
+        ),
+        (
+            "sslmode=verify-full",
+            "localhost",
+            "sslrootcert=system".into(),
+            UntrustedBySystemRoots,
+        ),
+        (
+            "sslmode=require",
+            "localhost",
+            "sslrootcert=system".into(),
+            InvalidSslMode,
+        ),
+        (
+            "sslmode=prefer",
+            "localhost",
+            "sslrootcert=system".into(),
+            InvalidSslMode,
+        ),
+    ]);
+
+    let mut failures = Vec::new();
+    for (i, (mode, host, root, expect)) in rows.iter().enumerate() {
+        let app = format!("nj_tls_row_{i}_{}", Uuid::now_v7().simple());
+        let conninfo = server.conninfo(
+            host,
+            "postgres",
+            &format!("{mode} {root} application_name={app}"),
+        );
+        let row = format!("[{mode:?} host={host} {root:?}]");
+        let got = open(&conninfo, PgOptions::default()).await;
+        let ok = match (expect, got) {
+            (Plain | Tls(_), Ok(j)) => {
+                let (encrypted, all) = tls_connections(&server, &app).await;
+                let want_tls = matches!(expect, Tls(_));
+                let mode_ok = match expect {
+                    Tls(m) => j.ssl_mode() == *m,
+                    _ => j.ssl_mode() == PgSslMode::Disable,
+                };
+                let ok = all >= 2 && encrypted == if want_tls { all } else { 0 } && mode_ok;
+                if !ok {
+                    failures.push(format!(
+                        "{row}: connected in {:?}, {encrypted} of {all} connections \
+                         encrypted; expected {expect:?}",
+                        j.ssl_mode()
+                    ));
+                }
+                j.close().await;
+                continue;
+            }
+            (Refused(want), Err(PgOpenError::TlsRefused(got))) => got == *want,
+            (
+                UntrustedBySystemRoots,
+                Err(
+                    PgOpenError::TlsRefused(UntrustedCertificate)
+                    | PgOpenError::TlsConfig {
+                        setting: "root_cert",
+                        ..
+                    },
+                ),
+            ) => true,
+            (
+                InvalidSslMode,
+                Err(PgOpenError::InvalidOption {
+                    option: "sslmode", ..
+                }),
+            ) => true,
+            (_, got) => {
+                failures.push(format!("{row}: got {got:?}, expected {expect:?}"));
+                continue;
+            }
+        };
+        if !ok {
+            failures.push(format!("{row}: refused otherwise than {expect:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows wrong:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
+
+    // The same fix through the options: `require` with a root checks the chain.
+    let err = open(
+        &server.conninfo("127.0.0.1", "postgres", ""),
+        PgOptions::default().tls(PgTls::require().root_cert(&server.other_ca)),
+    )
+    .await
+    .expect_err("require with another CA's root is refused");
+    assert!(
+        matches!(err, PgOpenError::TlsRefused(UntrustedCertificate)),
+        "{err:?}"
+    );
+    let j = open(
+        &server.conninfo("127.0.0.1", "postgres", ""),
+        PgOptions::default().tls(PgTls::require().root_cert(&server.ca)),
+    )
+    .await
+    .expect("require with the right root connects, whatever the host name");
+    assert_eq!(j.ssl_mode(), VerifyCa);
+    j.close().await;
+}

@@ -74,8 +74,8 @@ impl Connector {
         let (from_conninfo, rest) = tls::split_conninfo(conninfo)?;
         let mut config: Config = rest.parse().map_err(|_| PgOpenError::InvalidConfig)?;
         passfile::fill(&mut config, credentials.0, credentials.1);
-        let settings = tls::resolve(tls_options, from_conninfo, tls::all_hosts_local(&config));
-        let mode = settings.mode();
+        let settings = tls::resolve(tls_options, from_conninfo, tls::all_hosts_local(&config))?;
+        let mode = settings.effective_mode();
         let tls = tls::client_config(&settings)?.map(MakeRustlsConnect::new);
         // Never the driver's `prefer`: TLS is required or off, as decided above.
         config.ssl_mode(if tls.is_some() {

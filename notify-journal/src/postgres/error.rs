@@ -126,6 +126,15 @@ pub enum LeaseError {
     /// committed before the failure was seen (retrying acquire or renew is safe).
     #[error(transparent)]
     Storage(StorageError),
+    /// The journal's schema is newer than this build understands (a newer build
+    /// migrated it); the statement was not sent.
+    #[error("journal schema version {found} is newer than this build's {supported}")]
+    SchemaTooNew {
+        /// The version the database records.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
 }
 
 /// Maps a driver error to a [`StorageError`] with no driver text: the operation, the

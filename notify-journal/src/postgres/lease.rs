@@ -151,28 +151,34 @@ impl PgJournal {
         }
     }
 
-    /// Gives up this journal's lease on `session` and stops checking it: later
-    /// appends behave as if it had never been acquired. The epoch is kept, so the
-    /// next lease on the session has a higher one. Releasing when this journal holds
-    /// no lease on the session is not an error.
+    /// Gives up this journal's live lease on `session`: later appends behave as if
+    /// it had never been acquired ([`LeasePolicy`](super::LeasePolicy) decides). The
+    /// epoch is kept, so the next lease on the session has a higher one. Releasing
+    /// when this journal holds no lease on the session is not an error.
     ///
     /// # Errors
     ///
-    /// [`LeaseError::Lost`] if the lease had already been taken over (a higher epoch,
-    /// or another holder): every append made since it was lost was fenced. A release
-    /// retried after an earlier attempt committed unseen is not an error. The lease is
-    /// forgotten all the same (appends no longer check it), as the caller asked.
-    /// An expired lease nobody took over is released normally.
+    /// [`LeaseError::Lost`] if the lease was no longer live: it expired (judged by
+    /// the database's clock once the session row lock is held) or was taken over (a
+    /// higher epoch, or another holder). Every append made since it was lost was
+    /// fenced, and **the journal stays fenced on the session** until it acquires a
+    /// new lease: fencing is sticky, so a writer that lost its lease never goes back
+    /// to writing without one just because no other lease is live at the moment. A
+    /// release retried after an earlier attempt committed unseen is not an error.
     /// [`LeaseError::Storage`] (also after the operation timeout; the lease is still
     /// considered held; retry) or [`LeaseError::Closed`].
     ///
     /// # Cancel safety
     ///
-    /// If dropped, the lease may or may not be released; it expires anyway.
+    /// If dropped, the lease may or may not be released; it expires anyway, and the
+    /// journal keeps checking it (appends are fenced once it expired) until a
+    /// release answers or a new lease is acquired.
     pub async fn release_lease(&self, session: SessionId) -> Result<(), LeaseError> {
         let Some(epoch) = lock(&self.leases).get(&session).copied() else {
             return Ok(());
         };
+        // Only a release that freed a live lease (or finds its own earlier attempt
+        // did) forgets it; a lost lease keeps fencing.
         let forget = || {
             let mut leases = lock(&self.leases);
             if leases.get(&session) == Some(&epoch) {
@@ -180,7 +186,6 @@ impl PgJournal {
             }
         };
         let Ok(epoch_i) = i64::try_from(epoch) else {
-            forget();
             return Err(LeaseError::Lost { session });
         };
         let s = *session.as_uuid();
@@ -190,18 +195,19 @@ impl PgJournal {
                 c.client.execute(&c.release, &[&s, &holder, &epoch_i]).await
             })
             .await?;
-        forget();
         if released == 0 {
             // A retried release whose first attempt did commit (its answer was lost to
             // a timeout or a broken connection) matches nothing either: the lease is
-            // still at our epoch with no holder. Only a higher epoch, or another
-            // holder, means it was lost.
+            // still at our epoch with no holder. An expired lease still names us as
+            // its holder; a higher epoch, or another holder, means it was taken over.
             let info = self.lease_info(session).await?;
             if info.epoch == epoch && info.holder.is_none() {
+                forget();
                 return Ok(());
             }
             return Err(LeaseError::Lost { session });
         }
+        forget();
         Ok(())
     }
 

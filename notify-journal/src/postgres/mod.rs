@@ -24,15 +24,23 @@
 //!   lease checks holder, epoch and expiry after the session row lock is granted,
 //!   in the same transaction that would write the frame: a writer whose lease expired or was
 //!   taken over gets [`AppendError::Fenced`] and writes nothing, and stays fenced
-//!   until it acquires a new lease (or releases the lost one). Without a lease of
-//!   its own, [`LeasePolicy`] decides.
+//!   until it acquires a new lease (fencing is sticky: releasing the lost lease
+//!   does not lift it). Without a lease of its own, [`LeasePolicy`] decides.
 //! * **No secrets in errors.** The connection string is parsed once and never
 //!   echoed; driver errors become a [`StorageError`] holding the operation and the
 //!   SQLSTATE only. Values are always bind parameters.
 //! * **Bounded waits.** Every database operation (batch, read, lease statement,
-//!   connect-time migration) is bounded by [`PgOptions::operation_timeout`]; a
+//!   schema version check) is bounded by [`PgOptions::operation_timeout`]; a
 //!   connection that timed out is dropped and replaced, so a partition yields
-//!   typed errors, never a hang.
+//!   typed errors, never a hang. A migration at connect is bounded by
+//!   [`PgOptions::migration_timeout`] instead (default: none), so a large
+//!   journal's migration completes.
+//! * **Rolling upgrades.** Every reconnect checks the schema version; a schema a
+//!   newer build migrated is refused with typed errors naming both versions
+//!   ([`AppendError::SchemaTooNew`], [`JournalError::SchemaTooNew`],
+//!   [`LeaseError::SchemaTooNew`], [`PgOpenError::SchemaTooNew`]), and an append
+//!   answered with a status only a newer schema defines is `SchemaTooNew` with its
+//!   outcome unknown, alone in its batch. See `docs/postgres.md`.
 //! * **TLS** through rustls with libpq's modes ([`PgTls`], [`PgSslMode`]): a
 //!   remote host gets `verify-full` with the system's roots unless told otherwise;
 //!   plain text is the default only for Unix sockets and loopback.
@@ -89,7 +97,7 @@ const QUEUE: usize = 8192;
 ///
 /// Tables in one PostgreSQL schema ([`PgOptions::schema`], default `notify_journal`),
 /// at version [`PG_SCHEMA_VERSION`] (recorded in `schema_version`; migrations run on
-/// connect under a transaction-scoped advisory lock, or are only validated):
+/// connect under an advisory lock held while migrating, or are only validated):
 ///
 /// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at,
 ///   ended_at, purged_at, purge_done)`: a session's head, lease and life; once its
@@ -116,6 +124,19 @@ const QUEUE: usize = 8192;
 /// [`AppendError::CommitFailed`], and once every writer has crashed later appends
 /// get [`AppendError::Poisoned`].
 ///
+/// # Schema versions
+///
+/// [`connect`](Self::connect) migrates an older schema (bounded by
+/// [`PgOptions::migration_timeout`], not the operation timeout) and refuses a newer
+/// one. Every reconnect checks the version again: once a newer build has migrated
+/// the schema, this handle refuses everything with typed errors naming both
+/// versions ([`AppendError::SchemaTooNew`] with nothing written,
+/// [`JournalError::SchemaTooNew`], [`LeaseError::SchemaTooNew`]). An append that a
+/// newer schema's `append_batch` answered with a status this build does not know
+/// committed with the rest of its batch: it alone is
+/// [`AppendError::SchemaTooNew`] with `outcome_unknown` (retry it through a newer
+/// build), and the batch's other appends keep their answers.
+///
 /// # Leases
 ///
 /// * [`acquire_lease`](Self::acquire_lease): free, released or expired -> new epoch
@@ -123,8 +144,9 @@ const QUEUE: usize = 8192;
 ///   lease -> [`LeaseError::Held`].
 /// * [`renew_lease`](Self::renew_lease): extends our live lease, same epoch; an
 ///   expired or taken-over lease cannot be renewed ([`LeaseError::Lost`]).
-/// * [`release_lease`](Self::release_lease): frees it; the epoch stays, so the next
-///   holder's is higher. Releasing a lease that was already lost is
+/// * [`release_lease`](Self::release_lease): frees our live lease; the epoch stays,
+///   so the next holder's is higher. Releasing a lease that was already lost
+///   (expired or taken over) is
 ///   [`LeaseError::Lost`].
 /// * Expiry is judged by the database's clock (`clock_timestamp()`), never ours,
 ///   and only once the session row lock is held: a writer whose lease expired while
@@ -132,7 +154,9 @@ const QUEUE: usize = 8192;
 /// * Appends to a session on which this journal acquired a lease check holder, epoch
 ///   and expiry under the session row lock, in the transaction that writes the
 ///   frame; if the lease is gone they are [`AppendError::Fenced`] and write nothing,
-///   and stay fenced until the lease is acquired again or released.
+///   and stay fenced until a lease is acquired again. Fencing is sticky: releasing
+///   a lost lease answers [`LeaseError::Lost`] and does not lift it, so a handle
+///   that held a lease never falls back to writing without one.
 /// * Appends to a session on which this journal holds no lease follow
 ///   [`LeasePolicy`]: by default they are allowed unless another writer holds a live
 ///   lease (then `Fenced`), so many processes can share a session; with
@@ -196,6 +220,7 @@ pub struct PgJournal {
     lease_ms: f64,
     /// Bounds every read, lease statement and reconnect preparation.
     op_timeout: Duration,
+    /// The statements, and the schema version check of every reconnect.
     sql: Arc<Sql>,
     connector: Arc<Connector>,
     /// The read connection (never locked across an await).
@@ -205,9 +230,9 @@ pub struct PgJournal {
     writers: Mutex<Vec<JoinHandle<()>>>,
     /// The writers' shared queue, read for [`commit_stats`](Self::commit_stats).
     commit_queue: Arc<writer::Queue>,
-    /// Epoch of every lease this journal acquired and has not released. An entry
-    /// outlives the lease itself: a lost lease keeps fencing appends until the
-    /// caller acquires anew or releases it.
+    /// Epoch of every lease this journal acquired and has not released while it was
+    /// live. An entry outlives the lease itself: a lost lease keeps fencing appends
+    /// until the caller acquires anew (releasing a lost lease keeps its entry).
     leases: Mutex<HashMap<SessionId, u64>>,
     closed: AtomicBool,
 }
@@ -244,10 +269,12 @@ impl PgJournal {
     /// [`PgOpenError`]: a bad connection string or option, an unreachable server
     /// (after at most the connect timeout), a schema newer than
     /// [`PG_SCHEMA_VERSION`], an outdated schema in validate-only mode, or a
-    /// storage failure while migrating (including a schema check or migration,
-    /// or the wait for another opener's migration lock, exceeding the operation
-    /// timeout). Never waits longer than two connect timeouts plus three
-    /// operation timeouts.
+    /// storage failure while checking or migrating (the version check exceeding
+    /// the operation timeout, a migration exceeding the migration timeout, a lock
+    /// wait on the journal's tables exceeding the operation timeout). Without
+    /// pending migrations, never waits longer than two connect timeouts plus three
+    /// operation timeouts; a migration (and the wait for another opener's) adds
+    /// at most [`PgOptions::migration_timeout`], without limit by default.
     ///
     /// # Cancel safety
     ///
@@ -272,14 +299,17 @@ impl PgJournal {
             .connect()
             .await
             .map_err(connect::ConnectFailure::into_open_error)?;
-        // `lock_timeout` (set on the connection) bounds the migration lock wait; this
-        // bounds everything else.
-        tokio::time::timeout(
+        // The version check is bounded by the operation timeout, a migration by the
+        // migration timeout (see `schema::migrate`).
+        schema::migrate(
+            &mut write_client,
+            &options.schema,
+            options.migration,
             op_timeout,
-            schema::migrate(&mut write_client, &options.schema, options.migration),
+            options.migration_timeout,
         )
-        .await
-        .map_err(|_| PgOpenError::Storage(timed_out("schema check or migration", op_timeout)))??;
+        .await?;
+
         let read_client = connector
             .connect()
             .await

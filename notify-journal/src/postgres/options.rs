@@ -23,7 +23,7 @@ pub(crate) const PG_DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10
 #[non_exhaustive]
 pub enum MigrationMode {
     /// Create the schema if missing and apply every pending migration (default).
-    /// Concurrent openers serialize on a transaction-scoped advisory lock.
+    /// Concurrent openers serialize on an advisory lock held while migrating.
     #[default]
     Apply,
     /// Only check that the schema is at this code's version; change nothing. For
@@ -57,6 +57,7 @@ pub struct PgOptions {
     pub(crate) migration: MigrationMode,
     pub(crate) connect_timeout: Duration,
     pub(crate) operation_timeout: Duration,
+    pub(crate) migration_timeout: Option<Duration>,
     pub(crate) lease_duration: Duration,
     pub(crate) lease_policy: LeasePolicy,
     pub(crate) max_batch: usize,
@@ -84,6 +85,7 @@ impl Default for PgOptions {
             migration: MigrationMode::Apply,
             connect_timeout: Duration::from_secs(5),
             operation_timeout: PG_DEFAULT_OPERATION_TIMEOUT,
+            migration_timeout: None,
             lease_duration: Duration::from_secs(30),
             lease_policy: LeasePolicy::Optional,
             max_batch: 1024,
@@ -123,10 +125,11 @@ impl PgOptions {
         self
     }
 
-    /// How long one database operation may take before it fails (default 10 s): a batch transaction, a read, a lease
-    /// statement, the schema check or migration at connect (including the wait for
-    /// the migration lock: `lock_timeout` is set to it), and preparing statements
-    /// after a reconnect. On expiry the connection is dropped (the next call opens a
+    /// How long one database operation may take before it fails (default 10 s): a
+    /// batch transaction, a read, a lease statement, the schema version check at
+    /// connect and at every reconnect, and preparing statements after a reconnect.
+    /// Migrations are bounded by [`migration_timeout`](Self::migration_timeout)
+    /// instead (their lock waits on the journal's tables by this one). On expiry the connection is dropped (the next call opens a
     /// fresh one) and the call fails with a storage error: for an append,
     /// [`AppendError::Storage`](crate::AppendError::Storage) if its batch had not
     /// sent `COMMIT` yet (nothing written), else
@@ -138,6 +141,26 @@ impl PgOptions {
     #[must_use]
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
         self.operation_timeout = timeout;
+        self
+    }
+
+    /// How long the schema migration at [`connect`](super::PgJournal::connect) may
+    /// run (default `None`: no limit), when the schema is older than this build.
+    /// A migration rewrites or scans tables whose size grows with the journal (a
+    /// backfill over every frame, an index build), so it is not bounded by the
+    /// operation timeout: a migration that cannot finish within its bound rolls
+    /// back, and every later open would try again and roll back again. With a
+    /// bound, both sides stop: the client gives up with a
+    /// [`PgOpenError::Storage`](super::PgOpenError::Storage) error and the
+    /// server's `statement_timeout` for the migration stops its work. An opener
+    /// that finds another one migrating waits for it as long (the advisory lock).
+    /// A migration holds its tables' locks until it commits: appends of other
+    /// handles wait meanwhile (each up to its operation timeout); see
+    /// `docs/postgres.md`, "Rolling upgrades". Checking an up-to-date schema is
+    /// always bounded by the operation timeout.
+    #[must_use]
+    pub fn migration_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.migration_timeout = timeout;
         self
     }
 
@@ -253,6 +276,12 @@ impl PgOptions {
             return Err(PgOpenError::InvalidOption {
                 option: "operation_timeout",
                 reason: "must be positive",
+            });
+        }
+        if self.migration_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(PgOpenError::InvalidOption {
+                option: "migration_timeout",
+                reason: "must be positive (None: no limit)",
             });
         }
         if self.lease_duration > PG_MAX_LEASE_DURATION {

@@ -9,16 +9,15 @@ use notify_types::{SessionId, Uuid};
 use tokio::sync::OnceCell;
 use tokio_postgres::{Client, Row, Statement};
 
-use super::connect;
 use super::error::{LeaseError, sanitize};
-use super::schema::Sql;
+use super::schema::{PG_SCHEMA_VERSION, Sql, VersionCheck};
 use super::{PgJournal, lock, seq_u64, timed_out};
 use crate::backend::Frame;
 use crate::error::{Corruption, JournalError, StorageError};
 use crate::verify::{EngineCheck, Problem, VerifyReport};
 
 /// A reconnect of the read connection, shared by every caller that needs it.
-type PendingReader = Arc<OnceCell<Result<Arc<ReaderConn>, StorageError>>>;
+type PendingReader = Arc<OnceCell<Result<Arc<ReaderConn>, ReadFailure>>>;
 
 /// The read connection, and the reconnect in progress if it broke.
 #[derive(Default)]
@@ -108,6 +107,10 @@ impl PgJournal {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ReadFailure::Closed);
         }
+        // A schema found newer stays newer: nothing more is read.
+        if let Some(found) = self.sql.guard.newer() {
+            return Err(ReadFailure::SchemaTooNew(found));
+        }
         let pending = {
             let mut slot = lock(&self.reader);
             if let Some(conn) = slot.current.as_ref().filter(|c| !c.client.is_closed()) {
@@ -122,10 +125,26 @@ impl PgJournal {
                     .connector
                     .connect()
                     .await
-                    .map_err(connect::ConnectFailure::into_storage)?;
+                    .map_err(|e| ReadFailure::Storage(e.into_storage()))?;
+                // Every reconnect checks the schema version first: a newer build
+                // may have migrated it since this journal connected.
+                match tokio::time::timeout(self.op_timeout, self.sql.guard.check(&client)).await {
+                    Err(_) => {
+                        return Err(ReadFailure::Storage(timed_out(
+                            "schema check",
+                            self.op_timeout,
+                        )));
+                    }
+                    Ok(Err(VersionCheck::TooNew(found))) => {
+                        return Err(ReadFailure::SchemaTooNew(found));
+                    }
+                    Ok(Err(VersionCheck::Failed(e))) => return Err(ReadFailure::Storage(e)),
+                    Ok(Ok(())) => {}
+                }
                 ReaderConn::prepare_within(self.op_timeout, client, &self.sql)
                     .await
                     .map(Arc::new)
+                    .map_err(ReadFailure::Storage)
             })
             .await
             .clone();
@@ -144,7 +163,7 @@ impl PgJournal {
                 slot.current = Some(Arc::clone(conn));
             }
         }
-        result.map_err(ReadFailure::Storage)
+        result
     }
 
     /// Runs one statement on the read connection within the operation timeout. On
@@ -312,9 +331,12 @@ fn session_ids(rows: &[Row]) -> Result<Vec<SessionId>, JournalError> {
 }
 
 /// Why the read connection is not available.
+#[derive(Clone)]
 pub(super) enum ReadFailure {
     Closed,
     Storage(StorageError),
+    /// The schema is at this newer version (a newer build migrated it).
+    SchemaTooNew(u32),
 }
 
 impl From<ReadFailure> for JournalError {
@@ -322,6 +344,10 @@ impl From<ReadFailure> for JournalError {
         match f {
             ReadFailure::Closed => Self::Closed,
             ReadFailure::Storage(e) => Self::Storage(e),
+            ReadFailure::SchemaTooNew(found) => Self::SchemaTooNew {
+                found,
+                supported: PG_SCHEMA_VERSION,
+            },
         }
     }
 }
@@ -331,6 +357,10 @@ impl From<ReadFailure> for LeaseError {
         match f {
             ReadFailure::Closed => Self::Closed,
             ReadFailure::Storage(e) => Self::Storage(e),
+            ReadFailure::SchemaTooNew(found) => Self::SchemaTooNew {
+                found,
+                supported: PG_SCHEMA_VERSION,
+            },
         }
     }
 }

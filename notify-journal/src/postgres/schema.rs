@@ -21,11 +21,15 @@
 //! always double-quoted, so reserved words such as `select` or `user` work. Every
 //! value is a bind parameter.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
 use tokio_postgres::{Client, IsolationLevel};
 
 use super::error::{PgOpenError, sanitize};
 use super::migrations::MIGRATIONS;
 use super::options::MigrationMode;
+use crate::error::StorageError;
 
 /// The journal schema version this code writes and understands.
 pub const PG_SCHEMA_VERSION: u32 = 4;
@@ -45,7 +49,7 @@ pub(crate) fn quoted(schema: &str) -> String {
 }
 
 /// A stable advisory-lock key per schema, so concurrent openers migrate one at a time
-/// (transaction-scoped: it is only held while migrating).
+/// (only held while migrating).
 fn migration_lock_key(schema: &str) -> i64 {
     // FNV-1a, 64 bit.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -56,13 +60,143 @@ fn migration_lock_key(schema: &str) -> i64 {
     i64::from_ne_bytes(h.to_ne_bytes())
 }
 
-/// Checks the schema version and, unless validating only, applies what is missing,
-/// in one `READ COMMITTED` transaction whose lock waits (the migration lock
-/// included) give up after the connection's `lock_timeout` (the operation timeout).
+// The list and the version this build writes must agree (a migration added without
+// raising the version, or the other way round, fails the build).
+const _: () = assert!(MIGRATIONS.len() == PG_SCHEMA_VERSION as usize);
+
+/// Reads the schema's recorded version (0 when the journal's tables are missing).
+async fn read_version<C: tokio_postgres::GenericClient>(
+    client: &C,
+    schema: &str,
+) -> Result<u32, StorageError> {
+    let table = format!("{}.schema_version", quoted(schema));
+    let exists: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| sanitize("read schema version", &e))?;
+    if !exists {
+        return Ok(0);
+    }
+    let v: i32 = client
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM {table}"),
+            &[],
+        )
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| sanitize("read schema version", &e))?;
+    u32::try_from(v).map_err(|_| StorageError::msg("postgres: negative journal schema version"))
+}
+
+/// How long the migration may run: `None` for no limit.
+async fn bounded<T>(
+    limit: Option<Duration>,
+    fut: impl Future<Output = Result<T, PgOpenError>>,
+) -> Result<T, PgOpenError> {
+    match limit {
+        None => fut.await,
+        Some(after) => tokio::time::timeout(after, fut).await.map_err(|_| {
+            PgOpenError::Storage(StorageError::msg(format!(
+                "postgres: schema migration timed out after {after:?} (rolled back; \
+                 raise PgOptions::migration_timeout)"
+            )))
+        })?,
+    }
+}
+
+/// Milliseconds for a PostgreSQL timeout setting (0: none).
+fn setting_ms(limit: Option<Duration>) -> u128 {
+    limit.map_or(0, |t| t.as_millis().clamp(1, i32::MAX as u128))
+}
+
+/// Checks the schema version and, unless validating only, applies what is missing.
+///
+/// The check is one short read, bounded by `op_timeout`: a schema at this build's
+/// version (the usual case) or a newer one (refused) costs nothing more. Only when
+/// migrations are pending does the migration run, in one `READ COMMITTED`
+/// transaction bounded by `migration_timeout` (`None`: no limit) instead of the
+/// operation timeout, on both sides: the client stops waiting and the server's
+/// `statement_timeout` stops the work. Concurrent openers serialize on an
+/// advisory lock (see [`apply`]) and wait for it as long as a migration may
+/// take; lock waits on the journal's tables stay bounded by the connection's
+/// `lock_timeout` (the operation timeout), so a migration never queues for long
+/// behind appends it would then block.
 pub(crate) async fn migrate(
     client: &mut Client,
     schema: &str,
     mode: MigrationMode,
+    op_timeout: Duration,
+    migration_timeout: Option<Duration>,
+) -> Result<(), PgOpenError> {
+    let found = tokio::time::timeout(op_timeout, read_version(&*client, schema))
+        .await
+        .map_err(|_| {
+            PgOpenError::Storage(StorageError::msg(format!(
+                "postgres: schema check timed out after {op_timeout:?}"
+            )))
+        })?
+        .map_err(PgOpenError::Storage)?;
+    if found > PG_SCHEMA_VERSION {
+        return Err(PgOpenError::SchemaTooNew {
+            found,
+            supported: PG_SCHEMA_VERSION,
+        });
+    }
+    if found == PG_SCHEMA_VERSION {
+        return Ok(());
+    }
+    if mode == MigrationMode::ValidateOnly {
+        return Err(PgOpenError::SchemaOutdated {
+            found,
+            required: PG_SCHEMA_VERSION,
+        });
+    }
+    bounded(
+        migration_timeout,
+        apply(client, schema, op_timeout, migration_timeout),
+    )
+    .await
+}
+
+/// Applies the pending migrations under the migration lock (see [`migrate`]).
+///
+/// The lock is session-level, taken in a transaction of its own before the
+/// migration's transaction begins: a transaction that begins after another
+/// opener's migration committed sees its tables (the backend's catalog caches are
+/// brought up to date when a transaction begins, not when an advisory lock is
+/// granted). It is released after the commit, or with the connection, which is
+/// dropped on any failure (including the migration timeout).
+async fn apply(
+    client: &mut Client,
+    schema: &str,
+    op_timeout: Duration,
+    migration_timeout: Option<Duration>,
+) -> Result<(), PgOpenError> {
+    let storage = |op| move |e: tokio_postgres::Error| PgOpenError::Storage(sanitize(op, &e));
+    let key = migration_lock_key(schema);
+    let limit_ms = setting_ms(migration_timeout);
+    // Another opener may be migrating: wait for it as long as a migration may take.
+    client
+        .batch_execute(&format!(
+            "BEGIN; SET LOCAL lock_timeout = {limit_ms}; SELECT pg_advisory_lock({key}); COMMIT"
+        ))
+        .await
+        .map_err(storage("migration lock"))?;
+    migrate_locked(client, schema, op_timeout, limit_ms).await?;
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&key])
+        .await
+        .map_err(storage("migration lock"))?;
+    Ok(())
+}
+
+/// The migration's transaction, under the migration lock.
+async fn migrate_locked(
+    client: &mut Client,
+    schema: &str,
+    op_timeout: Duration,
+    limit_ms: u128,
 ) -> Result<(), PgOpenError> {
     let storage = |op| move |e: tokio_postgres::Error| PgOpenError::Storage(sanitize(op, &e));
     let tx = client
@@ -72,56 +206,29 @@ pub(crate) async fn migrate(
         .await
         .map_err(storage("migrate"))?;
     let q = quoted(schema);
-    if mode == MigrationMode::Apply {
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&migration_lock_key(schema)],
-        )
+    // The server stops the work at the migration timeout too; lock waits on the
+    // journal's tables stay bounded by the operation timeout.
+    let lock_ms = setting_ms(Some(op_timeout));
+    tx.batch_execute(&format!(
+        "SET LOCAL statement_timeout = {limit_ms}; SET LOCAL lock_timeout = {lock_ms}"
+    ))
+    .await
+    .map_err(storage("migration settings"))?;
+    // Read again under the lock: another opener may have migrated meanwhile.
+    let found = read_version(&tx, schema)
         .await
-        .map_err(storage("migration lock"))?;
-    }
-    let table = format!("{q}.schema_version");
-    let exists: bool = tx
-        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(storage("read schema version"))?;
-    let found: u32 = if exists {
-        let v: i32 = tx
-            .query_one(
-                &format!("SELECT coalesce(max(version), 0) FROM {table}"),
-                &[],
-            )
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(storage("read schema version"))?;
-        u32::try_from(v).map_err(|_| {
-            PgOpenError::Storage(crate::error::StorageError::msg(
-                "postgres: negative journal schema version",
-            ))
-        })?
-    } else {
-        0
-    };
+        .map_err(PgOpenError::Storage)?;
     if found > PG_SCHEMA_VERSION {
         return Err(PgOpenError::SchemaTooNew {
             found,
             supported: PG_SCHEMA_VERSION,
         });
     }
-    if found == PG_SCHEMA_VERSION {
-        return tx.commit().await.map_err(storage("migrate"));
-    }
-    if mode == MigrationMode::ValidateOnly {
-        return Err(PgOpenError::SchemaOutdated {
-            found,
-            required: PG_SCHEMA_VERSION,
-        });
-    }
-    if !exists {
+    let table = format!("{q}.schema_version");
+    if found == 0 {
         tx.batch_execute(&format!(
             "CREATE SCHEMA IF NOT EXISTS {q};
-             CREATE TABLE {table} (
+             CREATE TABLE IF NOT EXISTS {table} (
                  version    integer PRIMARY KEY,
                  applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
              );"
@@ -144,9 +251,78 @@ pub(crate) async fn migrate(
     tx.commit().await.map_err(storage("migrate"))
 }
 
-/// Every statement the journal runs, with the schema spliced in once.
+/// What a reconnect's schema check found wrong.
+#[derive(Debug, Clone)]
+pub(crate) enum VersionCheck {
+    /// A newer build migrated the schema to this version.
+    TooNew(u32),
+    /// The check failed, or the version went back.
+    Failed(StorageError),
+}
+
+/// The schema version as this handle knows it: checked on every reconnect, and
+/// remembered once a newer one was seen (a schema's version never goes back), so
+/// the handle then refuses everything without asking again.
+#[derive(Debug)]
+pub(crate) struct SchemaGuard {
+    schema: String,
+    /// The newer version seen; 0 while none was.
+    newer: AtomicU32,
+}
+
+impl SchemaGuard {
+    pub(crate) fn new(schema: &str) -> Self {
+        Self {
+            schema: schema.to_owned(),
+            newer: AtomicU32::new(0),
+        }
+    }
+
+    /// The newer schema version this handle has seen, if any.
+    pub(crate) fn newer(&self) -> Option<u32> {
+        match self.newer.load(Ordering::SeqCst) {
+            0 => None,
+            v => Some(v),
+        }
+    }
+
+    /// Records a version read from the database; `Some(v)` if it is newer than this
+    /// build's.
+    fn note(&self, found: u32) -> Option<u32> {
+        (found > PG_SCHEMA_VERSION).then(|| {
+            self.newer.fetch_max(found, Ordering::SeqCst);
+            found
+        })
+    }
+
+    /// Reads the schema's version on `client` (a fresh connection, or the writer's
+    /// after an answer this build does not know) and remembers a newer one.
+    pub(crate) async fn check(&self, client: &Client) -> Result<(), VersionCheck> {
+        if let Some(found) = self.newer() {
+            return Err(VersionCheck::TooNew(found));
+        }
+        let found = read_version(client, &self.schema)
+            .await
+            .map_err(VersionCheck::Failed)?;
+        if let Some(found) = self.note(found) {
+            return Err(VersionCheck::TooNew(found));
+        }
+        if found < PG_SCHEMA_VERSION {
+            return Err(VersionCheck::Failed(StorageError::msg(format!(
+                "postgres: journal schema version {found} is older than this build's \
+                 {PG_SCHEMA_VERSION}, which it was migrated to at connect"
+            ))));
+        }
+        Ok(())
+    }
+}
+
+/// Every statement the journal runs, with the schema spliced in once, and what this
+/// handle knows of the schema's version.
 #[derive(Debug)]
 pub(crate) struct Sql {
+    /// Checks the version on every reconnect; remembers a newer one once seen.
+    pub(crate) guard: SchemaGuard,
     pub(crate) append_batch: String,
     pub(crate) lookup: String,
     pub(crate) stored: String,
@@ -175,6 +351,7 @@ impl Sql {
     pub(crate) fn new(schema: &str) -> Self {
         let s = quoted(schema);
         Self {
+            guard: SchemaGuard::new(schema),
             // The whole batch: see migration 2.
             append_batch: format!(
                 "SELECT o_status, o_seq FROM {s}.append_batch($1, $2, $3, $4, $5, $6, $7)"
@@ -303,9 +480,13 @@ impl Sql {
                    AND x.lease_expires_at > clock_timestamp()
                  RETURNING lease_holder"
             ),
+            // Only a live lease is released: an expired one was lost (the caller
+            // stays fenced). Expiry is judged after any wait for the row lock (the
+            // qualification is evaluated again on the locked row).
             release: format!(
                 "UPDATE {s}.sessions SET lease_holder = NULL, lease_expires_at = NULL
-                 WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3"
+                 WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3
+                   AND lease_expires_at > clock_timestamp()"
             ),
             lease_info: format!(
                 "SELECT lease_epoch, lease_holder,

@@ -1,5 +1,8 @@
 //! TLS for the journal's connections, through rustls (ring provider), with libpq's
-//! `sslmode` semantics: `disable`, `require`, `verify-ca`, `verify-full`.
+//! `sslmode` semantics: `disable`, `require`, `verify-ca`, `verify-full` (and
+//! `require` with a root certificate checks the chain, as libpq's does). The mode
+//! table (libpq's meaning and this crate's, with and without `sslrootcert`) is in
+//! `docs/postgres.md`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,7 +29,10 @@ pub enum PgSslMode {
     Disable,
     /// Encrypted, but the server's certificate is not checked (no protection
     /// against an active man in the middle), as libpq's `require` without a root
-    /// certificate.
+    /// certificate. With a root certificate ([`PgTls::root_cert`], or `sslrootcert`
+    /// in the connection string) the chain is checked against it, as libpq does:
+    /// `require` then behaves as [`VerifyCa`](Self::VerifyCa), and
+    /// [`PgJournal::ssl_mode`](super::PgJournal::ssl_mode) reports `VerifyCa`.
     Require,
     /// Encrypted; the server's certificate must chain to a trusted root. Its host
     /// name is not checked.
@@ -85,7 +91,9 @@ impl PgTls {
         Self::new(PgSslMode::Disable)
     }
 
-    /// Encrypted, certificate unchecked ([`PgSslMode::Require`]).
+    /// Encrypted, certificate unchecked ([`PgSslMode::Require`]); checked against
+    /// the root certificate if one is given ([`root_cert`](Self::root_cert)), as
+    /// libpq does.
     #[must_use]
     pub fn require() -> Self {
         Self::new(PgSslMode::Require)
@@ -105,7 +113,9 @@ impl PgTls {
     }
 
     /// Trust only the CA certificates in this PEM file (libpq's `sslrootcert`)
-    /// instead of the system's roots. Read at connect.
+    /// instead of the system's roots. Read at connect. With
+    /// [`PgSslMode::Require`] it makes the chain checked (`verify-ca`), as in libpq;
+    /// with [`PgSslMode::Disable`] it is unused.
     #[must_use]
     pub fn root_cert(mut self, path: impl Into<PathBuf>) -> Self {
         self.root_cert = Some(path.into());
@@ -120,10 +130,21 @@ impl PgTls {
         self
     }
 
-    /// The mode.
+    /// The mode as set (see [`effective_mode`](Self::effective_mode) for the one
+    /// connections use).
     #[must_use]
     pub fn mode(&self) -> PgSslMode {
         self.mode
+    }
+
+    /// The mode connections use: the mode as set, except that `require` with a root
+    /// certificate checks the chain, as libpq does ([`PgSslMode::VerifyCa`]).
+    #[must_use]
+    pub fn effective_mode(&self) -> PgSslMode {
+        match self.mode {
+            PgSslMode::Require if self.root_cert.is_some() => PgSslMode::VerifyCa,
+            mode => mode,
+        }
     }
 }
 
@@ -132,7 +153,11 @@ impl PgTls {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct ConninfoTls {
     pub(crate) mode: Option<PgSslMode>,
+    /// Whether `sslmode` was given at all (`prefer` and `allow` leave `mode` unset).
+    pub(crate) mode_given: bool,
     pub(crate) root_cert: Option<PathBuf>,
+    /// `sslrootcert=system` (libpq 16): the system's roots, `verify-full` only.
+    pub(crate) system_roots: bool,
     pub(crate) cert: Option<PathBuf>,
     pub(crate) key: Option<PathBuf>,
 }
@@ -142,6 +167,7 @@ impl ConninfoTls {
     fn take(&mut self, key: &str, value: &str) -> Result<bool, PgOpenError> {
         match key {
             "sslmode" => {
+                self.mode_given = true;
                 self.mode = Some(match value {
                     "disable" => PgSslMode::Disable,
                     "require" => PgSslMode::Require,
@@ -159,7 +185,14 @@ impl ConninfoTls {
                     }
                 });
             }
-            "sslrootcert" => self.root_cert = Some(PathBuf::from(value)),
+            "sslrootcert" if value == "system" => {
+                self.system_roots = true;
+                self.root_cert = None;
+            }
+            "sslrootcert" => {
+                self.system_roots = false;
+                self.root_cert = Some(PathBuf::from(value));
+            }
             "sslcert" => self.cert = Some(PathBuf::from(value)),
             "sslkey" => self.key = Some(PathBuf::from(value)),
             _ => return Ok(false),
@@ -280,23 +313,43 @@ pub(crate) fn all_hosts_local(config: &Config) -> bool {
     hosts_local && addrs_local
 }
 
-/// The TLS settings in force: the options' if given, else the connection string's,
-/// else `verify-full` with the system's roots for a remote host and plain text for
-/// a local one.
-pub(crate) fn resolve(explicit: Option<&PgTls>, from_conninfo: ConninfoTls, local: bool) -> PgTls {
+/// The TLS settings in force: the options' if given, else the connection string's.
+/// Without a mode (`sslmode` unset, `prefer` or `allow`): `verify-full` for a
+/// remote host; for a local one, `verify-ca` if a root certificate is given (the
+/// chain is checked, as libpq's `prefer` does when the server offers TLS, but
+/// never falling back to plain text), else plain text. `sslrootcert=system` means
+/// the system's roots and `verify-full`; with any other `sslmode` it is refused,
+/// as libpq refuses it.
+pub(crate) fn resolve(
+    explicit: Option<&PgTls>,
+    from_conninfo: ConninfoTls,
+    local: bool,
+) -> Result<PgTls, PgOpenError> {
     if let Some(tls) = explicit {
-        return tls.clone();
+        return Ok(tls.clone());
     }
-    let mode = from_conninfo.mode.unwrap_or(if local {
-        PgSslMode::Disable
-    } else {
+    let mode = if from_conninfo.system_roots {
+        if from_conninfo.mode_given && from_conninfo.mode != Some(PgSslMode::VerifyFull) {
+            return Err(PgOpenError::InvalidOption {
+                option: "sslmode",
+                reason: "sslrootcert=system needs sslmode=verify-full (or no sslmode)",
+            });
+        }
         PgSslMode::VerifyFull
-    });
-    PgTls {
+    } else {
+        from_conninfo
+            .mode
+            .unwrap_or(match (local, &from_conninfo.root_cert) {
+                (false, _) => PgSslMode::VerifyFull,
+                (true, Some(_)) => PgSslMode::VerifyCa,
+                (true, None) => PgSslMode::Disable,
+            })
+    };
+    Ok(PgTls {
         mode,
         root_cert: from_conninfo.root_cert,
         client_cert: from_conninfo.cert.zip(from_conninfo.key),
-    }
+    })
 }
 
 fn config_error(setting: &'static str, reason: impl Into<String>) -> PgOpenError {
@@ -325,14 +378,17 @@ fn read_certs(
 
 /// Builds the rustls client configuration for `tls` (`None` for plain text).
 pub(crate) fn client_config(tls: &PgTls) -> Result<Option<ClientConfig>, PgOpenError> {
-    if tls.mode == PgSslMode::Disable {
+    let mode = tls.effective_mode();
+    if mode == PgSslMode::Disable {
         return Ok(None);
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| config_error("tls", e.to_string()))?;
-    let verifier: Arc<dyn ServerCertVerifier> = if tls.mode == PgSslMode::Require {
+    // `require` with a root certificate is `verify-ca` here (see `effective_mode`):
+    // the root is never dropped.
+    let verifier: Arc<dyn ServerCertVerifier> = if mode == PgSslMode::Require {
         Arc::new(Unverified(provider))
     } else {
         let mut roots = RootCertStore::empty();
@@ -358,7 +414,7 @@ pub(crate) fn client_config(tls: &PgTls) -> Result<Option<ClientConfig>, PgOpenE
         let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
             .map_err(|e| config_error("root_cert", e.to_string()))?;
-        if tls.mode == PgSslMode::VerifyCa {
+        if mode == PgSslMode::VerifyCa {
             Arc::new(ChainOnly(webpki))
         } else {
             webpki
@@ -575,21 +631,86 @@ mod tests {
         assert!(!local("host=127.0.0.1,10.0.0.7"));
         assert!(!local("host=localhost hostaddr=10.1.2.3"));
         let none = ConninfoTls::default();
-        assert_eq!(resolve(None, none, false).mode(), PgSslMode::VerifyFull);
         assert_eq!(
-            resolve(None, ConninfoTls::default(), true).mode(),
+            resolve(None, none, false).unwrap().mode(),
+            PgSslMode::VerifyFull
+        );
+        assert_eq!(
+            resolve(None, ConninfoTls::default(), true).unwrap().mode(),
             PgSslMode::Disable
         );
         let said = ConninfoTls {
             mode: Some(PgSslMode::Disable),
             ..ConninfoTls::default()
         };
-        assert_eq!(resolve(None, said, false).mode(), PgSslMode::Disable);
+        assert_eq!(
+            resolve(None, said, false).unwrap().mode(),
+            PgSslMode::Disable
+        );
         let explicit = PgTls::require();
         assert_eq!(
-            resolve(Some(&explicit), ConninfoTls::default(), true).mode(),
+            resolve(Some(&explicit), ConninfoTls::default(), true)
+                .unwrap()
+                .mode(),
             PgSslMode::Require
         );
+    }
+
+    #[test]
+    fn a_root_certificate_makes_require_check_the_chain() {
+        assert_eq!(PgTls::require().effective_mode(), PgSslMode::Require);
+        let with_root = PgTls::require().root_cert("/etc/ca.pem");
+        assert_eq!(with_root.mode(), PgSslMode::Require);
+        assert_eq!(with_root.effective_mode(), PgSslMode::VerifyCa);
+        let conninfo = |s: &str| split_conninfo(s).unwrap().0;
+        let resolved = |s: &str, local: bool| resolve(None, conninfo(s), local);
+        let mode = |s: &str, local: bool| resolved(s, local).unwrap().effective_mode();
+        assert_eq!(
+            mode("host=h sslmode=require sslrootcert=/ca.pem", true),
+            PgSslMode::VerifyCa
+        );
+        assert_eq!(mode("host=h sslmode=require", true), PgSslMode::Require);
+        // No mode, `prefer` or `allow` with a root: the chain is checked, never plain.
+        for m in ["", "sslmode=prefer", "sslmode=allow"] {
+            assert_eq!(
+                mode(&format!("host=h {m} sslrootcert=/ca.pem"), true),
+                PgSslMode::VerifyCa,
+                "{m}"
+            );
+            assert_eq!(
+                mode(&format!("host=h {m} sslrootcert=/ca.pem"), false),
+                PgSslMode::VerifyFull,
+                "{m}"
+            );
+            assert_eq!(
+                mode(&format!("host=h {m}"), true),
+                PgSslMode::Disable,
+                "{m}"
+            );
+        }
+        // `sslrootcert=system`: the system's roots, verify-full only.
+        let system = conninfo("host=h sslrootcert=system");
+        assert!(system.system_roots && system.root_cert.is_none());
+        assert_eq!(
+            mode("host=h sslrootcert=system", true),
+            PgSslMode::VerifyFull
+        );
+        assert_eq!(
+            mode("host=h sslmode=verify-full sslrootcert=system", true),
+            PgSslMode::VerifyFull
+        );
+        for m in ["disable", "allow", "prefer", "require", "verify-ca"] {
+            assert!(
+                matches!(
+                    resolved(&format!("host=h sslmode={m} sslrootcert=system"), false),
+                    Err(PgOpenError::InvalidOption {
+                        option: "sslmode",
+                        ..
+                    })
+                ),
+                "{m}"
+            );
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio_postgres::{Client, Statement};
 
 use super::connect::Connector;
 use super::error::sanitize;
-use super::schema::Sql;
+use super::schema::{PG_SCHEMA_VERSION, SchemaGuard, Sql, VersionCheck};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 use crate::metrics::POSTGRES;
@@ -138,6 +138,7 @@ impl Queue {
 /// The writer task's state.
 pub(crate) struct Writer {
     connector: Arc<Connector>,
+    /// The statements, and the schema version check of every reconnect.
     sql: Arc<Sql>,
     /// This journal's lease-holder identity.
     holder: Uuid,
@@ -170,6 +171,9 @@ enum Failure {
     /// The batch was sent but its answer never came or made no sense (lost
     /// connection, terminated backend, timeout): whether it committed is unknown.
     Commit(StorageError),
+    /// The batch was not sent: the schema is at this newer version (a newer build
+    /// migrated it), so this build writes nothing more.
+    SchemaTooNew(u32),
 }
 
 impl Failure {
@@ -329,6 +333,19 @@ impl Writer {
                     crate::metrics::commit_failed(POSTGRES);
                     return GroupAnswer::Refused(AppendError::CommitFailed(error));
                 }
+                Failure::SchemaTooNew(found) => {
+                    tracing::warn!(
+                        found,
+                        supported = PG_SCHEMA_VERSION,
+                        "journal schema is newer than this build; appends refused"
+                    );
+                    // Refused before anything was sent: nothing of the group written.
+                    return GroupAnswer::Refused(AppendError::SchemaTooNew {
+                        found,
+                        supported: PG_SCHEMA_VERSION,
+                        outcome_unknown: false,
+                    });
+                }
             }
         }
     }
@@ -344,7 +361,7 @@ impl Writer {
             return Err(Failure::msg("postgres: no write connection"));
         };
         let mut commit_sent = false;
-        let run = transact_group(conn, self.holder, group, &mut commit_sent);
+        let run = transact_group(conn, &self.sql.guard, self.holder, group, &mut commit_sent);
         match tokio::time::timeout(self.op_timeout, run).await {
             Ok(result) => result,
             Err(_) => {
@@ -411,6 +428,23 @@ impl Writer {
                         .map(|_| Err(AppendError::CommitFailed(error.clone())))
                         .collect();
                 }
+                Err(Failure::SchemaTooNew(found)) => {
+                    tracing::warn!(
+                        found,
+                        supported = PG_SCHEMA_VERSION,
+                        "journal schema is newer than this build; appends refused"
+                    );
+                    return batch
+                        .iter()
+                        .map(|_| {
+                            Err(AppendError::SchemaTooNew {
+                                found,
+                                supported: PG_SCHEMA_VERSION,
+                                outcome_unknown: false,
+                            })
+                        })
+                        .collect();
+                }
             }
         }
     }
@@ -425,7 +459,9 @@ impl Writer {
         let Some(conn) = self.conn.as_mut() else {
             return Err(Failure::msg("postgres: no write connection"));
         };
-        match tokio::time::timeout(self.op_timeout, transact(conn, self.holder, batch)).await {
+        let guard = &self.sql.guard;
+        match tokio::time::timeout(self.op_timeout, transact(conn, guard, self.holder, batch)).await
+        {
             Ok(result) => result,
             Err(_) => {
                 // The connection is stuck (partition, stalled server): abandon it.
@@ -441,8 +477,13 @@ impl Writer {
     }
 
     /// Makes sure there is a usable write connection (a fresh one, prepared, if the
-    /// last one was dropped or closed).
+    /// last one was dropped or closed), refusing once the schema was found newer.
     async fn connected(&mut self) -> Result<(), Failure> {
+        // A schema found newer stays newer: nothing more is sent.
+        if let Some(found) = self.sql.guard.newer() {
+            self.conn = None;
+            return Err(Failure::SchemaTooNew(found));
+        }
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
             let client = self
@@ -453,6 +494,26 @@ impl Writer {
                     error: e.into_storage(),
                     transient: false,
                 })?;
+            // Every reconnect checks the schema version first: a newer build may
+            // have migrated it since this journal connected.
+            let checked = tokio::time::timeout(self.op_timeout, self.sql.guard.check(&client))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(VersionCheck::Failed(StorageError::msg(format!(
+                        "postgres: schema check timed out after {:?}",
+                        self.op_timeout
+                    ))))
+                });
+            match checked {
+                Ok(()) => {}
+                Err(VersionCheck::TooNew(found)) => return Err(Failure::SchemaTooNew(found)),
+                Err(VersionCheck::Failed(error)) => {
+                    return Err(Failure::Before {
+                        error,
+                        transient: false,
+                    });
+                }
+            }
             let conn = prepare_within(self.op_timeout, client, &self.sql, self.idle_timeout_ms)
                 .await
                 .map_err(|error| Failure::Before {
@@ -509,7 +570,9 @@ fn to_u64(v: i64) -> Result<u64, Failure> {
     u64::try_from(v).map_err(|_| Failure::Commit(StorageError::msg("postgres: negative sequence")))
 }
 
-/// The batch's status codes from `append_batch` (see migrations 2, 3 and 4).
+/// The batch's status codes from `append_batch` (see `migrations.rs`). A code
+/// never changes meaning in a later schema version; a later version may add codes,
+/// which this build answers as [`AppendError::SchemaTooNew`] (see [`transact`]).
 const APPENDED: i16 = 0;
 const DUPLICATE: i16 = 1;
 const COLLISION: i16 = 2;
@@ -575,6 +638,7 @@ impl GroupAnswer {
 /// leaves nothing written.
 async fn transact_group(
     conn: &mut WriterConn,
+    guard: &SchemaGuard,
     me: Uuid,
     group: &GroupReq,
     commit_sent: &mut bool,
@@ -591,7 +655,7 @@ async fn transact_group(
         .batch_execute("BEGIN")
         .await
         .map_err(|e| rolled_back(classify(&e)))?;
-    let results = transact(conn, me, &group.requests)
+    let results = transact(conn, guard, me, &group.requests)
         .await
         .map_err(rolled_back)?;
     let mut outcomes = Vec::with_capacity(results.len());
@@ -637,8 +701,16 @@ async fn transact_group(
 /// One batch, one statement: `append_batch` in the statement's implicit
 /// `READ COMMITTED` transaction (one round trip: Bind, Execute, Sync; the rows
 /// arrive after the commit). Its answer is one row per append, in order.
+///
+/// A status this build does not know comes from a newer schema's `append_batch` (a
+/// newer build migrated the schema while this one was connected): the batch did
+/// commit, so that append may have been written. It is answered, alone, with
+/// [`AppendError::SchemaTooNew`] (`outcome_unknown`) naming the version read back;
+/// the other appends keep their answers (codes never change meaning), and the
+/// journal refuses everything from then on.
 async fn transact(
     conn: &mut WriterConn,
+    guard: &SchemaGuard,
     me: Uuid,
     batch: &[AppendReq],
 ) -> Result<Vec<Result<AppendOutcome, AppendError>>, Failure> {
@@ -672,6 +744,8 @@ async fn transact(
         )));
     }
     let mut out = Vec::with_capacity(batch.len());
+    // The schema version behind an unknown status, read once per batch.
+    let mut newer: Option<Result<u32, StorageError>> = None;
     for (req, row) in batch.iter().zip(&rows) {
         let read = || -> Result<(i16, i64), tokio_postgres::Error> {
             Ok((row.try_get(0)?, row.try_get(1)?))
@@ -701,10 +775,31 @@ async fn transact(
                     "the stored frame's bytes and its checksum disagree".to_owned(),
                 ),
             }),
-            _ => {
-                return Err(Failure::Commit(StorageError::msg(
-                    "postgres: journal batch answered an unknown status",
-                )));
+            unknown => {
+                if newer.is_none() {
+                    newer = Some(match guard.check(&conn.client).await {
+                        Err(VersionCheck::TooNew(found)) => Ok(found),
+                        Err(VersionCheck::Failed(e)) => Err(e),
+                        Ok(()) => Err(StorageError::msg(format!(
+                            "postgres: journal batch answered status {unknown}, unknown \
+                             to schema version {PG_SCHEMA_VERSION}, which the database \
+                             still records"
+                        ))),
+                    });
+                }
+                match &newer {
+                    Some(Ok(found)) => Err(AppendError::SchemaTooNew {
+                        found: *found,
+                        supported: PG_SCHEMA_VERSION,
+                        outcome_unknown: true,
+                    }),
+                    // Committed, answered in a way no known version defines: this
+                    // append's outcome is unknown (the others' answers stand).
+                    Some(Err(e)) => Err(AppendError::CommitFailed(e.clone())),
+                    None => Err(AppendError::CommitFailed(StorageError::msg(
+                        "postgres: journal batch answered an unknown status",
+                    ))),
+                }
             }
         });
     }
