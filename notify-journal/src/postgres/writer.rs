@@ -385,7 +385,7 @@ fn to_u64(v: i64) -> Result<u64, Failure> {
     u64::try_from(v).map_err(|_| Failure::Commit(StorageError::msg("postgres: negative sequence")))
 }
 
-/// The batch's status codes from `append_batch` (see migrations 2, 3 and 4).
+/// The batch's status codes from `append_batch` (see migrations 2 to 5).
 const APPENDED: i16 = 0;
 const DUPLICATE: i16 = 1;
 const COLLISION: i16 = 2;
