@@ -61,7 +61,8 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MState {
     Live,
-    /// Its end marker is journaled: the log is whole, every append is refused.
+    /// Its end marker is journaled: the log is whole, nothing more is appended (a new
+    /// key is refused, a journaled one answered from the log).
     Ended,
     /// Purged: only its tombstone remains.
     Purged,
