@@ -39,7 +39,10 @@ pub type Frame = (u64, JournalRecord);
 /// * [`append_all`](Self::append_all) commits a group of records whole or not at all;
 /// * `replay` yields frames in sequence order;
 /// * appending a session's [`SessionEnded`](notify_types::SessionEnded) marker ends it:
-///   from that commit, every other append to it is [`AppendError::SessionEnded`] and
+///   from that commit nothing more is written to it — an append of a key its log does
+///   not hold is [`AppendError::SessionEnded`], while a key it holds (a retry of a record
+///   journaled before the end, the marker included) is still a duplicate or a
+///   collision, the index being asked before the end — and
 ///   [`session_state`](Self::session_state) answers `Ended` with the commit's time;
 /// * a purged session answers `Purged` with its tombstone; its log reads are
 ///   [`JournalError::Purged`], its appends `SessionEnded { purged: true }`, and its

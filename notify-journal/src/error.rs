@@ -84,9 +84,13 @@ pub enum AppendError {
     /// The journal has been closed.
     #[error("journal is closed")]
     Closed,
-    /// The session has ended (its end marker is journaled) or was purged (only its
-    /// tombstone remains): nothing was written. Never retry. Appending the session's
-    /// own end marker again to an ended (not purged) session is a duplicate, not this.
+    /// The session has ended (its end marker is journaled) and the key is not in its
+    /// log, or the session was purged (only its tombstone remains; then every key):
+    /// nothing was written. Never retry. In an ended (not purged) session a key its log
+    /// holds — a retry, after the end, of a record journaled before it, the end marker
+    /// included — is answered as in a live session instead: the identical record is a
+    /// duplicate (the original seq, `appended: false`), another one a
+    /// [`Collision`](Self::Collision).
     #[error("session {session} has ended{}", if *purged { " and was purged" } else { "" })]
     SessionEnded {
         /// The session.

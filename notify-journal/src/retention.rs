@@ -3,9 +3,11 @@
 //!
 //! A session's log lives while the session does. Appending its
 //! [`SessionEnded`](notify_types::SessionEnded) marker ends it: from the commit of that
-//! frame the backend refuses every other append to the session
-//! ([`AppendError::SessionEnded`](crate::AppendError::SessionEnded)) and records when it
-//! ended. Once the end is older than a retention horizon, [`purge`] removes the log in
+//! frame the backend writes nothing more to the session and records when it ended: an
+//! append of a key the log does not hold is refused
+//! ([`AppendError::SessionEnded`](crate::AppendError::SessionEnded)), while a retry of
+//! a record journaled before the end is still answered truthfully, a duplicate or a
+//! collision. Once the end is older than a retention horizon, [`purge`] removes the log in
 //! bounded steps ([`JournalBackend::purge_step`], each its own transaction) and leaves a
 //! [`Tombstone`], so that a late retry for the session still fails closed instead of
 //! starting a fresh log at seq 1. Tombstones can be dropped after a second, longer
@@ -25,7 +27,8 @@ pub enum SessionState {
     /// Not ended: appends are taken (a session never written is live and empty).
     Live,
     /// Ended at `ended_at` (the commit of its end marker, by the backend's clock): its
-    /// log is whole and readable, and every append is refused.
+    /// log is whole and readable, and nothing more is appended (a new key is refused;
+    /// a key the log holds is a duplicate or a collision).
     Ended {
         /// When the end marker committed.
         ended_at: Timestamp,

@@ -1,6 +1,7 @@
 //! The PostgreSQL journal's session end, purge and tombstones against a real server:
-//! refusals after end and purge, a purge in bounded steps, ends inside one batch,
-//! leases held elsewhere, concurrent purgers, and migrating a version-3 schema.
+//! refusals after end and purge, truthful retries after the end, a purge in bounded
+//! steps, ends inside one batch, leases held elsewhere, concurrent purgers, and
+//! migrating version-3 and version-4 schemas.
 //!
 //! Needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the local default);
 //! without either, each test says it was skipped and returns. Every test uses a fresh
@@ -19,7 +20,7 @@ use notify_journal::{
 };
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::{
-    command, database_url, drop_schema, ended, fresh_schema, journal, raw_client,
+    command, consumed, database_url, drop_schema, ended, fresh_schema, journal, raw_client,
 };
 
 fn appended(seq: u64) -> AppendOutcome {
@@ -84,16 +85,20 @@ async fn end_purge_in_steps_and_drop_the_tombstone() {
         }
     );
 
-    // Ended: new records and retries of old ones are refused; the marker deduplicates.
+    // Ended: new records are refused; a retry of an old one is answered from the
+    // index (a duplicate, or a collision); the marker deduplicates.
     assert!(is_ended(
         &j.append(s, command(s, Uuid::now_v7(), 0)).await,
         s,
         false
     ));
-    assert!(is_ended(
-        &j.append(s, command(s, keys[0], 0)).await,
-        s,
-        false
+    assert_eq!(
+        j.append(s, command(s, keys[0], 0)).await.unwrap(),
+        duplicate(1)
+    );
+    assert!(matches!(
+        j.append(s, command(s, keys[0], 1)).await,
+        Err(AppendError::Collision { key, seq: 1 }) if key == keys[0]
     ));
     assert_eq!(j.append(s, ended(s)).await.unwrap(), duplicate(5));
     assert_eq!(replay_all(&j, s).await.unwrap().len(), 5);
@@ -187,10 +192,11 @@ async fn end_purge_in_steps_and_drop_the_tombstone() {
     drop_schema(&url, &schema).await;
 }
 
-/// Inside one batch, the appends after a session's end marker are refused as after its
-/// commit; the marker's duplicate is a duplicate, other bytes under its key collide,
-/// and another session of the batch is untouched. Called on `append_batch` directly,
-/// so the batch's make-up is certain.
+/// Inside one batch, the appends after a session's end marker are answered as after its
+/// commit: a new key is refused, a key journaled before the marker (earlier in the
+/// batch) is a duplicate; the marker's duplicate is a duplicate, other bytes under its
+/// key collide, and another session of the batch is untouched. Called on
+/// `append_batch` directly, so the batch's make-up is certain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_end_inside_one_batch_refuses_what_follows_it() {
     let Some(url) = database_url("an_end_inside_one_batch_refuses_what_follows_it") else {
@@ -239,7 +245,7 @@ async fn an_end_inside_one_batch_refuses_what_follows_it() {
         .collect();
     assert_eq!(
         answer,
-        vec![(0, 1), (0, 2), (0, 1), (5, 0), (1, 2), (2, 2), (5, 0)]
+        vec![(0, 1), (0, 2), (0, 1), (5, 0), (1, 2), (2, 2), (1, 1)]
     );
     assert!(matches!(
         j.session_state(s).await.unwrap(),
@@ -263,11 +269,9 @@ async fn a_lease_held_elsewhere_blocks_ending_and_purging() {
     let (s, u) = (SessionId::new(), SessionId::new());
     other.acquire_lease(s).await.unwrap();
     other.acquire_lease(u).await.unwrap();
+    let first = Uuid::now_v7();
     for x in [s, u] {
-        other
-            .append(x, command(x, Uuid::now_v7(), 0))
-            .await
-            .unwrap();
+        other.append(x, command(x, first, 0)).await.unwrap();
     }
 
     // Ending is an append: without the lease it is fenced.
@@ -280,6 +284,22 @@ async fn a_lease_held_elsewhere_blocks_ending_and_purging() {
         assert_eq!(other.append(x, ended(x)).await.unwrap(), appended(2));
     }
     let horizon = just_after(ended_at(&other, u).await.max(ended_at(&other, s).await));
+    // Nothing can be written to an ended session, so its answers do not depend on the
+    // lease: without it, a retry of a journaled record is a duplicate, other bytes
+    // collide, and a new record is refused as ended (never `Fenced`).
+    assert_eq!(
+        me.append(s, command(s, first, 0)).await.unwrap(),
+        duplicate(1)
+    );
+    assert!(matches!(
+        me.append(s, command(s, first, 1)).await,
+        Err(AppendError::Collision { seq: 1, .. })
+    ));
+    assert!(is_ended(
+        &me.append(s, command(s, Uuid::now_v7(), 0)).await,
+        s,
+        false
+    ));
 
     // Both are due, but the lease is another writer's: nothing for `me`.
     assert_eq!(me.purge_step(horizon, 10).await.unwrap(), PurgeStep::IDLE);
@@ -448,6 +468,137 @@ async fn a_version_3_schema_is_migrated_forward() {
     assert_eq!(replay_all(&j, done).await.unwrap().len(), 4);
     let report = purge(&j, Timestamp::MAX, 2).await.unwrap();
     assert_eq!((report.sessions, report.frames, report.steps), (1, 4, 2));
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// The `append_batch` a version-4 schema has: migration 4's, as this build's source
+/// holds it (migrations never change once shipped).
+fn version_4_append_batch() -> String {
+    let source = include_str!("../src/postgres/migrations.rs");
+    let start = source
+        .find("CREATE OR REPLACE FUNCTION {s}.append_batch(")
+        .expect("migration 4 replaces append_batch");
+    let len = source[start..]
+        .find("$fn$;")
+        .expect("the function's body ends")
+        + "$fn$;".len();
+    source[start..start + len].to_owned()
+}
+
+/// A database at schema version 4 (where an ended session refuses every key) opens: it
+/// is migrated to version 5, and a retry after the end of a record journaled before it
+/// is then answered truthfully — a duplicate at its seq, a collision for other bytes —
+/// while a new key is refused and a purged session refuses every key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_4_schema_is_migrated_to_truthful_retries_after_the_end() {
+    let Some(url) =
+        database_url("a_version_4_schema_is_migrated_to_truthful_retries_after_the_end")
+    else {
+        return;
+    };
+    let schema = fresh_schema("ret_v4");
+    let (done, other) = (SessionId::new(), SessionId::new());
+    let keys: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    for k in &keys {
+        j.append(done, command(done, *k, 0)).await.unwrap();
+        j.append(other, command(other, *k, 0)).await.unwrap();
+    }
+    let cause = notify_types::CommandId::from_uuid(keys[0]);
+    j.append(done, consumed(done, cause)).await.unwrap();
+    j.append(done, ended(done)).await.unwrap();
+    j.append(other, ended(other)).await.unwrap();
+    j.close().await;
+    // Back to version 4: its `append_batch`, and no record of version 5.
+    let raw = raw_client(&url).await;
+    raw.batch_execute(&format!(
+        "{};
+         DELETE FROM \"{schema}\".schema_version WHERE version > 4;",
+        version_4_append_batch().replace("{s}", &format!("\"{schema}\""))
+    ))
+    .await
+    .unwrap();
+    const { assert!(PG_SCHEMA_VERSION >= 5) };
+    // What version 4 answers a retry of a consumed notification: ended (status 5).
+    let call = format!(
+        "SELECT o_status, o_seq FROM \"{schema}\".append_batch($1, $2, $3, $4, $5, $6, $7)"
+    );
+    let retry = command(done, keys[0], 0);
+    let old: (i16, i64) = {
+        let row = raw
+            .query_one(
+                &call,
+                &[
+                    &Uuid::now_v7(),
+                    &vec![*done.as_uuid()],
+                    &vec![keys[0]],
+                    &vec![retry.type_name()],
+                    &vec![retry.encode()],
+                    &vec![None::<i64>],
+                    &vec![i32::from_be_bytes(
+                        notify_journal::frame_checksum(&retry.encode()).to_be_bytes(),
+                    )],
+                ],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(old, (5, 0), "version 4 refuses the retry");
+
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let version: i32 = raw
+        .query_one(
+            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    assert_eq!(j.append(done, retry).await.unwrap(), duplicate(1));
+    assert_eq!(
+        j.append(done, command(done, keys[2], 0)).await.unwrap(),
+        duplicate(3)
+    );
+    assert_eq!(
+        j.append(done, consumed(done, cause)).await.unwrap(),
+        duplicate(4)
+    );
+    assert!(matches!(
+        j.append(done, command(done, keys[1], 7)).await,
+        Err(AppendError::Collision { key, seq: 2 }) if key == keys[1]
+    ));
+    assert!(is_ended(
+        &j.append(done, command(done, Uuid::now_v7(), 0)).await,
+        done,
+        false
+    ));
+    assert!(is_ended(
+        &j.append(
+            done,
+            consumed(done, notify_types::CommandId::from_uuid(keys[1]))
+        )
+        .await,
+        done,
+        false
+    ));
+    assert_eq!(j.append(done, ended(done)).await.unwrap(), duplicate(5));
+    assert_eq!(j.last_seq(done).await.unwrap(), 5);
+    assert_eq!(replay_all(&j, done).await.unwrap().len(), 5);
+
+    // Purged: every key is refused, a journaled one too.
+    purge(&j, Timestamp::MAX, 16).await.unwrap();
+    for r in [
+        command(done, keys[0], 0),
+        command(done, keys[1], 7),
+        command(done, Uuid::now_v7(), 0),
+        ended(done),
+    ] {
+        assert!(is_ended(&j.append(done, r).await, done, true));
+    }
+    assert_eq!(j.last_seq(done).await.unwrap(), 5);
     j.close().await;
     drop_schema(&url, &schema).await;
 }

@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{command, ended, key_of, open, session};
+use common::{command, command_with, ended, key_of, open, session};
 use notify_journal::{
     AppendError, AppendOutcome, Corruption, JournalBackend, JournalError, OpenError, Problem,
     PurgeStep, RedbJournal, SessionState, purge, purge_with, replay_all,
@@ -62,14 +62,19 @@ async fn an_ended_session_refuses_appends_and_keeps_its_log() {
         }
         other => panic!("expected Ended, got {other:?}"),
     }
-    // A new record and a retry of an old one are both refused; the end again is a
-    // duplicate.
-    for r in [command(s, 9), command(s, 1)] {
-        assert!(matches!(
-            j.append(s, r).await,
-            Err(AppendError::SessionEnded { session, purged: false }) if session == s
-        ));
-    }
+    // A new record is refused; a retry of an old one is a duplicate (the index is
+    // asked before the end); the end again is a duplicate.
+    assert!(matches!(
+        j.append(s, command(s, 9)).await,
+        Err(AppendError::SessionEnded { session, purged: false }) if session == s
+    ));
+    assert_eq!(
+        j.append(s, command(s, 1)).await.unwrap(),
+        AppendOutcome {
+            seq: 1,
+            appended: false
+        }
+    );
     assert_eq!(
         j.append(s, ended(s)).await.unwrap(),
         AppendOutcome {
@@ -98,6 +103,9 @@ async fn an_ended_session_refuses_appends_and_keeps_its_log() {
     assert_eq!((report.ended, report.tombstones), (1, 0));
 }
 
+/// Appends queued behind the end marker resolve as after its commit: new keys are
+/// refused, while a retry of the key journaled before it is a duplicate and other bytes
+/// under that key a collision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_queued_behind_the_end_marker_in_one_batch_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -106,14 +114,29 @@ async fn appends_queued_behind_the_end_marker_in_one_batch_are_refused() {
     j.append(s, command(s, 0)).await.unwrap();
     // All queued at once (the request is queued when `append` is called): the end
     // and everything behind it resolve in queue order, as if sequential.
-    let mut futures = vec![j.append(s, ended(s))];
+    let mut futures = vec![
+        j.append(s, ended(s)),
+        j.append(s, command(s, 0)),
+        j.append(s, command_with(s, key_of(s, 0), 1)),
+    ];
     futures.extend((1..=20).map(|i| j.append(s, command(s, i))));
     let mut results = Vec::new();
     for f in futures {
         results.push(f.await);
     }
     assert_eq!(results[0].as_ref().unwrap().seq, 2);
-    for r in &results[1..] {
+    assert_eq!(
+        results[1].as_ref().unwrap(),
+        &AppendOutcome {
+            seq: 1,
+            appended: false
+        }
+    );
+    assert!(matches!(
+        results[2],
+        Err(AppendError::Collision { seq: 1, .. })
+    ));
+    for r in &results[3..] {
         assert!(matches!(
             r,
             Err(AppendError::SessionEnded { purged: false, .. })

@@ -106,7 +106,9 @@ impl SessionReceived {
     ///
     /// [`AckError::Journal`] if the consumption could not be journaled: the
     /// notification is not released and is handed to the consumer again.
-    /// [`AckError::SessionEnded`] once the session has ended.
+    /// [`AckError::SessionEnded`] once the session has ended, unless its consumption
+    /// was journaled before the end: then the acknowledgement is done (`Ok`; the
+    /// ended session's loop has nothing left to release).
     ///
     /// # Cancel safety
     ///
@@ -120,12 +122,15 @@ impl SessionReceived {
         let session = Session {
             inner: self.session.clone(),
         };
-        match session
+        let duplicate = match session
             .journal_and_broadcast(SessionEvent::NotificationConsumed(consumed))
             .await
         {
-            Ok(Published::New { .. }) => crate::metrics::consumed(),
-            Ok(Published::Duplicate { .. }) => {}
+            Ok(Published::New { .. }) => {
+                crate::metrics::consumed();
+                false
+            }
+            Ok(Published::Duplicate { .. }) => true,
             Err(PublishError::Journal(e)) => return Err(AckError::Journal(e)),
             Err(PublishError::SessionEnded { session_id, .. }) => {
                 return Err(AckError::SessionEnded { session_id });
@@ -142,7 +147,12 @@ impl SessionReceived {
                     notify_journal::StorageError::new("consumption event refused", other),
                 )));
             }
+        };
+        let released = self.received.ack().await;
+        if duplicate && self.session.is_ended() {
+            // Journaled before the end; the end shut the loop down.
+            return Ok(());
         }
-        self.received.ack().await.map_err(AckError::LoopExited)
+        released.map_err(AckError::LoopExited)
     }
 }

@@ -48,13 +48,17 @@ pub struct Ended {
 }
 
 impl Session {
-    /// Ends the session: journals its end marker (`SessionEnded`), after which notify,
-    /// lifecycle publish and acknowledgement answer that the session ended
+    /// Ends the session: journals its end marker (`SessionEnded`), after which nothing
+    /// is appended, dispatched or broadcast; the native loops are shut down, and their
+    /// consumers receive nothing more (`recv` answers `None`: an abandoned notification
+    /// is never delivered). Notify, lifecycle publish and acknowledgement of a new ID
+    /// answer that the session ended
     /// ([`NotifyError::SessionEnded`](notify_types::NotifyError::SessionEnded),
     /// [`PublishError::SessionEnded`](crate::PublishError::SessionEnded),
-    /// [`AckError::SessionEnded`](crate::AckError::SessionEnded)) and nothing is
-    /// appended; the native loops are shut down, and their consumers receive nothing
-    /// more (`recv` answers `None`: an abandoned notification is never delivered).
+    /// [`AckError::SessionEnded`](crate::AckError::SessionEnded)); a retry of one
+    /// journaled before the end gets the truthful answer: `Duplicate` for the identical
+    /// record (an acknowledgement: `Ok`), a collision for another record under its ID.
+    /// Once the session is purged, every ID answers `SessionEnded { purged: true }`.
     ///
     /// Notifications still pending (appended, never consumed, as [`restore`] computes
     /// them from the journal) refuse the end ([`EndError::Pending`]) unless `pending`
@@ -109,9 +113,12 @@ impl Session {
     /// let ended = session.end(IfPending::Abandon).await?;
     /// assert_eq!(ended.abandoned, vec![n.command_id]);
     ///
-    /// // After the end, the same notification is refused, never retried.
-    /// let refused = session.notify_process_completion(n).await.unwrap_err();
-    /// assert!(matches!(refused, NotifyError::SessionEnded { .. }));
+    /// // After the end, a retry of the same notification is answered truthfully (it is
+    /// // journaled, and abandoned on the record); a new one is refused, never retried.
+    /// assert_eq!(session.notify_process_completion(n.clone()).await?, Notified::Duplicate);
+    /// let new = ProcessCompletionNotification { command_id: CommandId::new(), ..n };
+    /// let refused = session.notify_process_completion(new).await.unwrap_err();
+    /// assert!(matches!(refused, NotifyError::SessionEnded { purged: false, .. }));
     /// assert!(!refused.is_retryable());
     /// # Ok(())
     /// # }

@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
-use notify_journal::{AppendOutcome, JournalBackend};
+use notify_journal::{
+    AppendError, AppendOutcome, Corruption, JournalBackend, JournalError, SessionState,
+    StorageError,
+};
 use notify_loop::{Delivery, LoopConfig, LoopHandle};
 use notify_types::{
     JournalRecord, LoopId, Notified, NotifyError, NotifyFuture, ProcessCompletionNotification,
@@ -313,6 +316,15 @@ impl Session {
     ///
     /// The outcome table is [`NotifyError`]'s; `Ok` is `Accepted` or `Duplicate`.
     ///
+    /// After the session's [end](Self::end) nothing is journaled or dispatched, but a
+    /// retry is answered truthfully: `Duplicate` if the identical notification was
+    /// journaled before the end (consumed, abandoned or left unresolved on the
+    /// record), [`NotifyError::Collision`] if another one was under its ID, and
+    /// [`NotifyError::SessionEnded`] for an ID never journaled (for every ID once the
+    /// session is purged, and for every ID of an ended headless session, which has no
+    /// record to ask). A `Duplicate` found in a session another handle ended is not
+    /// dispatched either.
+    ///
     /// # Errors
     ///
     /// Every other disposition, as a typed [`NotifyError`].
@@ -360,25 +372,48 @@ impl Session {
         let command_id = command.command_id();
         let gate = self.inner.end_gate.read().await;
         if self.inner.is_ended() {
-            return Err(NotifyError::SessionEnded {
-                session_id: self.inner.id,
-                purged: false,
-            });
+            // Nothing is appended or dispatched after the end; a retry of a
+            // notification journaled before it still gets the truthful answer.
+            let Some(journal) = &self.inner.journal else {
+                return Err(NotifyError::SessionEnded {
+                    session_id: self.inner.id,
+                    purged: false,
+                });
+            };
+            return answer_after_end(
+                journal.as_ref(),
+                self.inner.id,
+                &JournalRecord::from(command),
+            )
+            .await
+            .map(|_| Notified::Duplicate)
+            .map_err(|e| e.into_notify_error(command_id));
         }
         if let Some(journal) = &self.inner.journal {
             let outcome = append(journal.as_ref(), self.inner.id, command.clone().into())
                 .await
                 .map_err(|e| e.into_notify_error(command_id))?;
             if !outcome.appended {
+                let unavailable = |e| {
+                    NotifyError::Journal(notify_types::JournalFailure::new(
+                        notify_types::JournalFailureKind::Unavailable,
+                        e,
+                    ))
+                };
+                // Journaled before the session's end (by another handle sharing the
+                // journal): consumed or abandoned on the record, never dispatched again.
+                let state = journal
+                    .session_state(self.inner.id)
+                    .await
+                    .map_err(unavailable)?;
+                if state != SessionState::Live {
+                    tracing::debug!("retry of a notification journaled before the end");
+                    return Ok(Notified::Duplicate);
+                }
                 let consumed = journal
                     .lookup(self.inner.id, *consumed_event_id(command_id).as_uuid())
                     .await
-                    .map_err(|e| {
-                        NotifyError::Journal(notify_types::JournalFailure::new(
-                            notify_types::JournalFailureKind::Unavailable,
-                            e,
-                        ))
-                    })?;
+                    .map_err(unavailable)?;
                 if consumed.is_some() {
                     tracing::debug!("retry of a consumed notification");
                     return Ok(Notified::Duplicate);
@@ -402,9 +437,15 @@ impl Session {
 
     /// Journals a lifecycle event under its `event_id`, then broadcasts it.
     ///
+    /// After the session's [end](Self::end) nothing is journaled or broadcast: an event
+    /// journaled before the end answers `Duplicate` (its original seq), another record
+    /// under its ID [`PublishError::Collision`], and a new ID (any ID once purged)
+    /// [`PublishError::SessionEnded`].
+    ///
     /// # Errors
     ///
-    /// [`PublishError`]: owner mismatch, invalid metadata, collision, journal failure.
+    /// [`PublishError`]: owner mismatch, invalid metadata, collision, session ended,
+    /// journal failure.
     ///
     /// # Cancel safety
     ///
@@ -434,7 +475,8 @@ impl Session {
     ) -> Result<Published, PublishError> {
         let event_id = event.event_id();
         let gate = self.inner.end_gate.read().await;
-        if self.inner.is_ended() {
+        let ended = self.inner.is_ended();
+        if ended && self.inner.journal.is_none() {
             return Err(PublishError::SessionEnded {
                 session_id: self.inner.id,
                 purged: false,
@@ -442,7 +484,15 @@ impl Session {
         }
         let seq = match &self.inner.journal {
             Some(journal) => {
-                match append(journal.as_ref(), self.inner.id, event.clone().into()).await {
+                let answer = if ended {
+                    // Nothing is appended or broadcast after the end; a retry of an
+                    // event journaled before it still gets the truthful answer.
+                    let record = JournalRecord::from(event.clone());
+                    answer_after_end(journal.as_ref(), self.inner.id, &record).await
+                } else {
+                    append(journal.as_ref(), self.inner.id, event.clone().into()).await
+                };
+                match answer {
                     Ok(AppendOutcome {
                         seq,
                         appended: true,
@@ -484,12 +534,74 @@ impl Session {
     }
 }
 
+/// What appending `record` to `session`, a session that has ended, answers, found
+/// without writing anything: the original seq (`appended: false`) when the identical
+/// record is journaled under its key, [`AppendError::Collision`] when another record
+/// is, and [`AppendError::SessionEnded`] when the key is not journaled or the session
+/// was purged — the journal's own answers after the end (`JournalBackend::append`).
+/// A read failure is the matching [`AppendError`] (damage is `Corrupt`, never an
+/// answer).
+pub(crate) async fn answer_after_end(
+    journal: &dyn JournalBackend,
+    session: SessionId,
+    record: &JournalRecord,
+) -> Result<AppendOutcome, AppendError> {
+    let key = record.key();
+    let read = |e: JournalError| match e {
+        JournalError::Purged { .. } => AppendError::SessionEnded {
+            session,
+            purged: true,
+        },
+        JournalError::Corrupt {
+            session,
+            seq,
+            source,
+        } => AppendError::Corrupt {
+            session,
+            seq,
+            source,
+        },
+        JournalError::Closed => AppendError::Closed,
+        JournalError::Storage(e) => AppendError::Storage(e),
+        other => AppendError::Storage(StorageError::new("journal read after the end", other)),
+    };
+    let span = tracing::debug_span!("answer_after_end", %session, %key);
+    async {
+        let Some(seq) = journal.lookup(session, key).await.map_err(read)? else {
+            return Err(AppendError::SessionEnded {
+                session,
+                purged: false,
+            });
+        };
+        let frames = journal.replay(session, seq, 1).await.map_err(read)?;
+        match frames.first() {
+            Some((at, stored)) if *at == seq => {
+                if stored.encode() == record.encode() {
+                    Ok(AppendOutcome {
+                        seq,
+                        appended: false,
+                    })
+                } else {
+                    Err(AppendError::Collision { key, seq })
+                }
+            }
+            _ => Err(AppendError::Corrupt {
+                session,
+                seq,
+                source: Corruption::Missing,
+            }),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
 /// Appends one record, inside an `append` tracing span.
 pub(crate) async fn append(
     journal: &dyn JournalBackend,
     session: SessionId,
     record: JournalRecord,
-) -> Result<AppendOutcome, notify_journal::AppendError> {
+) -> Result<AppendOutcome, AppendError> {
     let span =
         tracing::debug_span!("append", %session, key = %record.key(), kind = record.type_name());
     journal.append(session, record).instrument(span).await

@@ -1,6 +1,8 @@
 //! Ending a session: pending notifications refuse the end or are abandoned on the
-//! record, and after the end every notify, publish and ack is refused and nothing is
-//! appended — in this process, in a restarted one, and after a purge.
+//! record, and after the end nothing is appended or dispatched: every new notify,
+//! publish and ack is refused, while a retry of one journaled before the end gets the
+//! truthful answer (a duplicate, or a collision) until the session is purged — in this
+//! process, in a restarted one, and after a purge.
 
 // Tests unwrap freely, helpers included: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,12 +15,13 @@ use notify_journal::{
 };
 use notify_loop::LoopConfig;
 use notify_session::{
-    AckError, EndError, IfPending, PublishError, Session, SessionConsumer, restore,
+    AckError, EndError, IfPending, PublishError, Published, Session, SessionConsumer, restore,
 };
 use notify_testkit::sample::{lifecycle, notification};
 use notify_testkit::{AppendFault, FaultyJournal, MemoryJournal};
 use notify_types::{
-    CommandId, Disposition, JournalRecord, LoopId, NotifyError, ProcessLifecycleKind, SessionEvent,
+    CommandId, Disposition, JournalRecord, LoopId, NotificationConsumed, Notified, NotifyError,
+    ProcessCompletionNotification, ProcessLifecycleKind, ProcessNotification, SessionEvent,
     SessionId, Timestamp,
 };
 
@@ -129,7 +132,7 @@ async fn abandoning_journals_each_pending_notification_before_the_end() {
 }
 
 #[tokio::test]
-async fn after_the_end_notify_publish_and_ack_are_refused_and_nothing_is_appended() {
+async fn after_the_end_new_notify_publish_and_ack_are_refused_and_nothing_is_appended() {
     let journal = MemoryJournal::new();
     let (session, loop_id, mut consumer) = one_loop(Arc::new(journal.clone()));
     let first = notification(session.id(), loop_id);
@@ -141,11 +144,12 @@ async fn after_the_end_notify_publish_and_ack_are_refused_and_nothing_is_appende
     session.end(IfPending::Abandon).await.unwrap();
     let last = journal.last_seq(session.id()).await.unwrap();
 
-    // A retry of the old ID and a new notification: refused, never retryable.
-    for n in [first, notification(session.id(), loop_id)] {
-        let e = session.notify_process_completion(n).await.unwrap_err();
-        assert_ended(&e, session.id(), false);
-    }
+    // A new notification: refused, never retryable.
+    let e = session
+        .notify_process_completion(notification(session.id(), loop_id))
+        .await
+        .unwrap_err();
+    assert_ended(&e, session.id(), false);
     let started = lifecycle(session.id(), loop_id, ProcessLifecycleKind::Started);
     match session.publish_lifecycle(started).await {
         Err(PublishError::SessionEnded { session_id, purged }) => {
@@ -153,6 +157,7 @@ async fn after_the_end_notify_publish_and_ack_are_refused_and_nothing_is_appende
         }
         other => panic!("want PublishError::SessionEnded, got {other:?}"),
     }
+    // Abandoned at the end: its consumption was never journaled, so the ack is new.
     match received.ack().await {
         Err(AckError::SessionEnded { session_id }) => assert_eq!(session_id, session.id()),
         other => panic!("want AckError::SessionEnded, got {other:?}"),
@@ -162,6 +167,144 @@ async fn after_the_end_notify_publish_and_ack_are_refused_and_nothing_is_appende
     let again = session.end(IfPending::Refuse).await.unwrap();
     assert!(again.already);
     assert_eq!(journal.last_seq(session.id()).await.unwrap(), last);
+}
+
+/// The seq of `record`'s key in `journal`.
+async fn seq_of(journal: &dyn JournalBackend, session: SessionId, record: JournalRecord) -> u64 {
+    journal
+        .lookup(session, record.key())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// A supervisor whose first attempt ended with an unknown outcome retries after the
+/// end: what was journaled before the end is a duplicate (consumed or abandoned on the
+/// record), the same ID with another payload a collision naming the original frame,
+/// and only a new ID is refused — for notifications and lifecycle events alike. Nothing
+/// is appended, dispatched or broadcast; once purged, every ID is refused as purged.
+#[tokio::test]
+async fn a_retry_after_the_end_gets_the_truthful_answer() {
+    let journal = MemoryJournal::new();
+    let (session, loop_id, mut consumer) = one_loop(Arc::new(journal.clone()));
+    let id = session.id();
+    let consumed = notification(id, loop_id);
+    session
+        .notify_process_completion(consumed.clone())
+        .await
+        .unwrap();
+    consumer.recv().await.unwrap().ack().await.unwrap();
+    let abandoned = notification(id, loop_id);
+    session
+        .notify_process_completion(abandoned.clone())
+        .await
+        .unwrap();
+    let started = lifecycle(id, loop_id, ProcessLifecycleKind::Started);
+    let Published::New { seq: started_seq } =
+        session.publish_lifecycle(started.clone()).await.unwrap()
+    else {
+        panic!("the event is new");
+    };
+    let ended = session.end(IfPending::Abandon).await.unwrap();
+    assert_eq!(ended.abandoned, vec![abandoned.command_id]);
+    let mut events = session.subscribe();
+    let last = journal.last_seq(id).await.unwrap();
+
+    for n in [&consumed, &abandoned] {
+        assert_eq!(
+            session.notify_process_completion(n.clone()).await.unwrap(),
+            Notified::Duplicate,
+            "retry of {} after the end",
+            n.command_id
+        );
+    }
+    let original = seq_of(
+        &journal,
+        id,
+        ProcessNotification::new(abandoned.clone()).into(),
+    )
+    .await;
+    let reused = ProcessCompletionNotification {
+        process_handle: "another-process".into(),
+        ..abandoned.clone()
+    };
+    match session.notify_process_completion(reused).await {
+        Err(NotifyError::Collision { command_id, seq }) => {
+            assert_eq!((command_id, seq), (abandoned.command_id, original));
+        }
+        other => panic!("want Collision at seq {original}, got {other:?}"),
+    }
+    let e = session
+        .notify_process_completion(notification(id, loop_id))
+        .await
+        .unwrap_err();
+    assert_ended(&e, id, false);
+
+    assert_eq!(
+        session.publish_lifecycle(started.clone()).await.unwrap(),
+        Published::Duplicate { seq: started_seq }
+    );
+    let mut forged = started.clone();
+    forged.process_handle.push_str("-other");
+    match session.publish_lifecycle(forged).await {
+        Err(PublishError::Collision { event_id, seq }) => {
+            assert_eq!((event_id, seq), (started.event_id, started_seq));
+        }
+        other => panic!("want PublishError::Collision, got {other:?}"),
+    }
+    match session
+        .publish_lifecycle(lifecycle(id, loop_id, ProcessLifecycleKind::Started))
+        .await
+    {
+        Err(PublishError::SessionEnded { session_id, purged }) => {
+            assert_eq!((session_id, purged), (id, false));
+        }
+        other => panic!("want PublishError::SessionEnded, got {other:?}"),
+    }
+
+    // Nothing appended, dispatched or broadcast.
+    assert_eq!(journal.last_seq(id).await.unwrap(), last);
+    assert!(consumer.recv().await.is_none());
+    assert!(matches!(
+        events.try_recv(),
+        Err(tokio::sync::broadcast::error::TryRecvError::Empty)
+    ));
+
+    // Purged: every ID is refused, and says so.
+    purge(&journal, Timestamp::MAX, 2).await.unwrap();
+    for n in [consumed, abandoned, notification(id, loop_id)] {
+        let e = session.notify_process_completion(n).await.unwrap_err();
+        assert_ended(&e, id, true);
+    }
+    match session.publish_lifecycle(started).await {
+        Err(PublishError::SessionEnded { session_id, purged }) => {
+            assert_eq!((session_id, purged), (id, true));
+        }
+        other => panic!("want PublishError::SessionEnded (purged), got {other:?}"),
+    }
+}
+
+/// An acknowledgement whose consumption was journaled before the end (by another
+/// handle of the session, here through the journal itself) is done: `Ok`, nothing
+/// appended.
+#[tokio::test]
+async fn an_ack_journaled_before_the_end_is_done_after_it() {
+    let journal = MemoryJournal::new();
+    let (session, loop_id, mut consumer) = one_loop(Arc::new(journal.clone()));
+    let id = session.id();
+    let n = notification(id, loop_id);
+    session.notify_process_completion(n.clone()).await.unwrap();
+    let received = consumer.recv().await.unwrap();
+    let consumption = JournalRecord::from(SessionEvent::NotificationConsumed(
+        NotificationConsumed::new(id, loop_id, n.command_id),
+    ));
+    journal.append(id, consumption).await.unwrap();
+    // Nothing pending: the end needs no abandonment.
+    let ended = session.end(IfPending::Refuse).await.unwrap();
+    assert!(ended.abandoned.is_empty());
+    let last = journal.last_seq(id).await.unwrap();
+    received.ack().await.unwrap();
+    assert_eq!(journal.last_seq(id).await.unwrap(), last);
 }
 
 /// A restarted process (a new `Session` on the same journal) is refused by the journal
@@ -199,14 +342,26 @@ async fn restarted_process_is_refused_with(
         SessionState::Ended { last_seq: 3, .. }
     ));
     let session = Session::new(session_id, journal.clone());
-    let _inbox = session
+    let mut inbox = session
         .register_loop(LoopConfig::new(session_id, loop_id))
         .unwrap();
+    // Its handle has not ended, but the journal has: a retry of the notification
+    // journaled (and abandoned) before the end is a duplicate and is not dispatched;
+    // a new one is refused.
+    assert_eq!(
+        session
+            .notify_process_completion(old.clone())
+            .await
+            .unwrap(),
+        Notified::Duplicate
+    );
     let e = session
-        .notify_process_completion(old.clone())
+        .notify_process_completion(notification(session_id, loop_id))
         .await
         .unwrap_err();
     assert_ended(&e, session_id, false);
+    assert!(session.shutdown_loop(loop_id).await);
+    assert!(inbox.recv().await.is_none(), "nothing was dispatched");
     // Ending in the restarted process finds it ended.
     assert!(session.end(IfPending::Refuse).await.unwrap().already);
 

@@ -9,7 +9,7 @@ use notify_journal::{
     JournalError, PurgeStep, SessionState, Tombstone, check_replay_page, decode_checked_frame,
     frame_checksum, record_append,
 };
-use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid, ended_event_id};
+use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid};
 
 /// An in-memory journal: per-session, gap-free logs with an idempotency index, and
 /// exactly the contract of the redb journal (the conformance suite proves it).
@@ -29,7 +29,9 @@ use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid, ende
 ///   ([`remove_frame`](Self::remove_frame)) is [`JournalError::Corrupt`] on replay, and
 ///   [`AppendError::Corrupt`] for a re-append of its key.
 /// * Appending a session's `SessionEnded` marker ends it (stamped with the wall
-///   clock); purging removes its frames in bounded steps and leaves a [`Tombstone`].
+///   clock): a new key is then [`AppendError::SessionEnded`], while a key journaled
+///   before the end is still a duplicate or a collision. Purging removes its frames in
+///   bounded steps and leaves a [`Tombstone`]; every append to it is then refused.
 /// * [`append_all`](JournalBackend::append_all) resolves a group under one lock and
 ///   takes back what it wrote if any record is refused: whole or nothing.
 ///
@@ -74,8 +76,10 @@ struct SessionLog {
 }
 
 impl SessionLog {
-    /// The refusal of an append to an ended or purged session, if it is one. The end
-    /// marker itself may be re-appended (a duplicate) until the session is purged.
+    /// The refusal of an append to a purged session (every key), or of a key the log
+    /// does not hold to an ended one. A key an ended session's log holds (its end
+    /// marker, a retry of a record journaled before the end) is answered from the
+    /// index: a duplicate or a collision.
     fn refuse(&self, session: SessionId, key: Uuid) -> Result<(), AppendError> {
         if self.tombstone.is_some() {
             return Err(AppendError::SessionEnded {
@@ -83,7 +87,7 @@ impl SessionLog {
                 purged: true,
             });
         }
-        if self.ended_at.is_some() && key != *ended_event_id(session).as_uuid() {
+        if self.ended_at.is_some() && !self.index.contains_key(&key) {
             return Err(AppendError::SessionEnded {
                 session,
                 purged: false,

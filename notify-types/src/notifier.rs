@@ -86,13 +86,13 @@ impl JournalFailure {
 /// | answer | disposition | caller action |
 /// | --- | --- | --- |
 /// | `Ok(Accepted)` | Accepted | done |
-/// | `Ok(Duplicate)` | Duplicate | done: treat as success, keep the ID |
+/// | `Ok(Duplicate)` | Duplicate | done: treat as success, keep the ID (after the session's end too: it was journaled before the end) |
 /// | `DeliveryStopped` (`Full`, `Exited`) | Stopped | retry later with the same ID and identical DTO ([`is_retryable`](Self::is_retryable)) |
 /// | `DeliveryStopped` (`Refused`) | Stopped | never retry: the loop refused it as invalid or misaddressed |
 /// | `LoopNotFound` | Stopped | do not retry blindly: register the loop (e.g. after restore), then retry with the same ID |
 /// | `Unsupported` (foreign engine) | Stopped | never retry |
-/// | `SessionEnded` | Stopped | never retry: the session ended (and may be purged); nothing was appended |
-/// | `Collision` | Collision | fail closed; investigate ID reuse or forgery |
+/// | `SessionEnded` | Stopped | never retry: the session ended and this ID was never journaled in it, or the session was purged (`purged: true`, for every ID); nothing was appended |
+/// | `Collision` | Collision | fail closed; investigate ID reuse or forgery (before or after the session's end) |
 /// | `Invalid`, `OwnerMismatch` | none | fix the bug; never retry |
 /// | `Journal` | none | surface it; an `OutcomeUnknown` commit may be retried with the same ID |
 ///
@@ -153,9 +153,12 @@ pub enum NotifyError {
         /// Why.
         cause: StopCause,
     },
-    /// The session has ended (its end marker is journaled, or it was purged and only
-    /// its tombstone remains): nothing was appended or dispatched. Never retry: no
-    /// later attempt can succeed.
+    /// The session has ended (its end marker is journaled) and this command ID was
+    /// never journaled in it, or the session was purged (only its tombstone remains;
+    /// then every ID answers this): nothing was appended or dispatched. Never retry: no
+    /// later attempt can succeed. (A retry, after the end, of a notification journaled
+    /// before it is answered truthfully instead: `Ok(Duplicate)` for the identical
+    /// notification, [`Collision`](Self::Collision) for another one.)
     #[error("session {session_id} has ended{}", if *purged { " and was purged" } else { "" })]
     SessionEnded {
         /// The ended session.

@@ -168,8 +168,10 @@ const QUEUE: usize = 8192;
 ///
 /// * The end marker is an append, so it follows the lease rules: while another writer
 ///   holds a live lease, this journal's end marker is [`AppendError::Fenced`]. Its
-///   commit stamps the session's end time with the database's clock. Appends after it
-///   (also later in the same batch) are [`AppendError::SessionEnded`].
+///   commit stamps the session's end time with the database's clock. After it (also
+///   later in the same batch) nothing is written: an append of a key the log does not
+///   hold is [`AppendError::SessionEnded`], a retry of a journaled one a duplicate or a
+///   collision (schema version 5), with or without the lease.
 /// * [`purge_step`](JournalBackend::purge_step) is one statement (one transaction) on
 ///   the read connection: an unfinished purge first, else the session that ended
 ///   first before the horizon, skipping sessions whose lease another holder has live;

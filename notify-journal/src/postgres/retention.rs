@@ -1,5 +1,6 @@
 //! Session end and retention on PostgreSQL: a session's state, purge steps and
-//! dropping tombstones (schema version 4; see migration 4 and `docs/postgres.md`).
+//! dropping tombstones (schema version 4 and later; see migrations 4 and 5 and
+//! `docs/postgres.md`).
 //!
 //! Ending is an append (the writer's `append_batch` stamps `ended_at`), so it follows
 //! the lease rules of every append. Purging runs the schema's `purge_step` function,

@@ -32,7 +32,7 @@ use super::options::MigrationMode;
 use crate::error::StorageError;
 
 /// The journal schema version this code writes and understands.
-pub const PG_SCHEMA_VERSION: u32 = 4;
+pub const PG_SCHEMA_VERSION: u32 = 5;
 
 /// Whether `name` is a schema identifier we may splice into SQL (quoted: see
 /// [`quoted`]); the pattern leaves nothing to escape.

@@ -1,9 +1,10 @@
 //! Resolving one queued append inside the writer's write transaction: the session's
-//! row first (an ended or purged session refuses), then the idempotency index (a
-//! duplicate or a collision, checked against the frame it names), else a new frame with
-//! its position and index entry, and, for an end marker, the session's row. An atomic
-//! group is resolved request by request the same way, and undone inside the
-//! transaction if one of them is refused.
+//! row first (a purged session refuses every key), then the idempotency index (a
+//! duplicate or a collision, checked against the frame it names, even in an ended
+//! session), else, unless the session ended, a new frame with its position and index
+//! entry, and, for an end marker, the session's row.
+//! An atomic group is resolved request by request the same way, and undone inside
+//! the transaction if one of them is refused.
 
 use std::collections::HashMap;
 
@@ -33,13 +34,14 @@ pub(super) struct Tables<'txn, 'w> {
 enum Admission {
     /// Live (no row): appends are taken.
     Live,
-    /// Ended: only the end marker's key, which must be a duplicate.
-    EndMarkerOnly(SessionRow),
+    /// Ended: a key the log holds is a duplicate or a collision; any other is refused.
+    Ended(SessionRow),
 }
 
 impl<'txn> Tables<'txn, '_> {
-    /// Whether `req` may be appended to its session: refused (the reply) if the session
-    /// ended or was purged, unless it is the end marker's key on an ended session.
+    /// Whether `req` may be resolved against its session: refused (the reply) if the
+    /// session was purged; an ended session's answer depends on the key (see
+    /// [`resolve`](Self::resolve)).
     fn admit(&self, req: &Request) -> Result<Result<Admission, Reply>, BatchFailure> {
         let session = SessionId::from_uuid(Uuid::from_u128(req.session));
         let Some(guard) = self
@@ -59,14 +61,13 @@ impl<'txn> Tables<'txn, '_> {
                 })));
             }
         };
-        let refused = |purged| Ok(Err(Err(AppendError::SessionEnded { session, purged })));
         if row.is_tombstoned() {
-            return refused(true);
+            return Ok(Err(Err(AppendError::SessionEnded {
+                session,
+                purged: true,
+            })));
         }
-        if req.key != ended_event_id(session).as_uuid().as_u128() {
-            return refused(false);
-        }
-        Ok(Ok(Admission::EndMarkerOnly(row)))
+        Ok(Ok(Admission::Ended(row)))
     }
 
     /// Writes the row (and retention entry) of a session whose end marker is `seq`.
@@ -102,7 +103,9 @@ impl<'txn> Tables<'txn, '_> {
 
     /// Resolves one request against the transaction's current view: a duplicate, a
     /// collision, or a new frame (written with its position and index entry; its head
-    /// staged).
+    /// staged). The index is asked before the end: a retry, after the end, of a record
+    /// journaled before it is a duplicate or a collision, and only a key the ended log
+    /// does not hold is refused as [`AppendError::SessionEnded`].
     pub(super) fn resolve(
         &mut self,
         req: &Request,
@@ -121,7 +124,7 @@ impl<'txn> Tables<'txn, '_> {
             .map(|g| g.value());
         let session = SessionId::from_uuid(Uuid::from_u128(req.session));
         match (existing, admission) {
-            (Some(pos), Admission::EndMarkerOnly(_)) => return self.compare(req, pos),
+            (Some(pos), Admission::Ended(_)) => return self.compare(req, pos),
             (Some(pos), Admission::Live) => {
                 let reply = self.compare(req, pos)?;
                 return Ok(match reply {
@@ -138,14 +141,23 @@ impl<'txn> Tables<'txn, '_> {
                     other => other,
                 });
             }
-            (None, Admission::EndMarkerOnly(row)) => {
-                return Ok(Err(AppendError::Corrupt {
-                    session,
-                    seq: row.last_seq,
-                    source: Corruption::Inconsistent(
-                        "the session ended but its end marker is not indexed".to_owned(),
-                    ),
-                }));
+            (None, Admission::Ended(row)) => {
+                return Ok(Err(
+                    if req.key == ended_event_id(session).as_uuid().as_u128() {
+                        AppendError::Corrupt {
+                            session,
+                            seq: row.last_seq,
+                            source: Corruption::Inconsistent(
+                                "the session ended but its end marker is not indexed".to_owned(),
+                            ),
+                        }
+                    } else {
+                        AppendError::SessionEnded {
+                            session,
+                            purged: false,
+                        }
+                    },
+                ));
             }
             (None, Admission::Live) => {}
         }

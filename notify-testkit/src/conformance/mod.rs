@@ -246,6 +246,7 @@ macro_rules! conformance_retention_tests {
     (setup = $setup:expr, backend = |$f:ident| $backend:expr $(,)?) => {
         $crate::conformance_tests!(@each ($setup) $f ($backend) [
             append_after_end_is_refused,
+            retries_after_end_get_the_truth,
             purge_respects_the_horizon,
             purge_leaves_a_tombstone,
             append_after_purge_is_refused,

@@ -10,15 +10,17 @@ use notify_journal::{
     purge,
 };
 use notify_types::{
-    CommandId, JournalRecord, LoopId, NotificationAbandoned, SessionEnded, SessionId, Timestamp,
+    CommandId, JournalRecord, LoopId, NotificationAbandoned, ProcessNotification, SessionEnded,
+    SessionEvent, SessionId, Timestamp,
 };
 
-use super::support::{Check, CheckResult, commands, join_all, mixed};
+use super::support::{Check, CheckResult, altered, command_of, commands, join_all, mixed};
 use crate::sample;
 
 /// The names of every retention check, in [`run_retention`] order.
 pub const RETENTION_CHECKS: &[&str] = &[
     "append_after_end_is_refused",
+    "retries_after_end_get_the_truth",
     "purge_respects_the_horizon",
     "purge_leaves_a_tombstone",
     "append_after_purge_is_refused",
@@ -36,6 +38,7 @@ pub const RETENTION_CHECKS: &[&str] = &[
 /// The first failing check's [`ConformanceError`](super::ConformanceError).
 pub async fn run_retention<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     append_after_end_is_refused(backend).await?;
+    retries_after_end_get_the_truth(backend).await?;
     purge_respects_the_horizon(backend).await?;
     purge_leaves_a_tombstone(backend).await?;
     append_after_purge_is_refused(backend).await?;
@@ -161,10 +164,12 @@ async fn fill_and_end<B: JournalBackend + ?Sized>(
     Ok(end)
 }
 
-/// After its end marker a session refuses every append — new IDs, retries of old IDs,
-/// a consumption — as `SessionEnded`, writes nothing, and stays readable; the end
-/// marker again is a duplicate. An unknown session is live; a session may end with no
-/// other frame; another session is untouched.
+/// After its end marker a session refuses every append of a new key — a command, a
+/// lifecycle event, a consumption, an abandonment — as `SessionEnded`, writes nothing,
+/// and stays readable; the end marker again is a duplicate, and so is a retry of a
+/// record journaled before the end (see [`retries_after_end_get_the_truth`]). An
+/// unknown session is live; a session may end with no other frame; another session is
+/// untouched.
 ///
 /// # Errors
 ///
@@ -183,15 +188,12 @@ pub async fn append_after_end_is_refused<B: JournalBackend + ?Sized>(backend: &B
     let end = fill_and_end(c, backend, s, &records).await?;
     c.ended(backend, s, end).await?;
     c.append_duplicate(backend, s, &end_of(s), end).await?;
-    c.refused_ended(backend, s, &commands(s, 1)[0], false)
-        .await?;
-    for record in &records {
-        c.refused_ended(backend, s, record, false).await?;
+    for record in new_keys(s) {
+        c.refused_ended(backend, s, &record, false).await?;
     }
-    let abandoned = JournalRecord::from(notify_types::SessionEvent::from(
-        NotificationAbandoned::new(s, LoopId::new(), CommandId::new()),
-    ));
-    c.refused_ended(backend, s, &abandoned, false).await?;
+    for (seq, record) in (1..).zip(&records) {
+        c.append_duplicate(backend, s, record, seq).await?;
+    }
     c.last_seq(backend, s, end).await?;
     let mut whole = records.clone();
     whole.push(end_of(s));
@@ -210,6 +212,140 @@ pub async fn append_after_end_is_refused<B: JournalBackend + ?Sized>(backend: &B
     )?;
     c.append_new(backend, other, &commands(other, 1)[0], 2)
         .await
+}
+
+/// Records of every kind under keys `session` never journaled: a command, a lifecycle
+/// event, a consumption and an abandonment.
+fn new_keys(session: SessionId) -> Vec<JournalRecord> {
+    let loop_id = LoopId::new();
+    vec![
+        sample::command(session, loop_id),
+        sample::event(
+            session,
+            loop_id,
+            notify_types::ProcessLifecycleKind::Completed,
+        ),
+        sample::consumed(session, loop_id, CommandId::new()),
+        abandonment(session, loop_id, CommandId::new()),
+    ]
+}
+
+fn abandonment(session: SessionId, loop_id: LoopId, cause: CommandId) -> JournalRecord {
+    JournalRecord::from(SessionEvent::from(NotificationAbandoned::new(
+        session, loop_id, cause,
+    )))
+}
+
+/// A log of every record kind for `session`: a command, every lifecycle event and the
+/// command's consumption ([`sample::one_of_each`]), then a second command and its
+/// abandonment.
+fn every_kind(session: SessionId) -> Vec<JournalRecord> {
+    let loop_id = LoopId::new();
+    let mut out = sample::one_of_each(session, loop_id);
+    let second = ProcessNotification::new(sample::notification(session, loop_id));
+    let cause = second.command_id();
+    out.push(JournalRecord::Command(second));
+    out.push(abandonment(session, loop_id, cause));
+    out
+}
+
+/// The same key as `record` (journaled), with other bytes: a command with another
+/// outcome, a lifecycle event with another handle, a consumption or abandonment by
+/// another loop. `None` for the end marker, whose bytes follow from its key.
+fn other_bytes(session: SessionId, record: &JournalRecord) -> Option<JournalRecord> {
+    match record {
+        JournalRecord::Command(c) => Some(command_of(altered(c.notification()))),
+        JournalRecord::Event(SessionEvent::Lifecycle(m)) => {
+            let mut m = m.clone();
+            m.process_handle.push_str("-other");
+            Some(JournalRecord::from(SessionEvent::Lifecycle(m)))
+        }
+        JournalRecord::Event(SessionEvent::NotificationConsumed(e)) => {
+            Some(sample::consumed(session, LoopId::new(), e.cause()))
+        }
+        JournalRecord::Event(SessionEvent::NotificationAbandoned(e)) => {
+            Some(abandonment(session, LoopId::new(), e.cause()))
+        }
+        _ => None,
+    }
+}
+
+/// A retry, after the end, of a record journaled before it gets the truthful answer,
+/// for every record kind: the identical bytes are a duplicate at the original seq,
+/// other bytes under its key a collision naming the original seq, and only a key
+/// never journaled is refused as `SessionEnded { purged: false }` — one at a time and
+/// all in flight at once (a batching backend resolves them in one batch, the end
+/// marker among them). Nothing is written and the session stays ended.
+///
+/// # Errors
+///
+/// A [`ConformanceError`](super::ConformanceError) describing the first violation.
+pub async fn retries_after_end_get_the_truth<B: JournalBackend + ?Sized>(
+    backend: &B,
+) -> CheckResult {
+    let c = Check("retries_after_end_get_the_truth");
+    let s = SessionId::new();
+    let records = every_kind(s);
+    for (seq, record) in (1..).zip(&records) {
+        c.append_new(backend, s, record, seq).await?;
+    }
+    // The end marker in flight with retries of identical and other bytes: whatever
+    // their order, each retry is answered from the index.
+    let end = records.len() as u64 + 1;
+    let marker = end_of(s);
+    let mut racing: Vec<BoxFuture<'_, CheckResult>> =
+        vec![Box::pin(c.append_new(backend, s, &marker, end))];
+    for (seq, record) in (1..).zip(&records) {
+        racing.push(Box::pin(c.append_duplicate(backend, s, record, seq)));
+        if let Some(other) = other_bytes(s, record) {
+            racing.push(Box::pin(async move {
+                c.append_collision(backend, s, &other, seq).await
+            }));
+        }
+    }
+    for result in join_all(racing).await {
+        result?;
+    }
+    c.ended(backend, s, end).await?;
+
+    // One at a time, then all in flight at once (the end marker's retry among them).
+    for (seq, record) in (1..).zip(&records) {
+        c.append_duplicate(backend, s, record, seq).await?;
+        if let Some(other) = other_bytes(s, record) {
+            c.append_collision(backend, s, &other, seq).await?;
+        }
+    }
+    for record in new_keys(s) {
+        c.refused_ended(backend, s, &record, false).await?;
+    }
+    let fresh = new_keys(s);
+    let mut together: Vec<BoxFuture<'_, CheckResult>> =
+        vec![Box::pin(c.append_duplicate(backend, s, &marker, end))];
+    for (seq, record) in (1..).zip(&records) {
+        together.push(Box::pin(c.append_duplicate(backend, s, record, seq)));
+        if let Some(other) = other_bytes(s, record) {
+            together.push(Box::pin(async move {
+                c.append_collision(backend, s, &other, seq).await
+            }));
+        }
+    }
+    for record in &fresh {
+        together.push(Box::pin(c.refused_ended(backend, s, record, false)));
+    }
+    for result in join_all(together).await {
+        result?;
+    }
+
+    // Nothing was written: the log, its head and its end are as they were.
+    c.ended(backend, s, end).await?;
+    c.last_seq(backend, s, end).await?;
+    let mut whole = records.clone();
+    whole.push(end_of(s));
+    c.replay_equals(backend, s, &whole).await?;
+    for record in &fresh {
+        c.lookup(backend, s, record.key(), None).await?;
+    }
+    Ok(())
 }
 
 /// Purge takes only sessions that ended strictly before the horizon, and never a live
@@ -280,9 +416,10 @@ pub async fn purge_leaves_a_tombstone<B: JournalBackend + ?Sized>(backend: &B) -
     c.reads_purged(backend, s, records[0].key()).await
 }
 
-/// After a purge every append is refused as `SessionEnded { purged: true }`: a new ID,
-/// a retry of an old ID with its original bytes, a collision's bytes, and the end
-/// marker. Nothing starts a new log at seq 1.
+/// After a purge every append is refused as `SessionEnded { purged: true }`, for
+/// every record kind: a retry of an old ID with its original bytes, the same ID with
+/// other bytes, a new ID, and the end marker — one at a time and all in flight at
+/// once. Nothing starts a new log at seq 1.
 ///
 /// # Errors
 ///
@@ -290,20 +427,26 @@ pub async fn purge_leaves_a_tombstone<B: JournalBackend + ?Sized>(backend: &B) -
 pub async fn append_after_purge_is_refused<B: JournalBackend + ?Sized>(backend: &B) -> CheckResult {
     let c = Check("append_after_purge_is_refused");
     let s = SessionId::new();
-    let records = commands(s, 4);
+    let records = every_kind(s);
     let end = fill_and_end(c, backend, s, &records).await?;
     c.purge_all(backend, Timestamp::MAX, 64).await?;
     c.purged(backend, s, end).await?;
-    c.refused_ended(backend, s, &commands(s, 1)[0], true)
-        .await?;
-    for record in &records {
+    let mut late: Vec<JournalRecord> = records.clone();
+    late.extend(records.iter().filter_map(|r| other_bytes(s, r)));
+    late.extend(new_keys(s));
+    late.push(end_of(s));
+    for record in &late {
         c.refused_ended(backend, s, record, true).await?;
     }
-    if let JournalRecord::Command(old) = &records[0] {
-        let altered = super::support::command_of(super::support::altered(old.notification()));
-        c.refused_ended(backend, s, &altered, true).await?;
+    let together: Vec<BoxFuture<'_, CheckResult>> = late
+        .iter()
+        .map(|record| -> BoxFuture<'_, CheckResult> {
+            Box::pin(c.refused_ended(backend, s, record, true))
+        })
+        .collect();
+    for result in join_all(together).await {
+        result?;
     }
-    c.refused_ended(backend, s, &end_of(s), true).await?;
     c.last_seq(backend, s, end).await?;
     c.purged(backend, s, end).await.map(|_| ())
 }

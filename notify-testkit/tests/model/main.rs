@@ -12,10 +12,12 @@
 //!   and its orphans are the model's unfinished processes;
 //! * every new event is broadcast once; duplicates are not broadcast again;
 //! * ending the session is refused while anything is pending (nothing written) unless
-//!   it abandons them, each on the record before the end marker; from then on every
-//!   notify, retry, reuse, publish and acknowledgement is refused as `SessionEnded`,
-//!   nothing is appended or delivered, and restore reports the session ended with
-//!   nothing pending and no orphans;
+//!   it abandons them, each on the record before the end marker; from then on nothing
+//!   is appended or delivered: a retry of a notification or event journaled before
+//!   the end is a duplicate, a reuse of its ID a collision, and every new notify,
+//!   publish and acknowledgement is refused as `SessionEnded` (every one, once the
+//!   session is purged), and restore reports the session ended with nothing pending
+//!   and no orphans;
 //! * a purge removes exactly the ended sessions, in bounded steps (a purge cut short
 //!   is finished by the next), and leaves each a tombstone: its reads answer `Purged`,
 //!   its last seq stays, and a restarted process's refusals say "purged"; live

@@ -243,12 +243,13 @@ pub(crate) async fn declare_lost(
     lost.event_id = lost_event_id(orphan);
     lost.kind = ProcessLifecycleKind::Lost;
     // A refused completion ends the declaration before the event.
-    let want_event = match completion {
+    let published = match completion {
         Outcome::Accepted | Outcome::Duplicate | Outcome::Full | Outcome::Exited => {
-            model.publish(&lost).ok()
+            Some(model.publish(&lost))
         }
         _ => None,
     };
+    let want_event = published.and_then(Result::ok);
     let got = real.fx.session.declare_lost(orphan).await;
     match (&completion, &got) {
         (Outcome::Accepted | Outcome::Duplicate, Ok(outcome)) => {
@@ -272,6 +273,15 @@ pub(crate) async fn declare_lost(
             });
             prop_assert_eq!(&outcome.completion, &want);
             prop_assert_eq!(Some(outcome.event), want_event);
+        }
+        // After the end, a completion journaled before it is a duplicate, while its
+        // event, never journaled, is refused.
+        (
+            Outcome::Duplicate,
+            Err(DeclareLostError::Publish(PublishError::SessionEnded { session_id, purged })),
+        ) => {
+            prop_assert_eq!(*session_id, model.session_id);
+            prop_assert_eq!(published, Some(Err(*purged)));
         }
         (Outcome::Collision { .. } | Outcome::Ended { .. }, Err(DeclareLostError::Notify(e))) => {
             prop_assert_eq!(Outcome::of(&Err(e.clone())), completion);

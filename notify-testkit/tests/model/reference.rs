@@ -61,7 +61,8 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MState {
     Live,
-    /// Its end marker is journaled: the log is whole, every append is refused.
+    /// Its end marker is journaled: the log is whole, nothing more is appended (a new
+    /// key is refused, a journaled one answered from the log).
     Ended,
     /// Purged: only its tombstone remains.
     Purged,
@@ -161,8 +162,9 @@ pub(crate) struct Model {
     pub(crate) session_id: SessionId,
     /// What the journal says of the session.
     pub(crate) state: MState,
-    /// Whether this process's session handle has ended (it then refuses by itself,
-    /// before the journal is asked, and never says "purged"). A restart forgets it.
+    /// Whether this process's session handle has ended (it then appends and
+    /// dispatches nothing, and answers from the journal's record). A restart forgets
+    /// it.
     pub(crate) handle_ended: bool,
     pub(crate) loop_ids: Vec<LoopId>,
     pub(crate) frames: Vec<MFrame>,
@@ -224,16 +226,26 @@ impl Model {
         });
     }
 
-    /// Whether an append of the session is refused, and with what `purged` flag: an
-    /// ended handle answers by itself (never purged), else the journal does.
+    /// Whether an append of a new key to the session is refused, and with what
+    /// `purged` flag (the journal's record decides, for an ended handle too; a
+    /// retry of a key journaled before the end is answered from it instead, unless
+    /// the session was purged: see [`after_end`](Self::after_end)).
     pub(crate) fn refusal(&self) -> Option<bool> {
-        if self.handle_ended {
-            return Some(false);
-        }
         match self.state {
+            MState::Live if self.handle_ended => Some(false),
             MState::Live => None,
             MState::Ended | MState::Forgotten => Some(false),
             MState::Purged => Some(true),
+        }
+    }
+
+    /// After the end, what a key's retry is answered: `Some(Ok(seq))`, journaled
+    /// before the end at `seq` (a duplicate or a collision); `Some(Err(purged))`,
+    /// refused as ended; `None` while the session is live.
+    fn after_end(&self, journaled: Option<u64>) -> Option<Result<u64, bool>> {
+        match (self.refusal()?, journaled) {
+            (false, Some(seq)) => Some(Ok(seq)),
+            (purged, _) => Some(Err(purged)),
         }
     }
 
@@ -247,10 +259,15 @@ impl Model {
 
     /// The session's six steps, for a notification to one of the native loops.
     pub(crate) fn notify(&mut self, n: &ProcessCompletionNotification) -> Outcome {
-        if let Some(purged) = self.refusal() {
-            return Outcome::Ended { purged };
-        }
         let id = n.command_id;
+        let journaled = self.commands.get(&id).map(|(_, seq)| *seq);
+        match self.after_end(journaled) {
+            None => {}
+            Some(Err(purged)) => return Outcome::Ended { purged },
+            // Journaled before the end: answered truthfully, never dispatched.
+            Some(Ok(seq)) if self.commands[&id].0 != *n => return Outcome::Collision { seq },
+            Some(Ok(_)) => return Outcome::Duplicate,
+        }
         match self.commands.get(&id) {
             Some((original, seq)) if original != n => return Outcome::Collision { seq: *seq },
             Some(_) => {
@@ -289,9 +306,10 @@ impl Model {
     }
 
     /// Publishes a lifecycle event: `New` at its seq, else `Duplicate` at the original
-    /// one; `Err(purged)` once the session has ended.
+    /// one (after the end too); `Err(purged)` for a new one once the session has
+    /// ended, for every one once it is purged.
     pub(crate) fn publish(&mut self, m: &ProcessLifecycleMetadata) -> Result<Published, bool> {
-        if let Some(purged) = self.refusal() {
+        if let Some(Err(purged)) = self.after_end(self.events.get(&m.event_id).copied()) {
             return Err(purged);
         }
         if let Some(&seq) = self.events.get(&m.event_id) {
