@@ -1,7 +1,7 @@
 //! `PgJournal::verify`'s memory does not grow with the number of sessions: over
 //! 20,000 sessions of one frame each, read in pages of 64 rows, the heap it holds at
 //! its peak stays within a few pages' worth (it used to keep every session's last seq
-//! until the heads were compared, about 40 bytes a session: about 1 MB here).
+//! until the heads were compared, about 50 bytes a session: about 1 MB here).
 //!
 //! A binary of its own: it counts the process's heap with a global allocator, and its
 //! one test runs alone in it.

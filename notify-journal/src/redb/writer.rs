@@ -700,10 +700,12 @@ impl Writer {
                             dropped: dropped + n,
                             reply,
                         };
-                        if let Err(Chore::DropTombstones { dropped, reply, .. }) =
-                            self.queue.requeue_chore(rest)
-                        {
-                            let _ = reply.send(Ok(dropped));
+                        match self.queue.requeue_chore(rest) {
+                            Ok(()) => {}
+                            Err(Chore::DropTombstones { dropped, reply, .. }) => {
+                                let _ = reply.send(Ok(dropped));
+                            }
+                            Err(other) => other.refuse(JournalError::Closed),
                         }
                     }
                     Ok((_, n)) => {
