@@ -32,8 +32,9 @@
 //! Then a tombstone drop under load, on a file of its own: 1,000,000 sessions end (one
 //! end marker each, appended by 64 appenders) and are purged (8 purgers stepping
 //! concurrently, one session per step), all through the public API with
-//! `Durability::NonDurableForTestsOnly` commits so the fixture takes seconds, not
-//! hours; the file is closed (a clean close makes it durable) and reopened with the
+//! `Durability::NonDurableForTestsOnly` commits so the fixture takes minutes, not
+//! hours (each purge step still one transaction for one session); the file is closed
+//! (a clean close makes it durable) and reopened with the
 //! default options. Then `drop_tombstones(now, usize::MAX)` drops all 1,000,000 (steps
 //! of `DEFAULT_DROP_STEP`, 1,024) while 64 appenders append to live sessions:
 //!
