@@ -28,6 +28,23 @@
 //!   about one step.
 //! * `retention/compact/{before,after}`: bytes on disk after everything is ended and
 //!   purged, before and after the offline compaction.
+//!
+//! Then a tombstone drop under load, on a file of its own: 1,000,000 sessions end (one
+//! end marker each, appended by 64 appenders) and are purged (8 purgers stepping
+//! concurrently, one session per step), all through the public API with
+//! `Durability::NonDurableForTestsOnly` commits so the fixture takes minutes, not
+//! hours (each purge step still one transaction for one session); the file is closed
+//! (a clean close makes it durable) and reopened with the
+//! default options. Then `drop_tombstones(now, usize::MAX)` drops all 1,000,000 (steps
+//! of `DEFAULT_DROP_STEP`, 1,024) while 64 appenders append to live sessions:
+//!
+//! * `retention/drop/append_latency/{max,p99}` (µs): what an append waited during
+//!   the drop, against `retention/drop/step/max` (µs), the longest single step (the
+//!   journal's `notify_journal_tombstone_drop_step_seconds`, read back through a
+//!   `metrics` recorder): an append waits for at most about one step.
+//! * `retention/drop/tombstones_per_s`: tombstones dropped per second of the drop.
+//!
+//! `RETENTION_BENCH=drop` runs only this last part.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -37,7 +54,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{file_len, metric, record, runtime, session};
-use notify_journal::{JournalOptions, RedbJournal, purge_with};
+use notify_journal::{Durability, JournalOptions, PurgeStep, RedbJournal, purge_with};
 use notify_types::{JournalRecord, SessionEnded, SessionEvent, Timestamp};
 
 const SESSIONS: u64 = 2_000;
@@ -49,6 +66,10 @@ const PURGE_STEP: usize = 1_024;
 const MEASURED_WAVES: u64 = 10;
 /// Waves left unpurged, then purged while one more wave appends.
 const BACKLOG_WAVES: u64 = 4;
+/// Tombstones dropped under load.
+const TOMBSTONES: u64 = 1_000_000;
+/// The first session number of the tombstone part (apart from the waves').
+const TOMBSTONE_BASE: u64 = 1 << 40;
 
 /// What one wave of appends measured.
 struct Wave {
@@ -139,9 +160,135 @@ async fn purge_timed(
     .unwrap()
 }
 
+/// Ends and purges `TOMBSTONES` sessions on a file of their own, then drops every
+/// tombstone while 64 appenders append, and reports what the appends waited against
+/// the longest step of the drop.
+fn tombstone_drop(rt: &tokio::runtime::Runtime, dir: &Path) {
+    let path = dir.join("tombstones.redb");
+    let setup = Instant::now();
+    let fixture = JournalOptions::default().durability(Durability::NonDurableForTestsOnly);
+    let j = RedbJournal::open(&path, fixture).unwrap();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..APPENDERS)
+            .map(|a| {
+                let j = j.clone();
+                tokio::spawn(async move {
+                    let mut i = a;
+                    while i < TOMBSTONES {
+                        let s = session(TOMBSTONE_BASE + i);
+                        let marker = JournalRecord::from(SessionEvent::from(SessionEnded::new(s)));
+                        j.append(s, marker).await.unwrap();
+                        i += APPENDERS;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        // Purge steps queue behind each other; each purges one session.
+        let horizon = Timestamp::now();
+        let purgers: Vec<_> = (0..8)
+            .map(|_| {
+                let j = j.clone();
+                tokio::spawn(async move {
+                    while j.purge_step(horizon, 16).await.unwrap() != PurgeStep::IDLE {}
+                })
+            })
+            .collect();
+        for p in purgers {
+            p.await.unwrap();
+        }
+    });
+    j.close();
+    eprintln!(
+        "tombstone fixture: {TOMBSTONES} sessions ended and purged in {:.1} s, file {} MiB",
+        setup.elapsed().as_secs_f64(),
+        file_len(&path) >> 20
+    );
+
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::set_global_recorder(recorder).unwrap();
+    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let horizon = Timestamp::now();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Instant::now();
+    let (dropped, took, mut latencies) = rt.block_on(async {
+        let appenders: Vec<_> = (0..APPENDERS)
+            .map(|a| {
+                let (j, done) = (j.clone(), Arc::clone(&done));
+                tokio::spawn(async move {
+                    let mut lat = Vec::new();
+                    let mut i = 0;
+                    while !done.load(std::sync::atomic::Ordering::Acquire) {
+                        let s = session(TOMBSTONE_BASE + TOMBSTONES + a);
+                        let t = Instant::now();
+                        j.append(s, record(s, i)).await.unwrap();
+                        lat.push(t.elapsed());
+                        i += 1;
+                    }
+                    lat
+                })
+            })
+            .collect();
+        let dropped = j.drop_tombstones(horizon, usize::MAX).await.unwrap();
+        let took = started.elapsed();
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let mut all = Vec::new();
+        for t in appenders {
+            all.extend(t.await.unwrap());
+        }
+        (dropped, took, all)
+    });
+    j.close();
+    assert_eq!(dropped, TOMBSTONES);
+    let mut steps: Vec<f64> = Vec::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        if let metrics_util::debugging::DebugValue::Histogram(samples) = value
+            && key.key().name() == "notify_journal_tombstone_drop_step_seconds"
+        {
+            steps.extend(samples.into_iter().map(|s| s.into_inner()));
+        }
+    }
+    let longest_step = steps.iter().copied().fold(0.0_f64, f64::max);
+    latencies.sort_unstable();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    let max = latencies[latencies.len() - 1];
+    metric(
+        "retention/drop/append_latency/max",
+        max.as_secs_f64() * 1e6,
+        "µs",
+    );
+    metric(
+        "retention/drop/append_latency/p99",
+        p99.as_secs_f64() * 1e6,
+        "µs",
+    );
+    metric("retention/drop/step/max", longest_step * 1e6, "µs");
+    metric(
+        "retention/drop/tombstones_per_s",
+        dropped as f64 / took.as_secs_f64(),
+        "/s",
+    );
+    eprintln!(
+        "tombstone drop: {dropped} in {:.1} s, {} steps (longest {:.0} µs), {} appends meanwhile (max {:.0} µs, p99 {:.0} µs)",
+        took.as_secs_f64(),
+        steps.len(),
+        longest_step * 1e6,
+        latencies.len(),
+        max.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6
+    );
+}
+
 fn main() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
+    if std::env::var("RETENTION_BENCH").is_ok_and(|v| v == "drop") {
+        tombstone_drop(&rt, dir.path());
+        return;
+    }
     let path = dir.path().join("steady.redb");
     let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
     let stats = Arc::new(std::sync::Mutex::new(PurgeStats::default()));
@@ -268,4 +415,7 @@ fn main() {
     let report = RedbJournal::compact_file(&path).unwrap();
     metric("retention/compact/before", before as f64, "B");
     metric("retention/compact/after", report.bytes_after as f64, "B");
+    std::fs::remove_file(&path).unwrap();
+
+    tombstone_drop(&rt, dir.path());
 }

@@ -148,7 +148,10 @@ pub trait JournalBackend: Send + Sync {
     /// The highest sequence of `session` (0 when it has no frames).
     fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>>;
 
-    /// Every session with at least one frame or a tombstone, in ID order.
+    /// Every session with at least one frame or a tombstone, in ID order. The answer
+    /// holds every session; a backend reads it in bounded pages (a server-backed one
+    /// in statements of bounded size), but callers that must stay bounded in memory
+    /// page with [`sessions_after`](Self::sessions_after) instead.
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
 
     /// One page of [`sessions`](Self::sessions): at most `limit` sessions with at
@@ -156,23 +159,14 @@ pub trait JournalBackend: Send + Sync {
     /// in ID order. Page through every session by passing the last ID of each page as
     /// the next `after`; memory is bounded by `limit`, whatever the number of sessions.
     ///
-    /// The default filters [`sessions`](Self::sessions); backends override it with a
-    /// seek.
+    /// Every backend implements it with a seek (there is no default built on
+    /// [`sessions`](Self::sessions), which would read every session for each page); a
+    /// wrapper forwards it.
     fn sessions_after(
         &self,
         after: Option<SessionId>,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        let all = self.sessions();
-        Box::pin(async move {
-            Ok(all
-                .await?
-                .into_iter()
-                .filter(|s| after.is_none_or(|a| *s > a))
-                .take(limit)
-                .collect())
-        })
-    }
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
 
     /// Whether `session` is live, ended or purged (a session never written is live).
     fn session_state(
@@ -201,14 +195,21 @@ pub trait JournalBackend: Send + Sync {
     ) -> BoxFuture<'_, Result<PurgeStep, JournalError>>;
 
     /// Drops up to `limit` tombstones of sessions whose purge is finished and began
-    /// (the tombstone's `purged_at`) before `purged_before`, answering how many it
-    /// dropped. A dropped session is unknown
+    /// (the tombstone's `purged_at`) before `purged_before`, oldest first, answering
+    /// how many it dropped. A dropped session is unknown
     /// again: a late append to it would start a new log at seq 1, so choose a horizon
     /// longer than any retry can come late (see the crate's retention notes).
     ///
+    /// Bounded whatever `limit` is: a backend drops in steps of a bounded number of
+    /// tombstones, each its own transaction (so a live append never waits for a whole
+    /// large drop), and answers the total. An error in a later step leaves the
+    /// earlier steps' drops committed; the next call drops what is still due.
+    ///
     /// # Cancel safety
     ///
-    /// Dropping the future does not cancel the drop: it commits whole or not at all.
+    /// Each step commits whole or not at all. Dropping the future may stop the drop
+    /// after any step (the redb journal's runs on to its end); what committed stays
+    /// dropped, and a later call continues.
     fn drop_tombstones(
         &self,
         purged_before: Timestamp,

@@ -33,7 +33,9 @@ pub use backend::{
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame_checksum};
 pub use metrics::record_append;
-pub use redb::options::{DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen};
+pub use redb::options::{
+    DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen,
+};
 pub use redb::read_only::{RedbReader, RedbStats};
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{

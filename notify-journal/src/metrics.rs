@@ -27,6 +27,11 @@ pub(crate) const PURGED_SESSIONS: &str = "notify_journal_purged_sessions_total";
 pub(crate) const PURGED_FRAMES: &str = "notify_journal_purged_frames_total";
 /// Histogram, label `backend`, seconds: how long one bounded purge step took.
 pub(crate) const PURGE_STEP_SECONDS: &str = "notify_journal_purge_step_seconds";
+/// Counter, label `backend`: tombstones dropped.
+pub(crate) const DROPPED_TOMBSTONES: &str = "notify_journal_dropped_tombstones_total";
+/// Histogram, label `backend`, seconds: how long one bounded step of a tombstone drop
+/// took (redb: one chore's write transaction; PostgreSQL: one statement).
+pub(crate) const DROP_STEP_SECONDS: &str = "notify_journal_tombstone_drop_step_seconds";
 
 /// The `backend` label of [`RedbJournal`](crate::RedbJournal).
 pub(crate) const REDB: &str = "redb";
@@ -100,4 +105,10 @@ pub(crate) fn purge_step(backend: &'static str, sessions: u64, frames: u64, took
     metrics::counter!(PURGED_SESSIONS, "backend" => backend).increment(sessions);
     metrics::counter!(PURGED_FRAMES, "backend" => backend).increment(frames);
     metrics::histogram!(PURGE_STEP_SECONDS, "backend" => backend).record(took.as_secs_f64());
+}
+
+/// One step of a tombstone drop that took `took` and dropped `dropped` tombstones.
+pub(crate) fn drop_step(backend: &'static str, dropped: u64, took: Duration) {
+    metrics::counter!(DROPPED_TOMBSTONES, "backend" => backend).increment(dropped);
+    metrics::histogram!(DROP_STEP_SECONDS, "backend" => backend).record(took.as_secs_f64());
 }

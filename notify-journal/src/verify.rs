@@ -209,6 +209,25 @@ impl VerifyReport {
             self.problems.push(problem);
         }
     }
+
+    /// Records `n` more problems already known not to be kept (the report keeps
+    /// `max_problems` already), counting them only.
+    pub(crate) fn count_unkept(&mut self, n: u64) {
+        debug_assert!(n == 0 || self.problems.len() >= self.max_problems);
+        self.problem_count += n;
+    }
+
+    /// Records the problems `later` found, after this report's own: those it kept,
+    /// then its count of those it did not. Since `later` kept the first
+    /// `max_problems` of its own, the result is the report of one check that found
+    /// this report's problems and then `later`'s.
+    pub(crate) fn append(&mut self, later: Self) {
+        let unkept = later.problem_count - later.problems.len() as u64;
+        for problem in later.problems {
+            self.push(problem);
+        }
+        self.problem_count += unkept;
+    }
 }
 
 impl fmt::Display for VerifyReport {

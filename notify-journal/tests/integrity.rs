@@ -821,3 +821,58 @@ async fn verify_file_never_writes_a_file_left_unclean_by_sigkill() {
     assert_eq!(j.last_seq(session(9)).await.unwrap(), 20);
     j.close();
 }
+
+/// Verify keeps at most `max_problems` of the frames too damaged to say whose they are
+/// (it used to keep every one until the end), and its report is the same whatever it
+/// keeps: those a position names are named by session and seq, the rest by log
+/// position, the first `max_problems` of them all kept and every one counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_reports_many_unreadable_frames_the_same_whatever_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let j = open(&path);
+    for n in 0..4 {
+        let s = session(n);
+        for i in 1..=10 {
+            j.append(s, command(s, i)).await.unwrap();
+        }
+    }
+    j.close();
+    // 16 frames cut short (unreadable): every other one of the first 32 positions; of
+    // those, every third also loses its position (no log names it).
+    tamper::with_txn(&path, |txn| {
+        let mut log = txn.open_table(LOG).unwrap();
+        let mut positions = txn.open_table(POSITIONS).unwrap();
+        for (k, pos) in (0..32u64).step_by(2).enumerate() {
+            let (s, seq) = (session(pos as u128 / 10), pos % 10 + 1);
+            let at = positions
+                .get((s.as_uuid().as_u128(), seq))
+                .unwrap()
+                .unwrap()
+                .value();
+            log.insert(at, &[1u8, 2, 3][..]).unwrap();
+            if k % 3 == 0 {
+                positions.remove((s.as_uuid().as_u128(), seq)).unwrap();
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    let whole = RedbJournal::verify_file(&path, 1000).unwrap();
+    let unreadable = whole
+        .problems
+        .iter()
+        .filter(|p| matches!(p, Problem::Unreadable { .. }))
+        .count();
+    let named = whole
+        .problems
+        .iter()
+        .filter(|p| matches!(p, Problem::Frame { .. }))
+        .count();
+    assert_eq!((unreadable, named), (6, 10), "{whole}");
+    for max in 0..whole.problems.len() {
+        let r = RedbJournal::verify_file(&path, max).unwrap();
+        assert_eq!(r.problems, whole.problems[..max].to_vec(), "keeping {max}");
+        assert_eq!(r.problem_count, whole.problem_count, "keeping {max}");
+    }
+}

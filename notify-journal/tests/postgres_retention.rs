@@ -667,3 +667,144 @@ async fn a_tombstone_dropped_under_a_waiting_append_is_registered_again() {
     j.close().await;
     drop_schema(&url, &schema).await;
 }
+
+/// `sessions()` reads the listing in pages of `page_rows`, each its own statement
+/// with that LIMIT, and still answers every session in order; `drop_tombstones` with
+/// a huge limit deletes in statements of at most `page_rows`, answering the total.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_journal_operations_run_in_bounded_statements() {
+    let Some(url) = database_url("whole_journal_operations_run_in_bounded_statements") else {
+        return;
+    };
+    let schema = fresh_schema("bounded");
+    let j = journal(&url, &schema, PgOptions::default().page_rows(3)).await;
+    let mut all: Vec<SessionId> = (0..10).map(|_| SessionId::new()).collect();
+    for (i, s) in all.iter().enumerate() {
+        j.append(*s, command(*s, Uuid::from_u128(i as u128 + 1), 0))
+            .await
+            .unwrap();
+    }
+    all.sort();
+    // 10 sessions in pages of 3: 3 + 3 + 3 + 1, four statements.
+    let before = j.read_statements();
+    assert_eq!(j.sessions().await.unwrap(), all);
+    assert_eq!(j.read_statements() - before, 4, "one statement per page");
+    // A page that comes back full is followed by one more (here an empty one).
+    let nine = &all[..9];
+    for s in &all[9..] {
+        j.append(*s, ended(*s)).await.unwrap();
+    }
+    assert_eq!(purge(&j, Timestamp::MAX, 10).await.unwrap().sessions, 1);
+    // The tombstone is still listed.
+    assert_eq!(j.sessions().await.unwrap(), all);
+
+    // Seven tombstones dropped by a limit far above the page: 3 + 3 + 1.
+    for s in &nine[..6] {
+        j.append(*s, ended(*s)).await.unwrap();
+    }
+    assert_eq!(purge(&j, Timestamp::MAX, 10).await.unwrap().sessions, 6);
+    let before = j.read_statements();
+    assert_eq!(
+        j.drop_tombstones(Timestamp::MAX, usize::MAX).await.unwrap(),
+        7
+    );
+    assert_eq!(j.read_statements() - before, 3, "one statement per step");
+    // A limit below a page, then nothing left.
+    assert_eq!(j.sessions().await.unwrap(), all[6..9].to_vec());
+    let before = j.read_statements();
+    assert_eq!(j.sessions().await.unwrap().len(), 3);
+    assert_eq!(
+        j.read_statements() - before,
+        2,
+        "a full page, then an empty one"
+    );
+    assert_eq!(j.drop_tombstones(Timestamp::MAX, 2).await.unwrap(), 0);
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// The deep verify reads the heads page by page alongside the frames (memory for a
+/// page of each, whatever the number of sessions), and its report is the same
+/// whatever the page: damage before, at and after page boundaries, sessions without
+/// frames, a head behind its log and a tail cut off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_reports_the_same_whatever_the_page() {
+    let Some(url) = database_url("verify_reports_the_same_whatever_the_page") else {
+        return;
+    };
+    let schema = fresh_schema("verify_pages");
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let mut sessions: Vec<SessionId> = (0..12).map(|_| SessionId::new()).collect();
+    sessions.sort();
+    for (i, s) in sessions.iter().enumerate() {
+        for k in 0..(i % 4 + 1) {
+            j.append(
+                *s,
+                command(*s, Uuid::from_u128((i * 10 + k) as u128 + 1), 0),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    j.close().await;
+    let raw = raw_client(&url).await;
+    let q = |s: SessionId| *s.as_uuid();
+    // A head behind its log, a tail cut off (head ahead), a frame gone from the middle,
+    // a damaged frame, and two sessions with a head and no frames at all.
+    raw.execute(
+        &format!("UPDATE \"{schema}\".sessions SET last_seq = 1 WHERE session = $1"),
+        &[&q(sessions[3])],
+    )
+    .await
+    .unwrap();
+    raw.execute(
+        &format!("DELETE FROM \"{schema}\".frames WHERE session = $1 AND seq = 3"),
+        &[&q(sessions[6])],
+    )
+    .await
+    .unwrap();
+    raw.execute(
+        &format!("DELETE FROM \"{schema}\".frames WHERE session = $1 AND seq = 2"),
+        &[&q(sessions[7])],
+    )
+    .await
+    .unwrap();
+    raw.execute(
+        &format!(
+            "UPDATE \"{schema}\".frames SET checksum = checksum + 1 WHERE session = $1 AND seq = 1"
+        ),
+        &[&q(sessions[10])],
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        raw.execute(
+            &format!("INSERT INTO \"{schema}\".sessions (session, last_seq) VALUES ($1, 2)"),
+            &[&Uuid::now_v7()],
+        )
+        .await
+        .unwrap();
+    }
+    let report = |rows: usize, max: usize| {
+        let (url, schema) = (url.clone(), schema.clone());
+        async move {
+            let j = journal(&url, &schema, PgOptions::default().page_rows(rows)).await;
+            let r = j.verify(max).await.unwrap();
+            j.close().await;
+            r
+        }
+    };
+    let whole = report(1024, 100).await;
+    assert_eq!(whole.problem_count, 6, "{whole}");
+    assert_eq!(whole.sessions, 12);
+    for rows in [1, 2, 3, 5] {
+        assert_eq!(report(rows, 100).await, whole, "pages of {rows}");
+    }
+    // Fewer problems kept: the first ones, and every one counted.
+    for max in 0..6 {
+        let r = report(2, max).await;
+        assert_eq!(r.problems, whole.problems[..max].to_vec(), "keeping {max}");
+        assert_eq!(r.problem_count, whole.problem_count);
+    }
+    drop_schema(&url, &schema).await;
+}

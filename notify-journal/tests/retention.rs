@@ -675,3 +675,80 @@ fn compacting_refuses_what_is_not_a_journal() {
     j.close();
     assert!(RedbJournal::compact_file(&path).is_ok());
 }
+
+/// A drop of many tombstones runs as many steps, each a chore of its own queued behind
+/// whatever else came meanwhile. Issued back to back (each queued at the call): a drop
+/// of all 400 tombstones in steps of 2 (200 transactions), an append to the session of
+/// the youngest tombstone (the last a drop reaches), and a second drop of all. The
+/// append is answered before the first drop ends: refused as purged. The two drops
+/// take turns step by step and share the tombstones, answering totals that add up.
+/// (Were a drop one transaction, the first would drop all 400 before anything else ran:
+/// the second would find none, and the append would start a new log.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_tombstone_drop_runs_in_steps_with_appends_between_them() {
+    const N: u128 = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let options = notify_journal::JournalOptions::default()
+        .durability(notify_journal::Durability::NonDurableForTestsOnly)
+        .drop_step(2);
+    let j = RedbJournal::open(dir.path().join("j.redb"), options).unwrap();
+    // Ended one after the other, so purged (and dropped) in this order.
+    for n in 0..N {
+        let s = session(n);
+        j.append(s, ended(s)).await.unwrap();
+    }
+    let report = purge(&j, later(), 10).await.unwrap();
+    assert_eq!(report.sessions, N as u64);
+    let youngest = session(N - 1);
+
+    let first = j.drop_tombstones(later(), usize::MAX);
+    let append = j.append(youngest, command(youngest, 1));
+    let second = j.drop_tombstones(later(), usize::MAX);
+    match append.await {
+        Err(AppendError::SessionEnded {
+            session,
+            purged: true,
+        }) if session == youngest => {}
+        other => panic!(
+            "the append issued during the drop waited for all of it, not for one step: {other:?}"
+        ),
+    }
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert!(
+        first > 0 && second > 0,
+        "the drops did not take turns: {first} and {second}"
+    );
+    assert_eq!(first + second, N as u64);
+    assert_eq!(j.session_state(youngest).await.unwrap(), SessionState::Live);
+    assert!(j.sessions().await.unwrap().is_empty());
+    assert_eq!(j.drop_tombstones(later(), usize::MAX).await.unwrap(), 0);
+    assert_eq!(
+        j.append(youngest, command(youngest, 1)).await.unwrap().seq,
+        1
+    );
+    let v = j.verify(10).await.unwrap();
+    assert!(v.is_clean(), "{v}");
+    assert_eq!((v.frames, v.tombstones), (1, 0));
+}
+
+/// A drop stops at `limit`, at whatever step boundary, and answers exactly what it
+/// dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stepped_tombstone_drop_stops_at_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = notify_journal::JournalOptions::default()
+        .durability(notify_journal::Durability::NonDurableForTestsOnly)
+        .drop_step(3);
+    let j = RedbJournal::open(dir.path().join("j.redb"), options).unwrap();
+    for n in 0..10 {
+        let s = session(n);
+        j.append(s, ended(s)).await.unwrap();
+    }
+    purge(&j, later(), 10).await.unwrap();
+    // 7 = two full steps and one of 1; then 3 = one full step that finds just 3; then 0.
+    assert_eq!(j.drop_tombstones(later(), 7).await.unwrap(), 7);
+    assert_eq!(j.sessions().await.unwrap().len(), 3);
+    assert_eq!(j.drop_tombstones(later(), 100).await.unwrap(), 3);
+    assert_eq!(j.drop_tombstones(later(), 100).await.unwrap(), 0);
+    assert!(j.sessions().await.unwrap().is_empty());
+}

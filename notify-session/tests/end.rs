@@ -723,6 +723,13 @@ impl JournalBackend for Interloper {
     ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
         self.inner.sessions()
     }
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
+        self.inner.sessions_after(after, limit)
+    }
     fn session_state(
         &self,
         session: SessionId,
@@ -1126,6 +1133,13 @@ impl JournalBackend for HoldTheEnd {
         &self,
     ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
         self.inner.sessions()
+    }
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
+        self.inner.sessions_after(after, limit)
     }
     fn session_state(
         &self,

@@ -359,6 +359,16 @@ impl JournalBackend for RedbTamper {
             Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
         }
     }
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        match self.journal() {
+            Ok(j) => Box::pin(async move { j.sessions_after(after, limit).await }),
+            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
+        }
+    }
     fn session_state(
         &self,
         session: SessionId,

@@ -161,6 +161,13 @@ mod integrity {
         fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
             self.journal.sessions()
         }
+        fn sessions_after(
+            &self,
+            after: Option<SessionId>,
+            limit: usize,
+        ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+            self.journal.sessions_after(after, limit)
+        }
         fn session_state(
             &self,
             session: SessionId,

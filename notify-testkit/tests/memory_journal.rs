@@ -167,6 +167,13 @@ impl JournalBackend for Broken {
             Ok(ids)
         })
     }
+    fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        self.inner.sessions_after(after, limit)
+    }
     fn session_state(
         &self,
         session: SessionId,

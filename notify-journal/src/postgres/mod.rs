@@ -63,7 +63,7 @@ mod tls;
 mod writer;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -237,6 +237,10 @@ pub struct PgJournal {
     /// until the caller acquires anew (releasing a lost lease keeps its entry).
     leases: Mutex<HashMap<SessionId, u64>>,
     closed: AtomicBool,
+    /// Rows per statement of the whole-journal operations ([`PgOptions::page_rows`]).
+    page_rows: i64,
+    /// Statements run on the read connection, for [`read_statements`](Self::read_statements).
+    read_statements: AtomicU64,
 }
 
 impl std::fmt::Debug for PgJournal {
@@ -368,7 +372,19 @@ impl PgJournal {
             commit_queue: queue,
             leases: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
+            page_rows: i64::try_from(options.page_rows).unwrap_or(i64::MAX),
+            read_statements: AtomicU64::new(0),
         })
+    }
+
+    /// How many statements this journal has run on its read connection since
+    /// [`connect`](Self::connect): reads, lease statements, purge steps and tombstone
+    /// drops, each counted once whatever it returned. A diagnostic figure: with
+    /// [`PgOptions::page_rows`] it shows how many bounded statements a whole-journal
+    /// operation took.
+    #[must_use]
+    pub fn read_statements(&self) -> u64 {
+        self.read_statements.load(Ordering::Relaxed)
     }
 
     /// The TLS mode its connections use (see [`PgOptions::tls`]).

@@ -50,6 +50,9 @@ pub enum LeasePolicy {
     Required,
 }
 
+/// The default [`PgOptions::page_rows`].
+pub(crate) const PG_DEFAULT_PAGE_ROWS: usize = 1024;
+
 /// Options of [`PgJournal::connect`](super::PgJournal::connect).
 #[derive(Debug, Clone)]
 pub struct PgOptions {
@@ -66,6 +69,7 @@ pub struct PgOptions {
     pub(crate) tls: Option<PgTls>,
     pub(crate) password: Option<Secret>,
     pub(crate) passfile: Option<PathBuf>,
+    pub(crate) page_rows: usize,
 }
 
 /// A password: never printed (`Debug` shows that there is one, not what it is).
@@ -94,6 +98,7 @@ impl Default for PgOptions {
             tls: None,
             password: None,
             passfile: None,
+            page_rows: PG_DEFAULT_PAGE_ROWS,
         }
     }
 }
@@ -259,6 +264,21 @@ impl PgOptions {
         self
     }
 
+    /// The most rows one statement of a whole-journal operation reads or deletes
+    /// (default 1024, at least 1, at most 65536): [`sessions`] reads the listing in
+    /// pages of this many, each its own statement; the deep verify reads frames and
+    /// heads in pages of this many; [`drop_tombstones`] deletes at most this many per
+    /// statement. So no statement's work grows with the journal, and each stays well
+    /// inside the operation timeout.
+    ///
+    /// [`sessions`]: crate::JournalBackend::sessions
+    /// [`drop_tombstones`]: crate::JournalBackend::drop_tombstones
+    #[must_use]
+    pub fn page_rows(mut self, rows: usize) -> Self {
+        self.page_rows = rows;
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<(), PgOpenError> {
         if !valid_schema_name(&self.schema) {
             return Err(PgOpenError::InvalidOption {
@@ -318,6 +338,12 @@ impl PgOptions {
         if self.max_batch == 0 || self.max_batch > PG_MAX_BATCH_LIMIT {
             return Err(PgOpenError::InvalidOption {
                 option: "max_batch",
+                reason: "must be between 1 and 65536",
+            });
+        }
+        if self.page_rows == 0 || self.page_rows > PG_MAX_BATCH_LIMIT {
+            return Err(PgOpenError::InvalidOption {
+                option: "page_rows",
                 reason: "must be between 1 and 65536",
             });
         }

@@ -32,7 +32,6 @@ pub(super) struct ReaderConn {
     pub(super) lookup: Statement,
     pub(super) replay: Statement,
     pub(super) last_seq: Statement,
-    pub(super) sessions: Statement,
     pub(super) acquire: Statement,
     pub(super) renew: Statement,
     pub(super) release: Statement,
@@ -66,7 +65,6 @@ impl ReaderConn {
         let lookup = p(&sql.lookup).await?;
         let replay = p(&sql.replay).await?;
         let last_seq = p(&sql.last_seq).await?;
-        let sessions = p(&sql.sessions).await?;
         let acquire = p(&sql.acquire).await?;
         let renew = p(&sql.renew).await?;
         let release = p(&sql.release).await?;
@@ -83,7 +81,6 @@ impl ReaderConn {
             lookup,
             replay,
             last_seq,
-            sessions,
             acquire,
             renew,
             release,
@@ -174,6 +171,7 @@ impl PgJournal {
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let conn = self.reader().await?;
+        self.read_statements.fetch_add(1, Ordering::Relaxed);
         match tokio::time::timeout(self.op_timeout, f(Arc::clone(&conn))).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(ReadFailure::Storage(sanitize(op, &e))),
@@ -288,13 +286,20 @@ impl PgJournal {
         }
     }
 
+    /// Every session, read in pages of [`PgOptions::page_rows`](super::PgOptions::page_rows)
+    /// (each its own bounded statement, so the listing is not one snapshot: a session
+    /// created meanwhile may or may not be listed).
     pub(super) async fn sessions_inner(&self) -> Result<Vec<SessionId>, JournalError> {
-        let rows: Vec<Row> = self
-            .read("list sessions", |c| async move {
-                c.client.query(&c.sessions, &[]).await
-            })
-            .await?;
-        session_ids(&rows)
+        let page = usize::try_from(self.page_rows).unwrap_or(usize::MAX);
+        let mut out: Vec<SessionId> = Vec::new();
+        loop {
+            let next = self.sessions_after_inner(out.last().copied(), page).await?;
+            let n = next.len();
+            out.extend(next);
+            if n < page {
+                return Ok(out);
+            }
+        }
     }
 
     pub(super) async fn sessions_after_inner(
@@ -385,19 +390,102 @@ impl PgJournal {
     }
 }
 
-/// Rows read per page by [`PgJournal::verify`].
-const VERIFY_PAGE: i64 = 2048;
+/// The sessions' heads in ID order, read page by page as [`PgJournal::verify`]'s
+/// frames reach them.
+struct Heads {
+    /// The last session read (the next page starts after it).
+    after: Uuid,
+    /// Read and not yet compared, in ID order.
+    page: std::collections::VecDeque<(Uuid, u64)>,
+    /// The last page was short: nothing is left to read.
+    done: bool,
+}
 
 impl PgJournal {
+    /// The next head with a session ID at most `upto` (any, when `None`), reading the
+    /// next page when the one in hand is used up.
+    async fn next_head(
+        &self,
+        heads: &mut Heads,
+        upto: Option<Uuid>,
+    ) -> Result<Option<(Uuid, u64)>, JournalError> {
+        if heads.page.is_empty() && !heads.done {
+            let (a, page) = (heads.after, self.page_rows);
+            let rows: Vec<Row> = self
+                .read("verify", |c| async move {
+                    c.client.query(&c.verify_heads, &[&a, &page]).await
+                })
+                .await?;
+            heads.done = i64::try_from(rows.len()).unwrap_or(i64::MAX) < page;
+            for row in rows {
+                let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("verify", &e));
+                let session: Uuid = row.try_get(0).map_err(get)?;
+                let head: i64 = row.try_get(1).map_err(get)?;
+                heads.after = session;
+                heads
+                    .page
+                    .push_back((session, seq_u64(head).map_err(JournalError::Storage)?));
+            }
+        }
+        match heads.page.front() {
+            Some(&(s, _)) if upto.is_none_or(|u| s <= u) => Ok(heads.page.pop_front()),
+            _ => Ok(None),
+        }
+    }
+
+    /// Compares every head up to `upto` (all that are left, when `None`) with the last
+    /// frame verify read of its session: `framed` is the session whose frames were
+    /// read last and its last seq; every earlier head's session had none.
+    async fn settle_heads(
+        &self,
+        heads: &mut Heads,
+        upto: Option<Uuid>,
+        framed: Option<(Uuid, u64)>,
+        report: &mut VerifyReport,
+    ) -> Result<(), JournalError> {
+        while let Some((session, mut head)) = self.next_head(heads, upto).await? {
+            let last = match framed {
+                Some((s, last)) if s == session => last,
+                _ => 0,
+            };
+            let sid = SessionId::from_uuid(session);
+            if head < last {
+                // The page of heads may have been read before this session's frames:
+                // an append made in between is not damage. Read the head again.
+                head = self.last_seq_inner(sid).await?;
+            }
+            if head < last {
+                report.push(Problem::Head {
+                    session: sid,
+                    head,
+                    last,
+                });
+            } else if head > last && !self.appended_meanwhile(session, last).await? {
+                // Not an append made during the check: the log's tail is gone.
+                report.push(Problem::Gap {
+                    session: sid,
+                    seq: last + 1,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The deep integrity check: every frame's checksum (frames written before schema
     /// version 3 have none and are only decoded) and decoding, each frame's key and
     /// session against its row, every session's log contiguous from 1, and every
     /// session's `last_seq` equal to its last frame. Purged sessions are skipped: their
-    /// logs are being removed, and no read answers them. Reads page by page (each page its
-    /// own statement, bounded by the operation timeout), so memory holds a page and one
-    /// entry per session, never the frames, and appends go on; the pages are not one snapshot, so a frame appended meanwhile
+    /// logs are being removed, and no read answers them.
+    ///
+    /// Reads page by page ([`PgOptions::page_rows`](super::PgOptions::page_rows) rows per
+    /// statement, each bounded by the operation timeout): the frames in (session, seq)
+    /// order and, merged with them, the sessions' heads in session order, each head
+    /// compared once the frames have passed its session. So memory holds a page of
+    /// each and the problems kept, whatever the number of sessions or frames, and
+    /// appends go on; the pages are not one snapshot, so a frame appended meanwhile
     /// can show as a head ahead of what was read, never as damage. Keeps the first
-    /// `max_problems` problems and counts them all.
+    /// `max_problems` problems (the frames' first, then the heads') and counts them
+    /// all.
     ///
     /// The frames' unique `(session, key)` index is PostgreSQL's own: one frame per key
     /// holds by construction, and each frame's key column is checked against its
@@ -415,17 +503,22 @@ impl PgJournal {
     pub async fn verify(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
         let mut report = VerifyReport::new(max_problems);
         report.engine = EngineCheck::NotRun;
-        // The last frame seen per session, to compare with the heads.
-        let mut lasts: std::collections::BTreeMap<Uuid, u64> = std::collections::BTreeMap::new();
+        // The heads' problems, kept apart so the report lists them after the frames'.
+        let mut head_problems = VerifyReport::new(max_problems);
+        let mut heads = Heads {
+            after: Uuid::nil(),
+            page: std::collections::VecDeque::new(),
+            done: false,
+        };
+        let page = self.page_rows;
         let mut cursor = (Uuid::nil(), 0_i64);
+        // The session whose frames are being read, and its last seq so far.
         let mut current: Option<(Uuid, u64)> = None;
         loop {
             let (s, q) = cursor;
             let rows: Vec<Row> = self
                 .read("verify", |c| async move {
-                    c.client
-                        .query(&c.verify_frames, &[&s, &q, &VERIFY_PAGE])
-                        .await
+                    c.client.query(&c.verify_frames, &[&s, &q, &page]).await
                 })
                 .await?;
             let n = rows.len();
@@ -444,7 +537,13 @@ impl PgJournal {
                 report.bytes += bytes.len() as u64;
                 let expected = match current {
                     Some((s, last)) if s == session => last + 1,
-                    _ => {
+                    done => {
+                        // The frames have passed the session before: its head, and
+                        // those of the sessions without frames before this one.
+                        if let Some((s, _)) = done {
+                            self.settle_heads(&mut heads, Some(s), done, &mut head_problems)
+                                .await?;
+                        }
                         report.sessions += 1;
                         1
                     }
@@ -456,7 +555,6 @@ impl PgJournal {
                     });
                 }
                 current = Some((session, seq));
-                lasts.insert(session, seq);
                 match decode_row(sid, seq, bytes, checksum) {
                     Err(JournalError::Corrupt { source, .. }) => report.push(Problem::Frame {
                         session: sid,
@@ -472,45 +570,17 @@ impl PgJournal {
                     Ok(_) => {}
                 }
             }
-            if i64::try_from(n).unwrap_or(i64::MAX) < VERIFY_PAGE {
+            if i64::try_from(n).unwrap_or(i64::MAX) < page {
                 break;
             }
         }
-        let mut after = Uuid::nil();
-        loop {
-            let a = after;
-            let rows: Vec<Row> = self
-                .read("verify", |c| async move {
-                    c.client.query(&c.verify_heads, &[&a, &VERIFY_PAGE]).await
-                })
+        if let Some((s, _)) = current {
+            self.settle_heads(&mut heads, Some(s), current, &mut head_problems)
                 .await?;
-            let n = rows.len();
-            for row in rows {
-                let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("verify", &e));
-                let session: Uuid = row.try_get(0).map_err(get)?;
-                let head: i64 = row.try_get(1).map_err(get)?;
-                after = session;
-                let head = seq_u64(head).map_err(JournalError::Storage)?;
-                let last = lasts.get(&session).copied().unwrap_or(0);
-                let sid = SessionId::from_uuid(session);
-                if head < last {
-                    report.push(Problem::Head {
-                        session: sid,
-                        head,
-                        last,
-                    });
-                } else if head > last && !self.appended_meanwhile(session, last).await? {
-                    // Not an append made during the check: the log's tail is gone.
-                    report.push(Problem::Gap {
-                        session: sid,
-                        seq: last + 1,
-                    });
-                }
-            }
-            if i64::try_from(n).unwrap_or(i64::MAX) < VERIFY_PAGE {
-                break;
-            }
         }
+        self.settle_heads(&mut heads, None, None, &mut head_problems)
+            .await?;
+        report.append(head_problems);
         Ok(report)
     }
 }

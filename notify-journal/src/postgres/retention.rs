@@ -330,17 +330,30 @@ impl PgJournal {
         let Some(before) = horizon(purged_before) else {
             return Ok(0);
         };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        if limit == 0 {
-            return Ok(0);
+        // In statements of at most `page_rows` deletions each, so no statement's work
+        // grows with `limit`; a statement that finds fewer than it may delete ends it.
+        let mut left = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut dropped = 0;
+        while left > 0 {
+            let step = left.min(self.page_rows);
+            let started = std::time::Instant::now();
+            let n = self
+                .read("drop tombstones", |c| async move {
+                    c.client
+                        .execute(&c.drop_tombstones, &[&before, &step])
+                        .await
+                })
+                .await?;
+            if n > 0 {
+                crate::metrics::drop_step(crate::metrics::POSTGRES, n, started.elapsed());
+            }
+            dropped += n;
+            left -= step;
+            if i64::try_from(n).unwrap_or(i64::MAX) < step {
+                break;
+            }
         }
-        self.read("drop tombstones", |c| async move {
-            c.client
-                .execute(&c.drop_tombstones, &[&before, &limit])
-                .await
-        })
-        .await
-        .map_err(JournalError::from)
+        Ok(dropped)
     }
 }
 

@@ -338,7 +338,6 @@ pub(crate) struct Sql {
     pub(crate) sessions_first: String,
     pub(crate) verify_heads: String,
     pub(crate) last_seq: String,
-    pub(crate) sessions: String,
     pub(crate) acquire: String,
     pub(crate) renew: String,
     pub(crate) release: String,
@@ -443,9 +442,6 @@ impl Sql {
                  WHERE session > $1 AND purged_at IS NULL ORDER BY session LIMIT $2"
             ),
             last_seq: format!("SELECT last_seq FROM {s}.sessions WHERE session = $1"),
-            sessions: format!(
-                "SELECT session FROM {s}.sessions WHERE last_seq > 0 ORDER BY session"
-            ),
             // A free or expired lease starts a new epoch; our own live lease is
             // extended under its current epoch. Another writer's live lease: no row.
             // ON CONFLICT DO UPDATE locks the existing row first and only then

@@ -478,16 +478,24 @@ impl RedbJournal {
     }
 
     /// [`JournalBackend::drop_tombstones`]: drops up to `limit` tombstones of finished
-    /// purges that began before `purged_before`, oldest first, in one write transaction
-    /// run by the writer thread between two append batches.
+    /// purges that began before `purged_before`, oldest first, answering how many it
+    /// dropped. The drop runs in steps of at most [`JournalOptions::drop_step`]
+    /// tombstones (default 1,024), each its own write transaction run by the writer
+    /// thread between two append batches, so an append waits for at most one step
+    /// however large `limit` is. The drop is queued when this is called; it ends at the
+    /// first step that finds fewer than a step's worth due, or at `limit`, or when the
+    /// journal closes (then the answer is what the steps before dropped).
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future does not cancel the drop: it commits or not.
+    /// Dropping the future does not cancel the drop: it runs on step by step, each
+    /// step committing whole or not at all.
     ///
     /// # Errors
     ///
-    /// As [`purge_step`](Self::purge_step).
+    /// As [`purge_step`](Self::purge_step). An error in a later step leaves the
+    /// earlier steps' drops committed (those sessions are unknown again); the
+    /// tombstones still due are dropped by the next call.
     pub fn drop_tombstones(
         &self,
         purged_before: Timestamp,
@@ -497,6 +505,7 @@ impl RedbJournal {
         self.inner.queue.submit_chore(Chore::DropTombstones {
             purged_before,
             limit,
+            dropped: 0,
             reply,
         });
         async move { rx.await.unwrap_or(Err(JournalError::Closed)) }

@@ -62,6 +62,7 @@ pub struct JournalOptions {
     pub(crate) commit_siblings: usize,
     pub(crate) max_commit_delay: Duration,
     pub(crate) verify_on_open: VerifyOnOpen,
+    pub(crate) drop_step: usize,
 }
 
 /// The default cap on one encoded record: 1 MiB.
@@ -78,12 +79,16 @@ impl Default for JournalOptions {
             commit_siblings: 4,
             max_commit_delay: Duration::from_millis(2),
             verify_on_open: VerifyOnOpen::default(),
+            drop_step: DEFAULT_DROP_STEP,
         }
     }
 }
 
-/// The largest [`JournalOptions::max_batch`].
+/// The largest [`JournalOptions::max_batch`] and [`JournalOptions::drop_step`].
 const MAX_BATCH_LIMIT: usize = 1 << 16;
+
+/// The default [`JournalOptions::drop_step`]: 1,024 tombstones per transaction.
+pub const DEFAULT_DROP_STEP: usize = 1024;
 
 impl JournalOptions {
     /// redb's page cache size in bytes (default 64 MiB).
@@ -150,6 +155,17 @@ impl JournalOptions {
     #[must_use]
     pub fn verify_on_open(mut self, check: VerifyOnOpen) -> Self {
         self.verify_on_open = check;
+        self
+    }
+
+    /// The most tombstones one write transaction of
+    /// [`drop_tombstones`](crate::RedbJournal::drop_tombstones) drops (default
+    /// [`DEFAULT_DROP_STEP`], 1,024; clamped to 1..=65,536). A larger drop runs as a
+    /// sequence of such steps, each a chore of its own between append batches, so an
+    /// append waits for at most one step however many tombstones are due.
+    #[must_use]
+    pub fn drop_step(mut self, n: usize) -> Self {
+        self.drop_step = n.clamp(1, MAX_BATCH_LIMIT);
         self
     }
 

@@ -1,5 +1,7 @@
 //! Purge steps and tombstone drops: the writer thread's chores, each one write
 //! transaction queued between append batches (so a live append waits for at most one).
+//! A drop of more tombstones than the journal's drop step runs as several chores, one
+//! step each.
 //!
 //! A purge step picks the session to work on from the retention index
 //! (`format::RETENTION`): an unfinished purge first, else the oldest end before the
@@ -32,10 +34,14 @@ pub(crate) enum Chore {
         max_frames: usize,
         reply: oneshot::Sender<Result<PurgeStep, JournalError>>,
     },
-    /// Drop up to `limit` tombstones whose purge began before `purged_before`.
+    /// Drop up to `limit` more tombstones whose purge began before `purged_before`,
+    /// `dropped` having been dropped by the earlier steps of the same call. One run
+    /// drops at most the journal's drop step; while more are due, the writer queues
+    /// the rest as a new chore behind the others, so appends run between the steps.
     DropTombstones {
         purged_before: Timestamp,
         limit: usize,
+        dropped: u64,
         reply: oneshot::Sender<Result<u64, JournalError>>,
     },
     /// Write imported session states (`import.rs`), all or none.

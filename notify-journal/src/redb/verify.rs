@@ -137,7 +137,7 @@ pub(crate) fn logical(
     let txn = db.begin_read().map_err(storage("begin read"))?;
     let snap = Snapshot::open(&txn)?;
     let mut report = VerifyReport::new(max_problems);
-    let mut unreadable = BTreeMap::new();
+    let mut unreadable = Unreadable::new(max_problems);
     let linked = check_log(&snap, &mut report, &mut unreadable)?;
     let positions = snap.positions.len().map_err(storage("count positions"))?;
     let keys = snap.keys.len().map_err(storage("count keys"))?;
@@ -148,12 +148,7 @@ pub(crate) fn logical(
     let one_to_one = linked == report.frames && positions == report.frames && keys == report.frames;
     check_positions(&snap, &mut report, !one_to_one, &mut unreadable)?;
     // Frames so damaged they do not say whose they are, and that no position names.
-    for (pos, cause) in unreadable {
-        report.push(Problem::Unreadable {
-            location: format!("log position {pos}"),
-            cause,
-        });
-    }
+    unreadable.report_unnamed(&mut report);
     if one_to_one {
         report.keys = keys;
     } else {
@@ -163,14 +158,72 @@ pub(crate) fn logical(
     Ok(report)
 }
 
+/// The frames so damaged they do not say whose they are, for [`check_positions`] to
+/// name by the session and seq whose position holds them, and the rest to be reported
+/// by log position. Memory is bounded by the problems a report keeps, however many
+/// frames are damaged: only the first `max_problems` (by log position) are kept, the
+/// others counted. That loses nothing a report shows: every unreadable frame named by
+/// a position is reported there (its cause read again), and by the time the unnamed
+/// ones are reported the report has room only for the first of the kept ones.
+struct Unreadable {
+    /// The first `cap` unreadable frames by log position, and why (`None` once a
+    /// position named the frame).
+    kept: BTreeMap<u64, Option<Corruption>>,
+    cap: usize,
+    /// Unreadable frames beyond the first `cap`.
+    beyond: u64,
+    /// Of those, how many a position named.
+    beyond_named: u64,
+}
+
+impl Unreadable {
+    fn new(cap: usize) -> Self {
+        Self {
+            kept: BTreeMap::new(),
+            cap,
+            beyond: 0,
+            beyond_named: 0,
+        }
+    }
+
+    /// An unreadable frame at `pos` (frames come in log order).
+    fn insert(&mut self, pos: u64, cause: Corruption) {
+        if self.kept.len() < self.cap {
+            self.kept.insert(pos, Some(cause));
+        } else {
+            self.beyond += 1;
+        }
+    }
+
+    /// Whether the unreadable frame at `pos` is one of those beyond the kept ones.
+    fn is_beyond(&self, pos: u64) -> bool {
+        self.beyond > 0
+            && self
+                .kept
+                .last_key_value()
+                .is_none_or(|(last, _)| pos > *last)
+    }
+
+    /// Reports the unreadable frames no position named.
+    fn report_unnamed(self, report: &mut VerifyReport) {
+        for (pos, cause) in self.kept {
+            let Some(cause) = cause else { continue };
+            report.push(Problem::Unreadable {
+                location: format!("log position {pos}"),
+                cause,
+            });
+        }
+        report.count_unkept(self.beyond.saturating_sub(self.beyond_named));
+    }
+}
+
 /// Every frame: checksum, decoding, identity, reached by its session's log and by its
 /// key's index entry. Returns how many frames both name. Frames whose header cannot be
-/// trusted go to `unreadable` (by log position), for [`check_positions`] to name by the
-/// session and seq whose position holds them.
+/// trusted go to `unreadable`.
 fn check_log(
     snap: &Snapshot,
     report: &mut VerifyReport,
-    unreadable: &mut BTreeMap<u64, Corruption>,
+    unreadable: &mut Unreadable,
 ) -> Result<u64, JournalError> {
     let mut linked = 0;
     for entry in snap.log.iter().map_err(storage("read log"))? {
@@ -282,12 +335,12 @@ fn check_log(
 
 /// Every session's log: contiguous from 1 (from wherever it starts, for a session being
 /// purged), and (when `look_up`) each position holding that very frame. A position
-/// holding an unreadable frame names it (it is taken out of `unreadable`).
+/// holding an unreadable frame names it (marked named in `unreadable`).
 fn check_positions(
     snap: &Snapshot,
     report: &mut VerifyReport,
     look_up: bool,
-    unreadable: &mut BTreeMap<u64, Corruption>,
+    unreadable: &mut Unreadable,
 ) -> Result<(), JournalError> {
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
@@ -312,12 +365,14 @@ fn check_positions(
         if !look_up {
             continue;
         }
-        if let Some(cause) = unreadable.remove(&pos) {
-            report.push(Problem::Frame {
-                session,
-                seq,
-                cause,
-            });
+        if let Some(slot) = unreadable.kept.get_mut(&pos) {
+            if let Some(cause) = slot.take() {
+                report.push(Problem::Frame {
+                    session,
+                    seq,
+                    cause,
+                });
+            }
             continue;
         }
         match snap.log.get(pos).map_err(storage("read log"))? {
@@ -326,10 +381,8 @@ fn check_positions(
                 seq,
                 cause: Corruption::Missing,
             }),
-            Some(g) => {
-                if let Ok(f) = frame::parse(g.value())
-                    && (f.session, f.seq) != (s, seq)
-                {
+            Some(g) => match frame::parse(g.value()) {
+                Ok(f) if (f.session, f.seq) != (s, seq) => {
                     report.push(Problem::Frame {
                         session,
                         seq,
@@ -338,7 +391,19 @@ fn check_positions(
                         },
                     });
                 }
-            }
+                Ok(_) => {}
+                // An unreadable frame beyond those kept: named here, with the cause
+                // `check_log` found (the same bytes of the same snapshot).
+                Err(cause) if unreadable.is_beyond(pos) => {
+                    unreadable.beyond_named += 1;
+                    report.push(Problem::Frame {
+                        session,
+                        seq,
+                        cause,
+                    });
+                }
+                Err(_) => {}
+            },
         }
     }
     Ok(())

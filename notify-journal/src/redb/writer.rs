@@ -15,7 +15,9 @@
 //!
 //! Purge steps and tombstone drops (`purge.rs`) are chores queued beside the appends:
 //! the writer runs at most one, alone in its own write transaction, between two
-//! batches, so an append waits for at most one step.
+//! batches, so an append waits for at most one step. A drop of more tombstones than
+//! one step (`JournalOptions::drop_step`) is requeued after each step, behind the
+//! other chores.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -189,6 +191,17 @@ impl Queue {
         // Whatever the writer waits for (appends to linger for, or work at all), a
         // chore ends the wait: a lingering batch commits and the chore runs next.
         self.ready.notify_one();
+    }
+
+    /// Queues the rest of a chore the writer ran one step of, behind the chores
+    /// queued meanwhile; hands it back once the journal is closing or poisoned.
+    fn requeue_chore(&self, chore: Chore) -> Result<(), Chore> {
+        let mut st = lock(&self.state);
+        if st.closed || self.is_poisoned() {
+            return Err(chore);
+        }
+        st.chores.push_back(chore);
+        Ok(())
     }
 
     /// The next queued chore, if any.
@@ -704,19 +717,51 @@ impl Writer {
             Chore::DropTombstones {
                 purged_before,
                 limit,
+                dropped,
                 reply,
             } => {
+                let step = limit.min(self.options.drop_step);
+                let started = Instant::now();
                 let result = self.chore_txn(|txn| {
-                    let n = purge::drop_tombstones(txn, purged_before, limit)?;
+                    let n = purge::drop_tombstones(txn, purged_before, step)?;
                     Ok((n > 0, n))
                 });
+                if let Ok((true, n)) = &result {
+                    crate::metrics::drop_step(crate::metrics::REDB, *n, started.elapsed());
+                }
                 if matches!(result, Ok((true, _))) {
                     // A dropped session is unknown again: its next append starts a new
                     // log, so no remembered head may outlive its tombstone.
                     self.heads.clear();
                 }
                 let committed = matches!(result, Ok((true, _)));
-                let _ = reply.send(result.map(|(_, n)| n));
+                match result {
+                    // A full step, and the caller wants more: the rest is a chore of
+                    // its own, behind whatever else is queued, so the appends waiting
+                    // now commit before it. A journal closing meanwhile stops the drop
+                    // there: the answer is what was dropped.
+                    Ok((_, n)) if n == step as u64 && limit > step => {
+                        let rest = Chore::DropTombstones {
+                            purged_before,
+                            limit: limit - step,
+                            dropped: dropped + n,
+                            reply,
+                        };
+                        match self.queue.requeue_chore(rest) {
+                            Ok(()) => {}
+                            Err(Chore::DropTombstones { dropped, reply, .. }) => {
+                                let _ = reply.send(Ok(dropped));
+                            }
+                            Err(other) => other.refuse(JournalError::Closed),
+                        }
+                    }
+                    Ok((_, n)) => {
+                        let _ = reply.send(Ok(dropped + n));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
                 committed && self.options.durability == Durability::NonDurableForTestsOnly
             }
             Chore::ImportStates { states, reply } => {

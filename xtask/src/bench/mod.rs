@@ -234,6 +234,14 @@ fn rows() -> Vec<Row> {
             Metric("retention/compact/before"),
             Info,
         ),
+        // Issue 20, item 10: 1M tombstones dropped (steps of 1,024) while 64 appenders
+        // append; an append waits for at most about one step.
+        row(
+            "worst append latency while 1M tombstones drop vs the longest drop step",
+            Metric("retention/drop/append_latency/max"),
+            Metric("retention/drop/step/max"),
+            Info,
+        ),
         Row {
             what: "restore, 1M-frame session, 1,000 pending: peak RSS growth (MB), 1 MiB cache",
             measured: Metric("restore/peak_rss_growth_mb/cache_1mib"),
@@ -452,6 +460,22 @@ const FIGURES: &[(&str, Src)] = &[
     (
         "worst append latency while a backlog is purged, 64 appenders",
         Src::Metric("retention/append_latency/max"),
+    ),
+    (
+        "longest tombstone drop step (1,024 tombstones) while 1M drop under load",
+        Src::Metric("retention/drop/step/max"),
+    ),
+    (
+        "append latency p99 while 1M tombstones drop, 64 appenders",
+        Src::Metric("retention/drop/append_latency/p99"),
+    ),
+    (
+        "worst append latency while 1M tombstones drop, 64 appenders",
+        Src::Metric("retention/drop/append_latency/max"),
+    ),
+    (
+        "tombstones dropped per second under load",
+        Src::Metric("retention/drop/tombstones_per_s"),
     ),
     (
         "steady state: file size after the first 100 sessions",

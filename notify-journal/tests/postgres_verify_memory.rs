@@ -1,0 +1,128 @@
+//! `PgJournal::verify`'s memory does not grow with the number of sessions: over
+//! 20,000 sessions of one frame each, read in pages of 64 rows, the heap it holds at
+//! its peak stays within a few pages' worth (it used to keep every session's last seq
+//! until the heads were compared, about 50 bytes a session: about 1 MB here).
+//!
+//! A binary of its own: it counts the process's heap with a global allocator, and its
+//! one test runs alone in it.
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// A global allocator can only be written with `unsafe impl GlobalAlloc`; this one only
+// delegates to `System` and counts.
+#![allow(unsafe_code)]
+
+mod postgres_support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use notify_journal::{JournalBackend, PgOptions};
+use notify_types::{SessionId, Uuid};
+use postgres_support::{command, database_url, drop_schema, fresh_schema, journal, raw_client};
+
+/// The system allocator, counting the bytes live and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(n: usize) {
+    let now = LIVE.fetch_add(n, Ordering::SeqCst) + n;
+    PEAK.fetch_max(now, Ordering::SeqCst);
+}
+
+fn shrank(n: usize) {
+    LIVE.fetch_sub(n, Ordering::SeqCst);
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; the counters do not touch the
+// memory.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is passed on.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is passed on.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.dealloc(ptr, layout) };
+        shrank(layout.size());
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract is passed on.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            shrank(layout.size());
+            grew(new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const SESSIONS: i64 = 20_000;
+
+#[test]
+fn verify_memory_does_not_grow_with_the_sessions() {
+    let Some(url) = database_url("verify_memory_does_not_grow_with_the_sessions") else {
+        return;
+    };
+    // One thread: nothing else allocates while the verify runs.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let schema = fresh_schema("verify_memory");
+        let j = journal(&url, &schema, PgOptions::default().page_rows(64)).await;
+        let s = SessionId::new();
+        j.append(s, command(s, Uuid::from_u128(1), 0))
+            .await
+            .unwrap();
+        // Copies of that frame under 20,000 more sessions, written by the server: each
+        // is reported (its record names another session), which the report only counts.
+        let raw = raw_client(&url).await;
+        raw.batch_execute(&format!(
+            "INSERT INTO \"{schema}\".sessions (session, last_seq)
+                 SELECT md5(g::text)::uuid, 1 FROM generate_series(1, {SESSIONS}) g;
+             INSERT INTO \"{schema}\".frames (session, seq, key, kind, bytes, checksum)
+                 SELECT md5(g::text)::uuid, 1, f.key, f.kind, f.bytes, f.checksum
+                 FROM generate_series(1, {SESSIONS}) g, \"{schema}\".frames f;
+             ANALYZE \"{schema}\".sessions, \"{schema}\".frames;"
+        ))
+        .await
+        .unwrap();
+        let base = LIVE.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        let report = j.verify(10).await.unwrap();
+        let grew = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+        assert_eq!(report.sessions, SESSIONS as u64 + 1);
+        assert_eq!(report.problem_count, SESSIONS as u64, "{report}");
+        // A page of 64 frames of a few hundred bytes, decoded one at a time, and the
+        // connection's buffers: well under 400 KiB. Keeping every session's last seq
+        // would hold 20,000 B-tree entries, about 1 MB.
+        assert!(
+            grew < 400 << 10,
+            "verify held {grew} bytes at its peak over {SESSIONS} sessions"
+        );
+        eprintln!("verify peak heap growth over {SESSIONS} sessions: {grew} bytes");
+        j.close().await;
+        drop_schema(&url, &schema).await;
+    });
+}
