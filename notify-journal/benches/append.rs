@@ -24,6 +24,10 @@
 //! * Not a time: the writer thread's CPU per append at 64 appenders over 1, 8, 1,000
 //!   and 100,000 sessions (one pass of 32,768 appends each, from the thread's
 //!   `schedstat`; Linux), recorded as `writer_cpu/spread/S` metrics.
+//! * Not criterion: the key census's cost (`paired/census_vs_off_{1,64,1024}`,
+//!   `paired/census_vs_off_spread_1000`): the default journal, which confirms every
+//!   index miss against the session's log before a new frame is written, against
+//!   `confirm_misses(false)`, in alternating rounds of one run.
 //! * Not criterion: every ratio with a target measured again as paired rounds (10
 //!   rounds alternating the two sides, `paired/NAME/{a,b}` metrics, appends/s): on a
 //!   machine whose load drifts, the two sides of a ratio see the same load.
@@ -366,8 +370,17 @@ fn bench_latency(_: &mut Criterion) {
 }
 
 fn spread(rt: &tokio::runtime::Runtime, route: Route, iters: u64) -> Duration {
+    spread_with(rt, &JournalOptions::default(), route, iters)
+}
+
+fn spread_with(
+    rt: &tokio::runtime::Runtime,
+    options: &JournalOptions,
+    route: Route,
+    iters: u64,
+) -> Duration {
     let (per, total) = split(iters, 64);
-    let (elapsed, _) = drive(rt, JournalOptions::default(), 64, per, route, false);
+    let (elapsed, _) = drive(rt, options.clone(), 64, per, route, false);
     scale(elapsed, iters, total)
 }
 
@@ -441,6 +454,34 @@ fn bench_paired(_: &mut Criterion) {
         6_400,
         &mut |i| append_journal(&rt, &qr, 64, i),
         &mut |i| append_journal(&rt, &d, 64, i),
+    );
+    bench_census(&rt);
+}
+
+/// The key census (`confirm_misses`, on by default) against the journal without it.
+fn bench_census(rt: &tokio::runtime::Runtime) {
+    let d = JournalOptions::default();
+    let off = JournalOptions::default().confirm_misses(false);
+    const ROUNDS: u32 = 10;
+    for (name, appenders, iters) in [
+        ("census_vs_off_1", 1, 400),
+        ("census_vs_off_64", 64, 6_400),
+        ("census_vs_off_1024", 1024, 20_480),
+    ] {
+        paired(
+            name,
+            ROUNDS,
+            iters,
+            &mut |i| append_journal(rt, &d, appenders, i),
+            &mut |i| append_journal(rt, &off, appenders, i),
+        );
+    }
+    paired(
+        "census_vs_off_spread_1000",
+        ROUNDS,
+        SPREAD_MIN,
+        &mut |i| spread_with(rt, &d, spread_route::<1_000>, i),
+        &mut |i| spread_with(rt, &off, spread_route::<1_000>, i),
     );
 }
 

@@ -17,6 +17,12 @@
 //!   one timed pass each (`verify_once/{handle,file}_1m` metrics, MB/s).
 //! * `replay/session_64k`: frames per second replaying one 64,000-frame session of the
 //!   1M journal in pages of 4,096.
+//! * `open_once/{off,pages}_5m` (ms): opening a clean 5,120,000-record journal, the
+//!   median of three opens (one timed pass each: `Pages` reads the whole file).
+//! * `first_append_once/session_64k_{census,no_census}` (ms): the first append to a
+//!   64,000-frame session of the 1M journal after an open with `VerifyOnOpen::Off`, with
+//!   the key census confirming index misses (it reads the session's log once) and
+//!   without (`confirm_misses(false)`).
 //! * Not a time: the 1M and 10k files' bytes per record (`disk/format2/*` metrics).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -218,6 +224,36 @@ fn bench_open_verify_replay(c: &mut Criterion) {
     });
     g.finish();
     j.close();
+
+    // The key census's one cost that is not per append: a session's first miss after
+    // open reads its log once.
+    let rt = runtime();
+    for (name, confirm, key) in [
+        ("census", true, u64::MAX >> 2),
+        ("no_census", false, (u64::MAX >> 2) + 1),
+    ] {
+        let options = JournalOptions::default()
+            .verify_on_open(VerifyOnOpen::Off)
+            .confirm_misses(confirm);
+        let j = RedbJournal::open(&large, options).unwrap();
+        let started = Instant::now();
+        let out = rt.block_on(j.append(s, record(s, key))).unwrap();
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        assert!(out.appended);
+        j.close();
+        metric(&format!("first_append_once/session_64k_{name}"), ms, "ms");
+    }
+
+    // 5M records: seconds to build, so a few timed opens, not criterion samples.
+    let huge = fixture(dir.path(), "5m.redb", 5_120_000, false);
+    for (mode, check) in [("off", VerifyOnOpen::Off), ("pages", VerifyOnOpen::Pages)] {
+        let options = JournalOptions::default().verify_on_open(check);
+        let mut t: Vec<f64> = (0..3)
+            .map(|_| timed_open(&huge, &options).as_secs_f64() * 1e3)
+            .collect();
+        t.sort_by(f64::total_cmp);
+        metric(&format!("open_once/{mode}_5m"), t[1], "ms");
+    }
 }
 
 criterion_group!(benches, bench_open_verify_replay);

@@ -108,6 +108,10 @@ pub fn file_len(path: &Path) -> u64 {
 /// `a` then `b` (every other round `b` then `a`), each call doing `iters` appends and
 /// returning its time. Records `paired/NAME/a` and `paired/NAME/b` (appends per second
 /// over all rounds) and returns (rate a, rate b).
+///
+/// With `NOTIFY_BENCH_PAIRED` set, only the comparisons whose name contains its value
+/// run (the others return `(0, 0)` and record nothing): one comparison can be measured
+/// again without the rest.
 pub fn paired(
     name: &str,
     rounds: u32,
@@ -115,6 +119,11 @@ pub fn paired(
     a: &mut dyn FnMut(u64) -> Duration,
     b: &mut dyn FnMut(u64) -> Duration,
 ) -> (f64, f64) {
+    if let Ok(only) = std::env::var("NOTIFY_BENCH_PAIRED")
+        && !name.contains(&only)
+    {
+        return (0.0, 0.0);
+    }
     let (mut ta, mut tb) = (Duration::ZERO, Duration::ZERO);
     let mut ratios = Vec::new();
     for round in 0..rounds {

@@ -2,6 +2,7 @@
 //! sessions' logs; `docs/design.md` is its format.
 
 mod body;
+mod census;
 mod compact;
 pub(crate) mod format;
 mod frame;
@@ -94,6 +95,9 @@ struct Inner {
     queue: Arc<Queue>,
     writer: Mutex<Option<JoinHandle<()>>>,
     max_record_bytes: usize,
+    /// Confirms index misses against the sessions' logs (`census.rs`); shared with the
+    /// writer. `None` when [`JournalOptions::confirm_misses`] is off.
+    census: Option<Arc<census::Census>>,
 }
 
 impl Drop for Inner {
@@ -215,11 +219,19 @@ impl RedbJournal {
         }
         let db = Arc::new(db);
         let queue = Arc::new(Queue::new());
+        let census = options
+            .confirm_misses
+            .then(|| Arc::new(census::Census::default()));
         let writer = {
-            let (db, queue, options) = (Arc::clone(&db), Arc::clone(&queue), options.clone());
+            let (db, queue, options, census) = (
+                Arc::clone(&db),
+                Arc::clone(&queue),
+                options.clone(),
+                census.clone(),
+            );
             std::thread::Builder::new()
                 .name("notify-journal-writer".into())
-                .spawn(move || writer::run(db, queue, options))
+                .spawn(move || writer::run(db, queue, options, census))
                 .map_err(|e| OpenError::Storage {
                     path: path.clone(),
                     source: StorageError::new("spawn the writer thread", e),
@@ -232,6 +244,7 @@ impl RedbJournal {
                 queue,
                 writer: Mutex::new(Some(writer)),
                 max_record_bytes: options.max_record_bytes,
+                census,
             }),
         })
     }
@@ -385,19 +398,29 @@ impl RedbJournal {
     }
 
     /// [`JournalBackend::lookup`], on the calling thread (a short blocking read). A hit
-    /// is confirmed against its frame.
+    /// is confirmed against its frame, and a miss against the session's log (the key
+    /// census of `docs/design.md`: the first miss of a session after open reads its log
+    /// once).
     ///
     /// # Errors
     ///
     /// [`JournalError::Corrupt`] when the index entry names a damaged, missing or other
-    /// frame; [`JournalError::Closed`] or [`JournalError::Storage`].
+    /// frame, or the index misses a key the session's log holds;
+    /// [`JournalError::Closed`] or [`JournalError::Storage`].
     pub fn lookup_blocking(
         &self,
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
+        let census = self.inner.census.as_deref();
+        // Read before the snapshot begins (see `census.rs`).
+        let generation = census.map_or(0, census::Census::generation);
         self.snapshot("the index", |s| {
-            s.lookup(session.as_uuid().as_u128(), key.as_u128())
+            s.lookup(
+                session.as_uuid().as_u128(),
+                key.as_u128(),
+                census.map(|c| (c, generation)),
+            )
         })
     }
 

@@ -63,6 +63,7 @@ pub struct JournalOptions {
     pub(crate) max_commit_delay: Duration,
     pub(crate) verify_on_open: VerifyOnOpen,
     pub(crate) drop_step: usize,
+    pub(crate) confirm_misses: bool,
 }
 
 /// The default cap on one encoded record: 1 MiB.
@@ -80,6 +81,7 @@ impl Default for JournalOptions {
             max_commit_delay: Duration::from_millis(2),
             verify_on_open: VerifyOnOpen::default(),
             drop_step: DEFAULT_DROP_STEP,
+            confirm_misses: true,
         }
     }
 }
@@ -166,6 +168,19 @@ impl JournalOptions {
     #[must_use]
     pub fn drop_step(mut self, n: usize) -> Self {
         self.drop_step = n.clamp(1, MAX_BATCH_LIMIT);
+        self
+    }
+
+    /// Whether a miss of the idempotency index is confirmed against the session's own
+    /// log before it is believed (default `true`): before a new frame is written, and
+    /// by lookups. A damaged index page can hide a key; believed, the miss would
+    /// journal a retried record a second time. Confirmed, it is
+    /// [`Corrupt`](crate::AppendError::Corrupt) instead. The cost: a session's first
+    /// miss after open reads its log once (the key census, `docs/design.md`), about 20
+    /// bytes of memory per key of the sessions in use. Off only to measure that cost.
+    #[must_use]
+    pub fn confirm_misses(mut self, enabled: bool) -> Self {
+        self.confirm_misses = enabled;
         self
     }
 

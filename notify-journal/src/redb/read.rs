@@ -6,6 +6,7 @@
 use notify_types::{SessionId, Uuid};
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
+use super::census::{Census, Miss, confirm_miss};
 use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
 use super::state::SessionRow;
 use super::{body, frame};
@@ -157,8 +158,15 @@ impl Snapshot {
         Ok((seq, record))
     }
 
-    /// The seq at which `key` is journaled in `session`, confirmed against its frame.
-    pub(crate) fn lookup(&self, session: u128, key: u128) -> Result<Option<u64>, JournalError> {
+    /// The seq at which `key` is journaled in `session`, confirmed against its frame; a
+    /// miss is confirmed against the session's log by `census` (with the generation read
+    /// before this snapshot began), when given.
+    pub(crate) fn lookup(
+        &self,
+        session: u128,
+        key: u128,
+        census: Option<(&Census, u64)>,
+    ) -> Result<Option<u64>, JournalError> {
         self.refuse_purged(session)?;
         let Some(pos) = self
             .keys
@@ -166,6 +174,23 @@ impl Snapshot {
             .map_err(storage("read keys"))?
             .map(|g| g.value())
         else {
+            if let Some((census, generation)) = census {
+                let head = self.head(session)?;
+                match confirm_miss(
+                    census,
+                    generation,
+                    &self.positions,
+                    &self.log,
+                    session,
+                    key,
+                    head,
+                )
+                .map_err(storage("read the session's log"))?
+                {
+                    Miss::Confirmed => {}
+                    Miss::Damaged(seq, source) => return Err(corrupt(sid(session), seq, source)),
+                }
+            }
             return Ok(None);
         };
         let s = sid(session);

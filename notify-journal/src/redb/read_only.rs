@@ -8,6 +8,7 @@ use std::sync::Arc;
 use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata};
 
+use super::census::Census;
 use super::format::{FORMAT_KEY, META};
 use super::open::{self, contain};
 use super::read::{Snapshot, in_snapshot, storage};
@@ -48,6 +49,11 @@ use crate::verify::VerifyReport;
 pub struct RedbReader {
     path: PathBuf,
     db: Arc<ReadOnlyDatabase>,
+    /// Confirms index misses against the sessions' logs, as [`RedbJournal`]'s lookups
+    /// do (no writer: the file does not change while it is open).
+    ///
+    /// [`RedbJournal`]: crate::RedbJournal
+    census: Arc<Census>,
 }
 
 impl std::fmt::Debug for RedbReader {
@@ -121,6 +127,7 @@ impl RedbReader {
         Ok(Self {
             path,
             db: Arc::new(db),
+            census: Arc::new(Census::default()),
         })
     }
 
@@ -149,8 +156,13 @@ impl RedbReader {
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
+        let generation = self.census.generation();
         self.snapshot("the index", |s| {
-            s.lookup(session.as_uuid().as_u128(), key.as_u128())
+            s.lookup(
+                session.as_uuid().as_u128(),
+                key.as_u128(),
+                Some((&self.census, generation)),
+            )
         })
     }
 

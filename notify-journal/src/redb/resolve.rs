@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use notify_types::{SessionId, Timestamp, Uuid, ended_event_id};
 use redb::ReadableTable;
 
+use super::census::{Census, Miss, confirm_miss};
 use super::format::RETENTION;
 use super::frame;
 use super::state::SessionRow;
@@ -28,6 +29,17 @@ pub(super) struct Tables<'txn, 'w> {
     pub(super) retention: Option<redb::Table<'txn, (u8, i128, u128), ()>>,
     pub(super) txn: &'txn redb::WriteTransaction,
     pub(super) frame: &'w mut Vec<u8>,
+    /// The key census that confirms every index miss before a new frame is written
+    /// (`census.rs`); `None` when [`JournalOptions::confirm_misses`] is off.
+    ///
+    /// [`JournalOptions::confirm_misses`]: crate::JournalOptions::confirm_misses
+    pub(super) census: Option<&'w Census>,
+    /// The committed head of each session this batch appended to, as it was before the
+    /// batch: the census covers committed frames only.
+    pub(super) base: &'w mut HashMap<u128, u64>,
+    /// The frames this batch wrote (`(session, seq, key)`), for the census once it
+    /// commits.
+    pub(super) fresh: &'w mut Vec<(u128, u64, u128)>,
 }
 
 /// What an append may do to a session, by its row.
@@ -161,27 +173,54 @@ impl<'txn> Tables<'txn, '_> {
             }
             (None, Admission::Live) => {}
         }
-        let head = match staged
-            .get(&req.session)
-            .or_else(|| committed.get(&req.session))
-        {
-            Some(h) => *h,
+        let (head, committed_head) = match staged.get(&req.session) {
+            Some(h) => (*h, self.base.get(&req.session).copied().unwrap_or(0)),
             None => {
-                let h = self
-                    .positions
-                    .range((req.session, 0)..=(req.session, u64::MAX))
-                    .map_err(before("read positions"))?
-                    .next_back()
-                    .transpose()
-                    .map_err(before("read position"))?
-                    .map_or(0, |(k, _)| k.value().1);
-                // A committed value: safe to remember whatever this batch's fate.
-                if committed.len() < HEADS_CACHE_MAX {
-                    committed.insert(req.session, h);
-                }
-                h
+                let h = match committed.get(&req.session) {
+                    Some(h) => *h,
+                    None => {
+                        let h = self
+                            .positions
+                            .range((req.session, 0)..=(req.session, u64::MAX))
+                            .map_err(before("read positions"))?
+                            .next_back()
+                            .transpose()
+                            .map_err(before("read position"))?
+                            .map_or(0, |(k, _)| k.value().1);
+                        // A committed value: safe to remember whatever this batch's fate.
+                        if committed.len() < HEADS_CACHE_MAX {
+                            committed.insert(req.session, h);
+                        }
+                        h
+                    }
+                };
+                (h, h)
             }
         };
+        // The index missed: believed only if the session's own log agrees (a damaged
+        // index page can hide a key; writing would journal it twice).
+        if let Some(census) = self.census {
+            match confirm_miss(
+                census,
+                census.generation(),
+                &self.positions,
+                &self.log,
+                req.session,
+                req.key,
+                committed_head,
+            )
+            .map_err(before("read the session's log"))?
+            {
+                Miss::Confirmed => {}
+                Miss::Damaged(seq, source) => {
+                    return Ok(Err(AppendError::Corrupt {
+                        session,
+                        seq,
+                        source,
+                    }));
+                }
+            }
+        }
         let (Some(seq), Some(after)) = (head.checked_add(1), next_pos.checked_add(1)) else {
             return Err(BatchFailure::BeforeCommit(StorageError::msg(
                 "sequence space exhausted",
@@ -202,7 +241,12 @@ impl<'txn> Tables<'txn, '_> {
             self.end(req.session, seq)?;
         }
         *next_pos = after;
-        staged.insert(req.session, seq);
+        if staged.insert(req.session, seq).is_none() {
+            self.base.insert(req.session, committed_head);
+        }
+        if self.census.is_some() {
+            self.fresh.push((req.session, seq, req.key));
+        }
         Ok(Ok(AppendOutcome {
             seq,
             appended: true,

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use redb::Database;
 use tokio::sync::oneshot;
 
+use super::census::Census;
 use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
 use super::options::{Durability, JournalOptions};
 use super::purge::{self, Chore, ChoreFailure};
@@ -397,13 +398,24 @@ struct Writer {
     next_pos: Option<u64>,
     /// The frame being built (reused).
     frame: Vec<u8>,
+    /// The key census confirming index misses (`None`: `confirm_misses` off).
+    census: Option<Arc<Census>>,
+    /// Committed heads, before the batch, of the sessions it appended to.
+    base: HashMap<u128, u64>,
+    /// The frames the batch wrote, counted by the census once it commits.
+    fresh: Vec<(u128, u64, u128)>,
     /// Set once the batch's commit has started: a panic from then on leaves the
     /// batch's outcome unknown (`CommitFailed`), not "nothing written".
     committing: bool,
 }
 
 /// Runs the writer until the queue is closed and drained.
-pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions) {
+pub(crate) fn run(
+    db: Arc<Database>,
+    queue: Arc<Queue>,
+    options: JournalOptions,
+    census: Option<Arc<Census>>,
+) {
     let _exit = ExitGuard(Arc::clone(&queue));
     let tuning = Tuning {
         max_batch: options.max_batch,
@@ -425,6 +437,9 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         staged: HashMap::new(),
         next_pos: None,
         frame: Vec::new(),
+        census,
+        base: HashMap::new(),
+        fresh: Vec::new(),
         committing: false,
     };
     let mut dirty_non_durable = false;
@@ -479,6 +494,7 @@ pub(crate) fn run(db: Arc<Database>, queue: Arc<Queue>, options: JournalOptions)
         w.tuning.last_batch = w.batch.len();
         w.tuning.arrived_during_commit = w.queue.len();
         w.staged.clear();
+        w.base.clear();
         match result {
             Ok(()) => {
                 dirty_non_durable |= w.options.durability == Durability::NonDurableForTestsOnly;
@@ -599,6 +615,7 @@ impl Writer {
     /// failure every request in `batch` gets the error.
     fn write_batch(&mut self) -> Result<(), BatchFailure> {
         let max = self.tuning.max_batch;
+        self.fresh.clear();
         self.queue.take(&mut self.batch, max);
         let target = self.tuning.linger_target();
         let deadline = Instant::now() + self.tuning.linger_budget();
@@ -627,6 +644,9 @@ impl Writer {
                 retention: None,
                 txn: &txn,
                 frame: &mut self.frame,
+                census: self.census.as_deref(),
+                base: &mut self.base,
+                fresh: &mut self.fresh,
             };
             let mut next_pos = match self.next_pos {
                 Some(p) => p,
@@ -676,6 +696,9 @@ impl Writer {
             self.heads.clear();
         }
         self.heads.extend(self.staged.iter().map(|(s, q)| (*s, *q)));
+        if let Some(census) = &self.census {
+            census.record(&self.fresh);
+        }
         Ok(())
     }
 }
@@ -707,8 +730,11 @@ impl Writer {
                 if let Ok((_, step)) = &result
                     && let Some(s) = step.session
                 {
-                    // Its appends are refused from now on; forget its head.
+                    // Its appends are refused from now on; forget its head and keys.
                     self.heads.remove(&s.as_uuid().as_u128());
+                    if let Some(census) = &self.census {
+                        census.forget(s.as_uuid().as_u128());
+                    }
                 }
                 let committed = matches!(result, Ok((true, _)));
                 let _ = reply.send(result.map(|(_, step)| step));
@@ -731,8 +757,11 @@ impl Writer {
                 }
                 if matches!(result, Ok((true, _))) {
                     // A dropped session is unknown again: its next append starts a new
-                    // log, so no remembered head may outlive its tombstone.
+                    // log, so no remembered head or key may outlive its tombstone.
                     self.heads.clear();
+                    if let Some(census) = &self.census {
+                        census.tombstones_dropped();
+                    }
                 }
                 let committed = matches!(result, Ok((true, _)));
                 match result {

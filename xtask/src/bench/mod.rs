@@ -196,6 +196,32 @@ fn rows() -> Vec<Row> {
             Metric("paired/quick_repair_vs_default_64/b"),
             RateAtLeast(0.9),
         ),
+        // Issue 20, item 11: the key census confirming every index miss costs at most
+        // 10% of the append rate.
+        row(
+            "key census on vs off, 1 appender",
+            Metric("paired/census_vs_off_1/a"),
+            Metric("paired/census_vs_off_1/b"),
+            RateAtLeast(0.9),
+        ),
+        row(
+            "key census on vs off, 64 appenders",
+            Metric("paired/census_vs_off_64/a"),
+            Metric("paired/census_vs_off_64/b"),
+            RateAtLeast(0.9),
+        ),
+        row(
+            "key census on vs off, 1024 appenders",
+            Metric("paired/census_vs_off_1024/a"),
+            Metric("paired/census_vs_off_1024/b"),
+            RateAtLeast(0.9),
+        ),
+        row(
+            "key census on vs off, 64 appenders over 1,000 sessions",
+            Metric("paired/census_vs_off_spread_1000/a"),
+            Metric("paired/census_vs_off_spread_1000/b"),
+            RateAtLeast(0.9),
+        ),
         row(
             "bytes on disk per notification, 1M records, format 2 vs 1",
             Metric("disk/format2/1m"),
@@ -535,6 +561,22 @@ const FIGURES: &[(&str, Src)] = &[
     (
         "open 1M records, verify full (one pass)",
         Src::Metric("open_once/full_1m"),
+    ),
+    (
+        "open 5M records, verify off (median of 3)",
+        Src::Metric("open_once/off_5m"),
+    ),
+    (
+        "open 5M records, verify pages (default; median of 3)",
+        Src::Metric("open_once/pages_5m"),
+    ),
+    (
+        "first append to a 64k-frame session after open, key census (reads its log once)",
+        Src::Metric("first_append_once/session_64k_census"),
+    ),
+    (
+        "first append to a 64k-frame session after open, no key census",
+        Src::Metric("first_append_once/session_64k_no_census"),
     ),
     (
         "open after crash, 100k records",
