@@ -876,3 +876,36 @@ async fn verify_reports_many_unreadable_frames_the_same_whatever_it_keeps() {
         assert_eq!(r.problem_count, whole.problem_count, "keeping {max}");
     }
 }
+
+/// A retry, after the end, of a record whose index entry was lost is named as damage
+/// (the session's log holds it), never refused as if it had never been journaled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_key_of_an_ended_session_is_damage_not_a_new_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let s = three_frames(&path).await;
+    let j = open(&path);
+    assert_eq!(j.append(s, common::ended(s)).await.unwrap().seq, 4);
+    j.close();
+    tamper::with_txn(&path, |txn| {
+        txn.open_table(KEYS)
+            .unwrap()
+            .remove((key_of(s, 2).as_u128(), u(s)))
+            .unwrap();
+        Ok(())
+    })
+    .unwrap();
+    let j = open(&path);
+    let err = j.append(s, command(s, 2)).await.unwrap_err();
+    assert!(
+        matches!(err, AppendError::Corrupt { seq: 2, .. }),
+        "{err:?}"
+    );
+    // A key the log does not hold is still refused as ended.
+    let err = j.append(s, command(s, 9)).await.unwrap_err();
+    assert!(
+        matches!(err, AppendError::SessionEnded { purged: false, .. }),
+        "{err:?}"
+    );
+    j.close();
+}

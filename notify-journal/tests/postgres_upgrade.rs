@@ -502,3 +502,40 @@ async fn a_migration_over_two_million_frames_completes() {
     j.close().await;
     drop_schema(&url, &schema).await;
 }
+
+/// An unknown status inside an atomic group: the group's transaction is rolled back, so
+/// the answer says nothing was written (`outcome_unknown: false`), never "may have
+/// committed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_status_in_a_group_is_rolled_back_and_says_so() {
+    let Some(url) = database_url("an_unknown_status_in_a_group_is_rolled_back_and_says_so") else {
+        return;
+    };
+    let schema = fresh_schema("upg_group");
+    // One writer connection, made before the newer build migrates: the group reaches
+    // the replaced function (a fresh connection would be refused at its version check).
+    let j = journal(&url, &schema, PgOptions::default().writers(1)).await;
+    let raw = raw_client(&url).await;
+    let s = SessionId::new();
+    let k0 = Uuid::now_v7();
+    assert!(j.append(s, command(s, k0, 0)).await.unwrap().appended);
+    let answered_anew = consumed(s, CommandId::from_uuid(k0));
+    newer_build_migrates(&raw, &schema, Some(answered_anew.type_name())).await;
+    let err = j
+        .append_all(s, vec![command(s, Uuid::now_v7(), 0), answered_anew], None)
+        .await
+        .expect_err("a status this build does not know refuses the group");
+    match &err {
+        AppendError::GroupRefused { index: 1, source } => {
+            assert!(schema_too_new(source, false), "{err:?}");
+        }
+        other => panic!("expected the group refused at its second record: {other:?}"),
+    }
+    assert_eq!(
+        frames(&raw, &schema, s).await,
+        1,
+        "the group was rolled back"
+    );
+    drop(j);
+    drop_schema(&url, &schema).await;
+}

@@ -666,7 +666,7 @@ async fn transact_group(
             Err(e) => {
                 refusal = Some(AppendError::GroupRefused {
                     index,
-                    source: Box::new(e),
+                    source: Box::new(rolled_back_refusal(e)),
                 });
                 break;
             }
@@ -696,6 +696,23 @@ async fn transact_group(
         .await
         .map_err(|e| classify(&e))?;
     Ok(Ok(outcomes))
+}
+
+/// A record's refusal inside a group's transaction, which is then rolled back: nothing
+/// of the group was written, whatever a one-statement batch's answer would have meant
+/// (an unknown status there may have committed; here the `ROLLBACK` follows).
+fn rolled_back_refusal(e: AppendError) -> AppendError {
+    match e {
+        AppendError::SchemaTooNew {
+            found, supported, ..
+        } => AppendError::SchemaTooNew {
+            found,
+            supported,
+            outcome_unknown: false,
+        },
+        AppendError::CommitFailed(error) => AppendError::Storage(error),
+        other => other,
+    }
 }
 
 /// One batch, one statement: `append_batch` in the statement's implicit

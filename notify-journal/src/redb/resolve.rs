@@ -154,6 +154,32 @@ impl<'txn> Tables<'txn, '_> {
                 });
             }
             (None, Admission::Ended(row)) => {
+                // The index missed in an ended log: believed only if the log agrees, as
+                // for a live one (a hidden key must not be answered as a new ID). The
+                // census covers committed frames only; this batch's are indexed here.
+                let committed_head = if staged.contains_key(&req.session) {
+                    self.base.get(&req.session).copied().unwrap_or(0)
+                } else {
+                    row.last_seq
+                };
+                if let Some(census) = self.census
+                    && let Miss::Damaged(seq, source) = confirm_miss(
+                        census,
+                        census.generation(),
+                        &self.positions,
+                        &self.log,
+                        req.session,
+                        req.key,
+                        committed_head,
+                    )
+                    .map_err(before("read the session's log"))?
+                {
+                    return Ok(Err(AppendError::Corrupt {
+                        session,
+                        seq,
+                        source,
+                    }));
+                }
                 return Ok(Err(
                     if req.key == ended_event_id(session).as_uuid().as_u128() {
                         AppendError::Corrupt {
@@ -291,6 +317,7 @@ impl<'txn> Tables<'txn, '_> {
         replies: &mut Vec<Reply>,
     ) -> Result<(), BatchFailure> {
         let start_pos = *next_pos;
+        let fresh_before = self.fresh.len();
         let staged_before = staged.get(&group.session).copied();
         let mut outcomes = Vec::with_capacity(group.requests.len());
         let mut refusal = None;
@@ -330,6 +357,8 @@ impl<'txn> Tables<'txn, '_> {
             }
         }
         *next_pos = start_pos;
+        // Nor may the census count a frame that was taken back.
+        self.fresh.truncate(fresh_before);
         match staged_before {
             Some(head) => staged.insert(group.session, head),
             None => staged.remove(&group.session),
