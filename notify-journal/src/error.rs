@@ -7,6 +7,8 @@ use notify_types::{
     CommandId, DecodeError, JournalFailure, JournalFailureKind, NotifyError, SessionId, Uuid,
 };
 
+pub use crate::corruption::Corruption;
+
 /// A storage engine's error, kept opaque so no engine type leaks into the API.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{context}")]
@@ -223,48 +225,6 @@ impl AppendError {
         };
         NotifyError::Journal(JournalFailure::new(kind, self))
     }
-}
-
-/// What is wrong with a damaged frame, index entry or log (the cause of
-/// [`JournalError::Corrupt`] and [`AppendError::Corrupt`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Corruption {
-    /// The frame's stored checksum does not match its bytes.
-    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    Checksum {
-        /// The checksum stored with the frame.
-        stored: u32,
-        /// The checksum of the bytes read.
-        computed: u32,
-    },
-    /// The frame is shorter than its header or its stated length.
-    #[error("frame is truncated ({len} bytes)")]
-    Truncated {
-        /// The bytes there are.
-        len: usize,
-    },
-    /// The frame's bytes pass their checksum but do not decode to a valid record.
-    #[error("frame does not decode")]
-    Undecodable(#[source] DecodeError),
-    /// The frame's body does not decode to a valid record (the redb journal's compact
-    /// body encoding).
-    #[error("frame body does not decode: {0}")]
-    Body(String),
-    /// A frame the log must hold is absent: a gap in the sequence, a log that ends
-    /// before the session's head, or an index entry whose frame is gone.
-    #[error("frame is missing")]
-    Missing,
-    /// The frame found where this one must be carries another identity (session, seq
-    /// or key): an index entry or position that points at the wrong frame.
-    #[error("frame found is another one: {found}")]
-    Misplaced {
-        /// What the frame found says it is.
-        found: String,
-    },
-    /// A bookkeeping entry (index, position, head) disagrees with the frames.
-    #[error("{0}")]
-    Inconsistent(String),
 }
 
 /// Why a read (replay, lookup, listing) failed.

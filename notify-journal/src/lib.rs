@@ -18,6 +18,7 @@
 #![deny(unsafe_code)]
 
 mod backend;
+mod corruption;
 mod error;
 mod integrity;
 mod metrics;

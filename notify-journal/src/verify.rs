@@ -4,7 +4,7 @@ use std::fmt;
 
 use notify_types::{SessionId, Uuid};
 
-use crate::error::Corruption;
+use crate::corruption::Corruption;
 
 /// How many problems a [`VerifyReport`] keeps by default (it counts them all).
 pub const DEFAULT_MAX_PROBLEMS: usize = 100;
