@@ -113,6 +113,37 @@ impl<'txn> Tables<'txn, '_> {
             .ok_or_else(|| BatchFailure::BeforeCommit(StorageError::msg("log positions exhausted")))
     }
 
+    /// Confirms a miss of `req`'s key in the index against its session's log, through
+    /// `committed_head` (the census covers committed frames only): the damage when the
+    /// log holds the key, `None` when the miss is true or the census is off.
+    fn confirm_miss(
+        &self,
+        req: &Request,
+        committed_head: u64,
+    ) -> Result<Option<AppendError>, BatchFailure> {
+        let Some(census) = self.census else {
+            return Ok(None);
+        };
+        let miss = confirm_miss(
+            census,
+            census.generation(),
+            &self.positions,
+            &self.log,
+            req.session,
+            req.key,
+            committed_head,
+        )
+        .map_err(before("read the session's log"))?;
+        Ok(match miss {
+            Miss::Confirmed => None,
+            Miss::Damaged(seq, source) => Some(AppendError::Corrupt {
+                session: SessionId::from_uuid(Uuid::from_u128(req.session)),
+                seq,
+                source,
+            }),
+        })
+    }
+
     /// Resolves one request against the transaction's current view: a duplicate, a
     /// collision, or a new frame (written with its position and index entry; its head
     /// staged). The index is asked before the end: a retry, after the end, of a record
@@ -162,23 +193,8 @@ impl<'txn> Tables<'txn, '_> {
                 } else {
                     row.last_seq
                 };
-                if let Some(census) = self.census
-                    && let Miss::Damaged(seq, source) = confirm_miss(
-                        census,
-                        census.generation(),
-                        &self.positions,
-                        &self.log,
-                        req.session,
-                        req.key,
-                        committed_head,
-                    )
-                    .map_err(before("read the session's log"))?
-                {
-                    return Ok(Err(AppendError::Corrupt {
-                        session,
-                        seq,
-                        source,
-                    }));
+                if let Some(damaged) = self.confirm_miss(req, committed_head)? {
+                    return Ok(Err(damaged));
                 }
                 return Ok(Err(
                     if req.key == ended_event_id(session).as_uuid().as_u128() {
@@ -225,27 +241,8 @@ impl<'txn> Tables<'txn, '_> {
         };
         // The index missed: believed only if the session's own log agrees (a damaged
         // index page can hide a key; writing would journal it twice).
-        if let Some(census) = self.census {
-            match confirm_miss(
-                census,
-                census.generation(),
-                &self.positions,
-                &self.log,
-                req.session,
-                req.key,
-                committed_head,
-            )
-            .map_err(before("read the session's log"))?
-            {
-                Miss::Confirmed => {}
-                Miss::Damaged(seq, source) => {
-                    return Ok(Err(AppendError::Corrupt {
-                        session,
-                        seq,
-                        source,
-                    }));
-                }
-            }
+        if let Some(damaged) = self.confirm_miss(req, committed_head)? {
+            return Ok(Err(damaged));
         }
         let (Some(seq), Some(after)) = (head.checked_add(1), next_pos.checked_add(1)) else {
             return Err(BatchFailure::BeforeCommit(StorageError::msg(
