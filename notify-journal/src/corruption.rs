@@ -5,7 +5,8 @@
 use notify_types::DecodeError;
 
 /// What is wrong with a damaged frame, index entry or log (the cause of
-/// [`JournalError::Corrupt`] and [`AppendError::Corrupt`]).
+/// [`JournalError::Corrupt`](crate::JournalError::Corrupt) and
+/// [`AppendError::Corrupt`](crate::AppendError::Corrupt)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Corruption {
