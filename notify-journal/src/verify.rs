@@ -221,6 +221,7 @@ impl VerifyReport {
     /// then its count of those it did not. Since `later` kept the first
     /// `max_problems` of its own, the result is the report of one check that found
     /// this report's problems and then `later`'s.
+    #[cfg(feature = "postgres")]
     pub(crate) fn append(&mut self, later: Self) {
         let unkept = later.problem_count - later.problems.len() as u64;
         for problem in later.problems {
