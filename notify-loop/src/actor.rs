@@ -1,5 +1,5 @@
 //! The loop task: it owns every piece of loop state except the consumer queue (see
-//! `crate::inbox`), decides every delivery, and answers commands in order.
+//! `crate::inbox`), decides every delivery, and answers requests in order.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
@@ -12,31 +12,19 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::LoopConfig;
 use crate::consumer::LoopConsumer;
-use crate::handle::{Delivery, LoopHandle};
+use crate::handle::{Delivery, LoopHandle, Request};
 use crate::inbox::{Inbox, Pending};
 
-/// Buffer of the bounded command channel between handles and the loop task, and the
-/// most commands the task takes from it at once.
+/// Buffer of the bounded request channel between handles and the loop task, and the
+/// most requests the task takes from it at once.
 ///
 /// Deliveries beyond it wait in `send` (back-pressure), they are not refused.
-const COMMAND_BUFFER: usize = 64;
-
-/// What a [`LoopHandle`] asks of the loop (bounded channel: producers get
-/// back-pressure).
-pub(crate) enum Command {
-    /// Offer a notification; the answer comes back on `reply`.
-    Deliver {
-        command: ProcessNotification,
-        reply: oneshot::Sender<Delivery>,
-    },
-    /// Stop accepting; `reply` fires once the loop refuses further deliveries.
-    Shutdown { reply: oneshot::Sender<()> },
-}
+const REQUEST_BUFFER: usize = 64;
 
 /// Why the loop task woke up.
 enum Work {
-    /// `n` commands arrived (`0`: every handle is gone).
-    Commands(usize),
+    /// `n` requests arrived (`0`: every handle is gone).
+    Requests(usize),
     /// The consumer side needs the task: its consumer was dropped, or a release
     /// arrived while draining.
     ConsumerSide,
@@ -112,7 +100,7 @@ struct LoopActor {
 
 /// Starts a loop task on the current runtime.
 pub(crate) fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
-    let (commands_tx, commands_rx) = mpsc::channel(COMMAND_BUFFER);
+    let (requests_tx, requests_rx) = mpsc::channel(REQUEST_BUFFER);
     let LoopConfig {
         session_id,
         loop_id,
@@ -139,15 +127,15 @@ pub(crate) fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
         acked: Vec::new(),
     };
     crate::metrics::loop_running(true);
-    for command in seed {
-        actor.seed(command);
+    for notification in seed {
+        actor.seed(notification);
     }
     // Seeded notifications are queued before `spawn` returns.
     inbox.publish(&mut actor.accepted, false);
     crate::metrics::live_changed(&mut actor.reported_live, actor.live);
-    tokio::spawn(actor.run(commands_rx));
+    tokio::spawn(actor.run(requests_rx));
     (
-        LoopHandle::new(session_id, loop_id, commands_tx),
+        LoopHandle::new(session_id, loop_id, requests_tx),
         LoopConsumer::new(session_id, loop_id, inbox),
     )
 }
@@ -163,51 +151,51 @@ impl Drop for LoopActor {
 }
 
 impl LoopActor {
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
-        let mut batch = Vec::with_capacity(COMMAND_BUFFER);
-        let mut commands_open = true;
+    async fn run(mut self, mut requests: mpsc::Receiver<Request>) {
+        let mut batch = Vec::with_capacity(REQUEST_BUFFER);
+        let mut requests_open = true;
         while !self.finished() {
             let woken =
-                poll_fn(|cx| self.poll_work(cx, &mut commands, &mut batch, commands_open)).await;
-            if let Work::Commands(n) = woken {
+                poll_fn(|cx| self.poll_work(cx, &mut requests, &mut batch, requests_open)).await;
+            if let Work::Requests(n) = woken {
                 if n == 0 {
                     // Every handle is gone: nothing more can be delivered.
-                    commands_open = false;
+                    requests_open = false;
                     self.accepting = false;
                 }
-                for cmd in batch.drain(..) {
-                    self.on_command(cmd, &mut commands);
+                for request in batch.drain(..) {
+                    self.on_request(request, &mut requests);
                 }
             }
             self.publish();
         }
         // Refuse new messages first, so `is_closed` and later sends see the exit.
-        commands.close();
+        requests.close();
         batch.clear();
-        while let Ok(cmd) = commands.try_recv() {
-            self.on_command(cmd, &mut commands);
+        while let Ok(request) = requests.try_recv() {
+            self.on_request(request, &mut requests);
         }
         self.inbox.close();
         self.send_replies();
     }
 
-    /// Waits for a batch of commands, or for the consumer side to need the task (its
+    /// Waits for a batch of requests, or for the consumer side to need the task (its
     /// consumer dropped, or a release while draining). Either way, first applies every
     /// release recorded so far.
     fn poll_work(
         &mut self,
         cx: &mut Context<'_>,
-        commands: &mut mpsc::Receiver<Command>,
-        batch: &mut Vec<Command>,
-        commands_open: bool,
+        requests: &mut mpsc::Receiver<Request>,
+        batch: &mut Vec<Request>,
+        requests_open: bool,
     ) -> Poll<Work> {
-        let polled = if commands_open {
-            commands.poll_recv_many(cx, batch, COMMAND_BUFFER)
+        let polled = if requests_open {
+            requests.poll_recv_many(cx, batch, REQUEST_BUFFER)
         } else {
             Poll::Pending
         };
-        // Taken after the batch, so every release recorded before one of its commands
-        // was sent is applied before that command is decided: a delivery that follows
+        // Taken after the batch, so every release recorded before one of its requests
+        // was sent is applied before that request is decided: a delivery that follows
         // an ack in program order always sees it.
         let mut acked = std::mem::take(&mut self.acked);
         self.consumer_gone |= self.inbox.take_releases(&mut acked, cx.waker());
@@ -217,7 +205,7 @@ impl LoopActor {
         }
         self.acked = acked;
         match polled {
-            Poll::Ready(n) => Poll::Ready(Work::Commands(n)),
+            Poll::Ready(n) => Poll::Ready(Work::Requests(n)),
             Poll::Pending if self.finished() => Poll::Ready(Work::ConsumerSide),
             Poll::Pending if released && !self.accepting => Poll::Ready(Work::ConsumerSide),
             Poll::Pending => Poll::Pending,
@@ -251,64 +239,67 @@ impl LoopActor {
         }
     }
 
-    fn on_command(&mut self, cmd: Command, commands: &mut mpsc::Receiver<Command>) {
-        match cmd {
-            Command::Deliver { command, reply } => {
-                let answer = self.deliver(command);
+    fn on_request(&mut self, request: Request, requests: &mut mpsc::Receiver<Request>) {
+        match request {
+            Request::Deliver {
+                notification,
+                reply,
+            } => {
+                let answer = self.deliver(notification);
                 self.replies.push(Reply::Delivery(reply, answer));
             }
-            Command::Shutdown { reply } => {
+            Request::Shutdown { reply } => {
                 self.accepting = false;
-                commands.close();
+                requests.close();
                 self.replies.push(Reply::Shutdown(reply));
             }
         }
     }
 
     /// The spec's delivery rules, in order.
-    fn deliver(&mut self, command: ProcessNotification) -> Delivery {
+    fn deliver(&mut self, notification: ProcessNotification) -> Delivery {
         if !self.accepting || self.consumer_gone {
             return Delivery::Stopped(StopCause::Exited);
         }
-        if let Err(refusal) = self.check(&command) {
-            self.warn_refused(&command, &refusal, "refused delivery");
+        if let Err(refusal) = self.check(&notification) {
+            self.warn_refused(&notification, &refusal, "refused delivery");
             return Delivery::Stopped(StopCause::Refused);
         }
         let full = self.live >= self.capacity;
-        match self.known.entry(command.command_id()) {
+        match self.known.entry(notification.command_id()) {
             Entry::Occupied(_) => Delivery::Duplicate,
             Entry::Vacant(_) if full => Delivery::Stopped(StopCause::Full),
             Entry::Vacant(slot) => {
                 slot.insert(Known::Live);
-                self.accept(command);
+                self.accept(notification);
                 Delivery::Accepted
             }
         }
     }
 
     /// Seeding: the delivery guards without the capacity bound.
-    fn seed(&mut self, command: ProcessNotification) {
-        if let Err(refusal) = self.check(&command) {
-            self.warn_refused(&command, &refusal, "skipped seeded notification");
-        } else if let Entry::Vacant(slot) = self.known.entry(command.command_id()) {
+    fn seed(&mut self, notification: ProcessNotification) {
+        if let Err(refusal) = self.check(&notification) {
+            self.warn_refused(&notification, &refusal, "skipped seeded notification");
+        } else if let Entry::Vacant(slot) = self.known.entry(notification.command_id()) {
             slot.insert(Known::Live);
-            self.accept(command);
+            self.accept(notification);
         }
     }
 
-    fn check(&self, command: &ProcessNotification) -> Result<(), Refusal> {
-        command.validate().map_err(Refusal::Invalid)?;
-        if command.session_id() != self.session_id {
-            return Err(Refusal::WrongSession(command.session_id()));
+    fn check(&self, notification: &ProcessNotification) -> Result<(), Refusal> {
+        notification.validate().map_err(Refusal::Invalid)?;
+        if notification.session_id() != self.session_id {
+            return Err(Refusal::WrongSession(notification.session_id()));
         }
-        if command.loop_id() != self.loop_id {
-            return Err(Refusal::WrongLoop(command.loop_id()));
+        if notification.loop_id() != self.loop_id {
+            return Err(Refusal::WrongLoop(notification.loop_id()));
         }
         Ok(())
     }
 
-    fn warn_refused(&self, command: &ProcessNotification, refusal: &Refusal, what: &str) {
-        let command_id = command.command_id();
+    fn warn_refused(&self, notification: &ProcessNotification, refusal: &Refusal, what: &str) {
+        let command_id = notification.command_id();
         match refusal {
             Refusal::Invalid(err) => tracing::warn!(
                 %command_id, session_id = %self.session_id, loop_id = %self.loop_id,
@@ -327,11 +318,11 @@ impl LoopActor {
 
     /// Counts a notification already marked live in `known`; it is queued for the
     /// consumer at the end of the batch.
-    fn accept(&mut self, command: ProcessNotification) {
+    fn accept(&mut self, notification: ProcessNotification) {
         self.live += 1;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.accepted.push_back(Pending { seq, command });
+        self.accepted.push_back(Pending { seq, notification });
     }
 
     /// An acknowledgement: the ID leaves the live set and is remembered as consumed,

@@ -103,7 +103,7 @@ pub struct Received {
     seq: u64,
     /// The notification (owned: handing it out and acknowledging it copy nothing; only
     /// the rare drop without `ack` clones it back into the queue).
-    command: ProcessNotification,
+    notification: ProcessNotification,
     /// The loop's consumer queue, for `ack` and for the requeue in `Drop`.
     inbox: Arc<Inbox>,
     /// False once released; then `Drop` does nothing.
@@ -114,7 +114,7 @@ impl Received {
     pub(crate) fn new(pending: Pending, inbox: &Arc<Inbox>) -> Self {
         Self {
             seq: pending.seq,
-            command: pending.command,
+            notification: pending.notification,
             inbox: Arc::clone(inbox),
             armed: true,
         }
@@ -122,14 +122,21 @@ impl Received {
 
     /// The notification.
     #[must_use]
+    pub fn notification(&self) -> &ProcessNotification {
+        &self.notification
+    }
+
+    /// The notification (the name from before it was renamed).
+    #[deprecated(note = "renamed to `notification()`: it returns the notification")]
+    #[must_use]
     pub fn command(&self) -> &ProcessNotification {
-        &self.command
+        &self.notification
     }
 
     /// Its command ID.
     #[must_use]
     pub fn command_id(&self) -> CommandId {
-        self.command.command_id()
+        self.notification.command_id()
     }
 
     /// Releases the notification: removes it from the live set (freeing capacity) and
@@ -157,7 +164,7 @@ impl Received {
             Ok(())
         } else {
             Err(LoopAckError::LoopExited {
-                loop_id: self.command.loop_id(),
+                loop_id: self.notification.loop_id(),
                 command_id,
             })
         }
@@ -168,11 +175,12 @@ impl Drop for Received {
     fn drop(&mut self) {
         if self.armed {
             self.armed = false;
-            // The rare path: a copy goes back, so that `command` needs no shared owner.
+            // The rare path: a copy goes back, so that `notification` needs no shared
+            // owner.
             // A loop that has exited has no queue to return it to; then it is discarded.
             self.inbox.requeue(Pending {
                 seq: self.seq,
-                command: self.command.clone(),
+                notification: self.notification.clone(),
             });
         }
     }

@@ -1,9 +1,20 @@
-//! The producer side: a cloneable handle that delivers notifications to a loop.
+//! The producer side: a cloneable handle that delivers notifications to a loop, and
+//! the requests it sends the loop task.
 
 use notify_types::{Disposition, LoopId, ProcessNotification, SessionId, StopCause};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::actor::Command;
+/// What a [`LoopHandle`] asks of the loop task, over a bounded channel (producers get
+/// back-pressure).
+pub(crate) enum Request {
+    /// Offer a notification; the answer comes back on `reply`.
+    Deliver {
+        notification: ProcessNotification,
+        reply: oneshot::Sender<Delivery>,
+    },
+    /// Stop accepting; `reply` fires once the loop refuses further deliveries.
+    Shutdown { reply: oneshot::Sender<()> },
+}
 
 /// The loop's answer to one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,19 +51,19 @@ impl Delivery {
 pub struct LoopHandle {
     session_id: SessionId,
     loop_id: LoopId,
-    commands: mpsc::Sender<Command>,
+    requests: mpsc::Sender<Request>,
 }
 
 impl LoopHandle {
     pub(crate) fn new(
         session_id: SessionId,
         loop_id: LoopId,
-        commands: mpsc::Sender<Command>,
+        requests: mpsc::Sender<Request>,
     ) -> Self {
         Self {
             session_id,
             loop_id,
-            commands,
+            requests,
         }
     }
 
@@ -68,7 +79,7 @@ impl LoopHandle {
         self.loop_id
     }
 
-    /// Offers `command` to the loop and returns its answer, decided in this order:
+    /// Offers `notification` to the loop and returns its answer, decided in this order:
     ///
     /// 1. loop shut down, or its consumer dropped -> `Stopped(Exited)`;
     /// 2. invalid, or addressed to another session or loop -> `Stopped(Refused)`, with
@@ -86,22 +97,27 @@ impl LoopHandle {
     /// # Cancel safety
     ///
     /// Cancel safe in the sense that matters for retries: if the future is dropped
-    /// before the command entered the channel, nothing was delivered; if it is dropped
+    /// before the request entered the channel, nothing was delivered; if it is dropped
     /// after, the loop still decides it, and the answer is lost. Either way, retrying
     /// with the same notification answers `Duplicate` (it was accepted) or what a first
     /// delivery would have answered.
-    pub async fn deliver(&self, command: ProcessNotification) -> Delivery {
-        let answer = self.decide(command).await;
-        crate::metrics::delivered(answer);
+    pub async fn deliver(&self, notification: ProcessNotification) -> Delivery {
+        let answer = self.decide(notification).await;
+        if let Delivery::Stopped(cause) = answer {
+            crate::metrics::stopped(cause);
+        }
         answer
     }
 
     /// [`deliver`](Self::deliver) without the metrics.
-    async fn decide(&self, command: ProcessNotification) -> Delivery {
+    async fn decide(&self, notification: ProcessNotification) -> Delivery {
         let (reply, answer) = oneshot::channel();
         if self
-            .commands
-            .send(Command::Deliver { command, reply })
+            .requests
+            .send(Request::Deliver {
+                notification,
+                reply,
+            })
             .await
             .is_err()
         {
@@ -126,8 +142,8 @@ impl LoopHandle {
     pub async fn shutdown(&self) {
         let (reply, done) = oneshot::channel();
         if self
-            .commands
-            .send(Command::Shutdown { reply })
+            .requests
+            .send(Request::Shutdown { reply })
             .await
             .is_ok()
         {
@@ -140,6 +156,6 @@ impl LoopHandle {
     /// its consumer dropped and the exit already processed).
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.commands.is_closed()
+        self.requests.is_closed()
     }
 }

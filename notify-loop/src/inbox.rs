@@ -20,9 +20,9 @@
 //!   has accepted. The consumer side decides nothing: it moves queued notifications out
 //!   (`recv`) and back in (requeue of one it holds), and records releases (`acked`).
 //! * **Every release is applied before any decision that could observe it.** The task
-//!   takes `acked` after it has taken a batch of commands from its channel and before
+//!   takes `acked` after it has taken a batch of requests from its channel and before
 //!   it decides any of them. An `ack` that returned before a `deliver` was sent pushed
-//!   its ID before that command entered the channel, so the task applies it first.
+//!   its ID before that request entered the channel, so the task applies it first.
 //! * **`queue` holds the live notifications not handed out, in acceptance order**
 //!   (`seq` ascending). The task appends new ones (their `seq` is higher than any
 //!   before); a requeue inserts at its `seq`'s place.
@@ -47,7 +47,7 @@ pub(crate) struct Pending {
     /// Acceptance order; keeps a requeued notification ahead of later ones.
     pub(crate) seq: u64,
     /// The notification itself.
-    pub(crate) command: ProcessNotification,
+    pub(crate) notification: ProcessNotification,
 }
 
 /// The state behind the lock.

@@ -15,7 +15,7 @@
 //!
 //! **State ownership.** The loop task owns every piece of loop state (live set,
 //! consumed memory, capacity, whether it accepts) and is the single decider of every
-//! delivery, exactly once, in the order the commands reach it. The one exception is
+//! delivery, exactly once, in the order the requests reach it. The one exception is
 //! the consumer queue of accepted, not yet received notifications: it sits in a small
 //! structure shared with the consumer side under a `std` mutex that is never held
 //! across `.await`, so that `recv` and `ack` are not round trips to the task. Only the
@@ -40,7 +40,7 @@
 //! let (session_id, loop_id) = (SessionId::new(), LoopId::new());
 //! let (handle, mut consumer) = spawn(LoopConfig::new(session_id, loop_id));
 //!
-//! let command = ProcessNotification::new(ProcessCompletionNotification {
+//! let notification = ProcessNotification::new(ProcessCompletionNotification {
 //!     command_id: CommandId::new(),
 //!     session_id,
 //!     loop_id,
@@ -48,13 +48,13 @@
 //!     state: ProcessLifecycleState::Exited,
 //!     reason: ProcessTerminalReason::Exited,
 //! });
-//! assert_eq!(handle.deliver(command.clone()).await, Delivery::Accepted);
-//! assert_eq!(handle.deliver(command.clone()).await, Delivery::Duplicate);
+//! assert_eq!(handle.deliver(notification.clone()).await, Delivery::Accepted);
+//! assert_eq!(handle.deliver(notification.clone()).await, Delivery::Duplicate);
 //!
 //! let received = consumer.recv().await.ok_or("loop exited")?;
-//! assert_eq!(received.command(), &command);
+//! assert_eq!(received.notification(), &notification);
 //! received.ack().await?;
-//! assert_eq!(handle.deliver(command).await, Delivery::Duplicate); // remembered
+//! assert_eq!(handle.deliver(notification).await, Delivery::Duplicate); // remembered
 //!
 //! handle.shutdown().await;
 //! assert!(consumer.recv().await.is_none());

@@ -4,8 +4,6 @@
 
 use notify_types::StopCause;
 
-use crate::handle::Delivery;
-
 /// Gauge: accepted, not yet acknowledged notifications (the live sets) over every
 /// loop of the process: what the loops' consumers have yet to work through.
 pub(crate) const INBOX_DEPTH: &str = "notify_loop_inbox_depth";
@@ -15,22 +13,20 @@ pub(crate) const LOOPS: &str = "notify_loop_tasks";
 /// `Stopped`.
 pub(crate) const STOPS: &str = "notify_loop_stops_total";
 
-/// Counts a delivery's answer if it is `Stopped`.
-pub(crate) fn delivered(answer: Delivery) {
-    if let Delivery::Stopped(cause) = answer {
-        // Literal labels: the macro then builds a static key, with no allocation.
-        let counter = match cause {
-            StopCause::Full => metrics::counter!(STOPS, "cause" => "full"),
-            StopCause::Exited => metrics::counter!(STOPS, "cause" => "exited"),
-            StopCause::Refused => metrics::counter!(STOPS, "cause" => "refused"),
-            _ => metrics::counter!(STOPS, "cause" => "other"),
-        };
-        counter.increment(1);
-    }
+/// Counts a delivery answered `Stopped(cause)`.
+pub(crate) fn stopped(cause: StopCause) {
+    // Literal labels: the macro then builds a static key, with no allocation.
+    let counter = match cause {
+        StopCause::Full => metrics::counter!(STOPS, "cause" => "full"),
+        StopCause::Exited => metrics::counter!(STOPS, "cause" => "exited"),
+        StopCause::Refused => metrics::counter!(STOPS, "cause" => "refused"),
+        _ => metrics::counter!(STOPS, "cause" => "other"),
+    };
+    counter.increment(1);
 }
 
 /// Moves the inbox depth gauge by what `live` changed since `reported`, which it then
-/// becomes. Called once per batch of commands, not per notification.
+/// becomes. Called once per batch of requests, not per notification.
 pub(crate) fn live_changed(reported: &mut usize, live: usize) {
     if live > *reported {
         metrics::gauge!(INBOX_DEPTH).increment((live - *reported) as f64);
