@@ -8,12 +8,12 @@ use notify_loop::{LoopConsumer, Received};
 use notify_types::{CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent};
 
 use crate::error::{AckError, PublishError};
-use crate::session::{Inner, Published, Session};
+use crate::shared::{Published, Shared};
 
 /// Receives a native loop's notifications in acceptance order (restore-seeded ones
-/// first). Returned by [`Session::register_loop`].
+/// first). Returned by [`Session::register_loop`](crate::Session::register_loop).
 pub struct SessionConsumer {
-    session: Arc<Inner>,
+    session: Arc<Shared>,
     loop_id: LoopId,
     consumer: LoopConsumer,
 }
@@ -28,7 +28,7 @@ impl fmt::Debug for SessionConsumer {
 }
 
 impl SessionConsumer {
-    pub(crate) fn new(session: Arc<Inner>, loop_id: LoopId, consumer: LoopConsumer) -> Self {
+    pub(crate) fn new(session: Arc<Shared>, loop_id: LoopId, consumer: LoopConsumer) -> Self {
         Self {
             session,
             loop_id,
@@ -43,9 +43,10 @@ impl SessionConsumer {
     }
 
     /// The next live notification, or `None` once the loop has exited and nothing is
-    /// left, or once the session has [ended](Session::end) (what was still live then
+    /// left, or once the session has [ended](crate::Session::end) (what was still live then
     /// is consumed or abandoned on the record, and never delivered), or once an end
-    /// began abandoning, even one that then failed (see [`Session::end`]).
+    /// began abandoning, even one that then failed (see
+    /// [`Session::end`](crate::Session::end)).
     ///
     /// # Cancel safety
     ///
@@ -70,7 +71,7 @@ impl SessionConsumer {
 /// Dropping it without acknowledging hands it to the consumer again (at the front).
 #[must_use = "a notification that is not acknowledged is delivered again"]
 pub struct SessionReceived {
-    session: Arc<Inner>,
+    session: Arc<Shared>,
     loop_id: LoopId,
     received: Received,
 }
@@ -79,16 +80,23 @@ impl fmt::Debug for SessionReceived {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SessionReceived")
             .field("loop_id", &self.loop_id)
-            .field("command", self.received.command())
+            .field("notification", self.received.notification())
             .finish()
     }
 }
 
 impl SessionReceived {
-    /// The notification command.
+    /// The notification.
+    #[must_use]
+    pub fn notification(&self) -> &ProcessNotification {
+        self.received.notification()
+    }
+
+    /// The notification (the name from before it was renamed).
+    #[deprecated(note = "renamed to `notification()`: it returns the notification")]
     #[must_use]
     pub fn command(&self) -> &ProcessNotification {
-        self.received.command()
+        self.received.notification()
     }
 
     /// Its command ID.
@@ -119,10 +127,8 @@ impl SessionReceived {
     /// any duplicate event).
     pub async fn ack(self) -> Result<(), AckError> {
         let consumed = NotificationConsumed::new(self.session.id, self.loop_id, self.command_id());
-        let session = Session {
-            inner: self.session.clone(),
-        };
-        let duplicate = match session
+        let duplicate = match self
+            .session
             .journal_and_broadcast(SessionEvent::NotificationConsumed(consumed))
             .await
         {

@@ -9,7 +9,8 @@ use tracing::Instrument as _;
 
 use crate::error::EndError;
 use crate::restore::restore;
-use crate::session::{LoopEntry, Session};
+use crate::session::Session;
+use crate::shared::LoopEntry;
 
 /// What [`Session::end`] does with notifications still pending (appended, never
 /// consumed).
@@ -138,20 +139,20 @@ impl Session {
     /// again is safe and completes the end (it finds the session ended, or abandons
     /// what is still pending).
     pub async fn end(&self, pending: IfPending) -> Result<Ended, EndError> {
-        let span = tracing::info_span!("end", session = %self.inner.id, ?pending);
+        let span = tracing::info_span!("end", session = %self.shared.id, ?pending);
         self.end_inner(pending).instrument(span).await
     }
 
     async fn end_inner(&self, pending: IfPending) -> Result<Ended, EndError> {
-        let session_id = self.inner.id;
+        let session_id = self.shared.id;
         // Held to the end: notifies, publishes and acks in flight finish first, and
         // later ones wait, then see the session ended.
-        let gate = self.inner.end_gate.write().await;
-        if self.inner.is_ended() {
+        let gate = self.shared.end_gate.write().await;
+        if self.shared.is_ended() {
             drop(gate);
             // An earlier call may have been cancelled while shutting the loops down.
             self.shutdown_loops().await;
-            let seq = match &self.inner.journal {
+            let seq = match &self.shared.journal {
                 Some(journal) => match journal.session_state(session_id).await {
                     Ok(SessionState::Ended { last_seq, .. }) => last_seq,
                     Ok(_) => 0,
@@ -168,12 +169,8 @@ impl Session {
             });
         }
         // Called with the write guard held.
-        let mark = || {
-            self.inner
-                .ended
-                .store(true, std::sync::atomic::Ordering::Release);
-        };
-        let Some(journal) = self.inner.journal.clone() else {
+        let mark = || self.shared.mark_ended();
+        let Some(journal) = self.shared.journal.clone() else {
             mark();
             self.shutdown_loops().await;
             return Ok(Ended {
@@ -290,7 +287,7 @@ impl Session {
         drop(gate);
         if !already {
             // No subscribers is a normal state, not an error.
-            let _ = self.inner.events.send(marker);
+            let _ = self.shared.events.send(marker);
         }
         self.shutdown_loops().await;
         if !already {
@@ -310,9 +307,7 @@ impl Session {
     /// more and the native loops are shut down. Never undone: if this end fails, the
     /// next one completes it.
     async fn seal(&self) {
-        self.inner
-            .sealed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.shared.seal();
         self.shutdown_loops().await;
     }
 
@@ -333,8 +328,8 @@ impl Session {
     ///
     /// Cancel safe: it only reads (it waits while an `end` is in progress).
     pub async fn is_ended(&self) -> bool {
-        let _gate = self.inner.end_gate.read().await;
-        self.inner.is_ended()
+        let _gate = self.shared.end_gate.read().await;
+        self.shared.is_ended()
     }
 }
 

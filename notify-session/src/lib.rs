@@ -63,6 +63,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+mod append;
 mod consumer;
 mod end;
 mod error;
@@ -70,6 +71,7 @@ mod metrics;
 mod restore;
 mod retry;
 mod session;
+mod shared;
 mod supervisor;
 
 /// The README's usage example, compiled and run as a doctest.
@@ -86,7 +88,8 @@ pub use end::{Ended, IfPending};
 pub use error::{AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError};
 pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, completed_event, restore};
 pub use retry::{RetryPolicy, notify_with_retry};
-pub use session::{Published, Session};
+pub use session::Session;
+pub use shared::Published;
 pub use supervisor::{
     ProcessOutcome, ProcessSpec, StopSignal, SuperviseError, SupervisedProcess, Supervisor,
 };

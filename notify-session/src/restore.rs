@@ -12,7 +12,8 @@ use notify_types::{
 use tracing::Instrument as _;
 
 use crate::error::{DeclareLostError, RestoreError};
-use crate::session::{Published, Session};
+use crate::session::Session;
+use crate::shared::Published;
 
 /// One process incarnation: what its lifecycle events have in common. A handle may be
 /// reused later, or by another loop, for another process.
@@ -121,7 +122,7 @@ impl RestoreReport {
 ///     session.declare_lost(orphan).await?;
 /// }
 /// let received = inbox.recv().await.ok_or("loop exited")?;
-/// assert_eq!(received.command().notification().process_handle, "build-42");
+/// assert_eq!(received.notification().notification().process_handle, "build-42");
 /// received.ack().await?;
 /// # Ok(())
 /// # }
@@ -339,7 +340,7 @@ impl Reduction {
 ///     .wait()
 ///     .await;
 /// let received = inbox.recv().await.ok_or("loop exited")?;
-/// let n = received.command().notification();
+/// let n = received.notification().notification();
 /// assert_eq!((n.state, n.reason), (ProcessLifecycleState::Exited, ProcessTerminalReason::Exited));
 /// let event = completed_event(&journal, n).await?.ok_or("no ProcessCompleted")?;
 /// assert_eq!(event.exit_code, Some(1));

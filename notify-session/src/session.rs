@@ -1,15 +1,11 @@
 //! The session: routing, ownership, append-before-dispatch and lifecycle events.
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use notify_journal::{
-    AppendError, AppendOutcome, Corruption, JournalBackend, JournalError, SessionState,
-    StorageError,
-};
-use notify_loop::{Delivery, LoopConfig, LoopHandle};
+use notify_journal::{JournalBackend, SessionState};
+use notify_loop::{Delivery, LoopConfig};
 use notify_types::{
     JournalRecord, LoopId, Notified, NotifyError, NotifyFuture, ProcessCompletionNotification,
     ProcessCompletionNotifier, ProcessLifecycleMetadata, ProcessNotification, SessionEvent,
@@ -18,57 +14,10 @@ use notify_types::{
 use tokio::sync::broadcast;
 use tracing::Instrument as _;
 
+use crate::append::{answer_after_end, append};
 use crate::consumer::SessionConsumer;
 use crate::error::{PublishError, RegisterError};
-
-/// How many events a slow subscriber may fall behind before it sees
-/// [`broadcast::error::RecvError::Lagged`].
-const DEFAULT_EVENT_BUFFER: usize = 1024;
-
-/// A registered loop.
-#[derive(Clone)]
-pub(crate) enum LoopEntry {
-    /// A loop of this engine, reached through its actor handle.
-    Native(LoopHandle),
-    /// A loop of another engine: it exists, but cannot take process notifications.
-    Foreign,
-}
-
-pub(crate) struct Inner {
-    pub(crate) id: SessionId,
-    /// `None` for a headless session.
-    pub(crate) journal: Option<Arc<dyn JournalBackend>>,
-    /// Never held across an `.await`: lookups clone the handle and drop the guard.
-    loops: RwLock<HashMap<LoopId, LoopEntry>>,
-    pub(crate) events: broadcast::Sender<SessionEvent>,
-    /// The end gate. Every journal append of the session (notify, publish, ack) holds a
-    /// read guard across it and checks `ended` under it; [`Session::end`] holds the
-    /// write guard while it checks what is pending and journals the end, so nothing
-    /// slips in between.
-    pub(crate) end_gate: tokio::sync::RwLock<()>,
-    /// Whether the session has ended: set (once, never cleared) under the write guard
-    /// of `end_gate`. Read without waiting where the gate is not needed (a consumer
-    /// stops receiving at once).
-    pub(crate) ended: std::sync::atomic::AtomicBool,
-    /// Whether an end has begun abandoning: set (once, never cleared) under the write
-    /// guard of `end_gate` before the abandonments are journaled, so that no consumer
-    /// receives what is being abandoned, even if that end then fails or is cancelled
-    /// before they commit (a later end completes it).
-    pub(crate) sealed: std::sync::atomic::AtomicBool,
-}
-
-impl Inner {
-    /// Whether the session has ended.
-    pub(crate) fn is_ended(&self) -> bool {
-        self.ended.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Whether consumers may still receive: not once the session ended, nor once an
-    /// end began abandoning.
-    pub(crate) fn delivers(&self) -> bool {
-        !self.is_ended() && !self.sealed.load(std::sync::atomic::Ordering::Acquire)
-    }
-}
+use crate::shared::{LoopEntry, Published, Shared};
 
 /// One agent session: the front door for process completion notifications.
 ///
@@ -103,14 +52,14 @@ impl Inner {
 /// ```
 #[derive(Clone)]
 pub struct Session {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl fmt::Debug for Session {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Session")
-            .field("id", &self.inner.id)
-            .field("headless", &self.inner.journal.is_none())
+            .field("id", &self.shared.id)
+            .field("headless", &self.shared.journal.is_none())
             .finish_non_exhaustive()
     }
 }
@@ -129,21 +78,6 @@ fn into_shared<J: JournalBackend + 'static>(journal: J) -> Arc<dyn JournalBacken
         // ok: `journal` is `Some` unless the downcast above took it and returned.
         None => unreachable!("the journal was taken only when returned"),
     }
-}
-
-/// The result of publishing a lifecycle event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Published {
-    /// A new frame was journaled (at this seq; 0 when headless) and broadcast.
-    New {
-        /// The frame's sequence (0 for a headless session).
-        seq: u64,
-    },
-    /// The identical event was already journaled; nothing was broadcast again.
-    Duplicate {
-        /// The original frame's sequence.
-        seq: u64,
-    },
 }
 
 impl Session {
@@ -177,30 +111,21 @@ impl Session {
     }
 
     fn build(id: SessionId, journal: Option<Arc<dyn JournalBackend>>) -> Self {
-        let (events, _) = broadcast::channel(DEFAULT_EVENT_BUFFER);
         Self {
-            inner: Arc::new(Inner {
-                id,
-                journal,
-                loops: RwLock::new(HashMap::new()),
-                events,
-                end_gate: tokio::sync::RwLock::new(()),
-                ended: std::sync::atomic::AtomicBool::new(false),
-                sealed: std::sync::atomic::AtomicBool::new(false),
-            }),
+            shared: Arc::new(Shared::new(id, journal)),
         }
     }
 
     /// This session's ID.
     #[must_use]
     pub fn id(&self) -> SessionId {
-        self.inner.id
+        self.shared.id
     }
 
     /// The journal, unless headless.
     #[must_use]
     pub fn journal(&self) -> Option<&Arc<dyn JournalBackend>> {
-        self.inner.journal.as_ref()
+        self.shared.journal.as_ref()
     }
 
     /// Spawns a native loop on the current tokio runtime, registers it and returns its
@@ -216,13 +141,13 @@ impl Session {
     /// Outside a tokio runtime, like [`tokio::spawn`] (see [`notify_loop::spawn`]).
     pub fn register_loop(&self, config: LoopConfig) -> Result<SessionConsumer, RegisterError> {
         let (loop_id, session_id) = (config.loop_id(), config.session_id());
-        if session_id != self.inner.id {
+        if session_id != self.shared.id {
             return Err(RegisterError::SessionMismatch {
-                want: self.inner.id,
+                want: self.shared.id,
                 got: session_id,
             });
         }
-        let mut loops = self.inner.loops.write().unwrap_or_else(|p| p.into_inner());
+        let mut loops = self.shared.loops.write().unwrap_or_else(|p| p.into_inner());
         if loops.contains_key(&loop_id) {
             return Err(RegisterError::AlreadyRegistered { loop_id });
         }
@@ -231,7 +156,11 @@ impl Session {
         loops.insert(loop_id, LoopEntry::Native(handle));
         drop(loops);
         crate::metrics::redelivered(seeded);
-        Ok(SessionConsumer::new(self.inner.clone(), loop_id, consumer))
+        Ok(SessionConsumer::new(
+            Arc::clone(&self.shared),
+            loop_id,
+            consumer,
+        ))
     }
 
     /// Registers a loop of a foreign engine: notifications for it answer
@@ -241,7 +170,7 @@ impl Session {
     ///
     /// [`RegisterError::AlreadyRegistered`] if the ID is taken.
     pub fn register_foreign_loop(&self, loop_id: LoopId) -> Result<(), RegisterError> {
-        let mut loops = self.inner.loops.write().unwrap_or_else(|p| p.into_inner());
+        let mut loops = self.shared.loops.write().unwrap_or_else(|p| p.into_inner());
         if loops.contains_key(&loop_id) {
             return Err(RegisterError::AlreadyRegistered { loop_id });
         }
@@ -259,7 +188,7 @@ impl Session {
     /// for its shutdown.
     pub async fn remove_loop(&self, loop_id: LoopId) -> bool {
         let entry = self
-            .inner
+            .shared
             .loops
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -293,7 +222,7 @@ impl Session {
     /// The registered loops, in no particular order.
     #[must_use]
     pub fn loops(&self) -> Vec<LoopId> {
-        self.inner
+        self.shared
             .loops
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -303,7 +232,7 @@ impl Session {
     }
 
     pub(crate) fn entry(&self, loop_id: LoopId) -> Option<LoopEntry> {
-        self.inner
+        self.shared
             .loops
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -341,7 +270,7 @@ impl Session {
     ) -> Result<Notified, NotifyError> {
         let span = tracing::info_span!(
             "notify",
-            session = %self.inner.id,
+            session = %self.shared.id,
             loop_id = %n.loop_id,
             command_id = %n.command_id,
         );
@@ -355,9 +284,9 @@ impl Session {
         n: ProcessCompletionNotification,
     ) -> Result<Notified, NotifyError> {
         n.validate()?;
-        if n.session_id != self.inner.id {
+        if n.session_id != self.shared.id {
             return Err(NotifyError::OwnerMismatch {
-                want: self.inner.id,
+                want: self.shared.id,
                 got: n.session_id,
             });
         }
@@ -370,27 +299,27 @@ impl Session {
         };
         let command = ProcessNotification::new(n);
         let command_id = command.command_id();
-        let gate = self.inner.end_gate.read().await;
-        if self.inner.is_ended() {
+        let gate = self.shared.end_gate.read().await;
+        if self.shared.is_ended() {
             // Nothing is appended or dispatched after the end; a retry of a
             // notification journaled before it still gets the truthful answer.
-            let Some(journal) = &self.inner.journal else {
+            let Some(journal) = &self.shared.journal else {
                 return Err(NotifyError::SessionEnded {
-                    session_id: self.inner.id,
+                    session_id: self.shared.id,
                     purged: false,
                 });
             };
             return answer_after_end(
                 journal.as_ref(),
-                self.inner.id,
+                self.shared.id,
                 &JournalRecord::from(command),
             )
             .await
             .map(|_| Notified::Duplicate)
             .map_err(|e| e.into_notify_error(command_id));
         }
-        if let Some(journal) = &self.inner.journal {
-            let outcome = append(journal.as_ref(), self.inner.id, command.clone().into())
+        if let Some(journal) = &self.shared.journal {
+            let outcome = append(journal.as_ref(), self.shared.id, command.clone().into())
                 .await
                 .map_err(|e| e.into_notify_error(command_id))?;
             if !outcome.appended {
@@ -403,7 +332,7 @@ impl Session {
                 // Journaled before the session's end (by another handle sharing the
                 // journal): consumed or abandoned on the record, never dispatched again.
                 let state = journal
-                    .session_state(self.inner.id)
+                    .session_state(self.shared.id)
                     .await
                     .map_err(unavailable)?;
                 if state != SessionState::Live {
@@ -411,7 +340,7 @@ impl Session {
                     return Ok(Notified::Duplicate);
                 }
                 let consumed = journal
-                    .lookup(self.inner.id, *consumed_event_id(command_id).as_uuid())
+                    .lookup(self.shared.id, *consumed_event_id(command_id).as_uuid())
                     .await
                     .map_err(unavailable)?;
                 if consumed.is_some() {
@@ -455,9 +384,9 @@ impl Session {
         &self,
         metadata: ProcessLifecycleMetadata,
     ) -> Result<Published, PublishError> {
-        if metadata.session_id != self.inner.id {
+        if metadata.session_id != self.shared.id {
             return Err(PublishError::OwnerMismatch {
-                want: self.inner.id,
+                want: self.shared.id,
                 got: metadata.session_id,
             });
         }
@@ -465,62 +394,7 @@ impl Session {
             .validate()
             .map_err(|e| PublishError::Invalid { field: e.field() })?;
         let event = SessionEvent::Lifecycle(metadata);
-        self.journal_and_broadcast(event).await
-    }
-
-    /// Journals `event` (unless headless) and broadcasts it if it is new.
-    pub(crate) async fn journal_and_broadcast(
-        &self,
-        event: SessionEvent,
-    ) -> Result<Published, PublishError> {
-        let event_id = event.event_id();
-        let gate = self.inner.end_gate.read().await;
-        let ended = self.inner.is_ended();
-        if ended && self.inner.journal.is_none() {
-            return Err(PublishError::SessionEnded {
-                session_id: self.inner.id,
-                purged: false,
-            });
-        }
-        let seq = match &self.inner.journal {
-            Some(journal) => {
-                let answer = if ended {
-                    // Nothing is appended or broadcast after the end; a retry of an
-                    // event journaled before it still gets the truthful answer.
-                    let record = JournalRecord::from(event.clone());
-                    answer_after_end(journal.as_ref(), self.inner.id, &record).await
-                } else {
-                    append(journal.as_ref(), self.inner.id, event.clone().into()).await
-                };
-                match answer {
-                    Ok(AppendOutcome {
-                        seq,
-                        appended: true,
-                    }) => seq,
-                    Ok(AppendOutcome {
-                        seq,
-                        appended: false,
-                    }) => {
-                        return Ok(Published::Duplicate { seq });
-                    }
-                    Err(notify_journal::AppendError::Collision { seq, .. }) => {
-                        return Err(PublishError::Collision { event_id, seq });
-                    }
-                    Err(notify_journal::AppendError::SessionEnded { session, purged }) => {
-                        return Err(PublishError::SessionEnded {
-                            session_id: session,
-                            purged,
-                        });
-                    }
-                    Err(e) => return Err(PublishError::Journal(e)),
-                }
-            }
-            None => 0,
-        };
-        drop(gate);
-        // No subscribers is a normal state, not an error.
-        let _ = self.inner.events.send(event);
-        Ok(Published::New { seq })
+        self.shared.journal_and_broadcast(event).await
     }
 
     /// A live stream of newly journaled events (lifecycle events and consumptions).
@@ -530,81 +404,8 @@ impl Session {
     /// events behind sees `Lagged` and skips ahead.
     #[must_use]
     pub fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
-        self.inner.events.subscribe()
+        self.shared.events.subscribe()
     }
-}
-
-/// What appending `record` to `session`, a session that has ended, answers, found
-/// without writing anything: the original seq (`appended: false`) when the identical
-/// record is journaled under its key, [`AppendError::Collision`] when another record
-/// is, and [`AppendError::SessionEnded`] when the key is not journaled or the session
-/// was purged — the journal's own answers after the end (`JournalBackend::append`).
-/// A read failure is the matching [`AppendError`] (damage is `Corrupt`, never an
-/// answer).
-pub(crate) async fn answer_after_end(
-    journal: &dyn JournalBackend,
-    session: SessionId,
-    record: &JournalRecord,
-) -> Result<AppendOutcome, AppendError> {
-    let key = record.key();
-    let read = |e: JournalError| match e {
-        JournalError::Purged { .. } => AppendError::SessionEnded {
-            session,
-            purged: true,
-        },
-        JournalError::Corrupt {
-            session,
-            seq,
-            source,
-        } => AppendError::Corrupt {
-            session,
-            seq,
-            source,
-        },
-        JournalError::Closed => AppendError::Closed,
-        JournalError::Storage(e) => AppendError::Storage(e),
-        other => AppendError::Storage(StorageError::new("journal read after the end", other)),
-    };
-    let span = tracing::debug_span!("answer_after_end", %session, %key);
-    async {
-        let Some(seq) = journal.lookup(session, key).await.map_err(read)? else {
-            return Err(AppendError::SessionEnded {
-                session,
-                purged: false,
-            });
-        };
-        let frames = journal.replay(session, seq, 1).await.map_err(read)?;
-        match frames.first() {
-            Some((at, stored)) if *at == seq => {
-                if stored.encode() == record.encode() {
-                    Ok(AppendOutcome {
-                        seq,
-                        appended: false,
-                    })
-                } else {
-                    Err(AppendError::Collision { key, seq })
-                }
-            }
-            _ => Err(AppendError::Corrupt {
-                session,
-                seq,
-                source: Corruption::Missing,
-            }),
-        }
-    }
-    .instrument(span)
-    .await
-}
-
-/// Appends one record, inside an `append` tracing span.
-pub(crate) async fn append(
-    journal: &dyn JournalBackend,
-    session: SessionId,
-    record: JournalRecord,
-) -> Result<AppendOutcome, AppendError> {
-    let span =
-        tracing::debug_span!("append", %session, key = %record.key(), kind = record.type_name());
-    journal.append(session, record).instrument(span).await
 }
 
 impl ProcessCompletionNotifier for Session {

@@ -201,7 +201,7 @@ impl SupervisedProcess {
 /// assert_eq!(outcome.delivery?, Notified::Accepted);
 ///
 /// let received = inbox.recv().await.ok_or("loop exited")?;
-/// assert_eq!(received.command().command_id(), outcome.command_id);
+/// assert_eq!(received.notification().command_id(), outcome.command_id);
 /// received.ack().await?;
 /// # Ok(())
 /// # }

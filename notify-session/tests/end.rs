@@ -884,7 +884,7 @@ async fn consumed_and_abandoned(
 /// shows what that costs.
 async fn receive_after_a_failed_end(consumer: &mut SessionConsumer) -> Option<CommandId> {
     let received = consumer.recv().await?;
-    let id = received.command().command_id();
+    let id = received.notification().command_id();
     // Refused if the session ended; journaled otherwise.
     let _ = received.ack().await;
     Some(id)

@@ -42,7 +42,7 @@ async fn run(s: &mut Setup, handle: &str, script: &str) -> (ProcessNotification,
         .unwrap();
     assert_eq!(outcome.delivery.unwrap(), Notified::Accepted);
     let received = s.inbox.recv().await.unwrap();
-    let command = received.command().clone();
+    let command = received.notification().clone();
     let event = completed_event(&s.journal, command.notification())
         .await
         .unwrap()

@@ -369,7 +369,7 @@ pub async fn ack_next(
                 wanted: n,
             });
         };
-        let command = received.command().clone();
+        let command = received.notification().clone();
         received.ack().await?;
         out.push(command);
     }
@@ -396,7 +396,7 @@ pub async fn drain_acking(
 ) -> Result<Vec<ProcessNotification>, FixtureError> {
     let mut out = Vec::new();
     while let Some(received) = consumer.recv().await {
-        let command = received.command().clone();
+        let command = received.notification().clone();
         received.ack().await?;
         out.push(command);
     }

@@ -147,7 +147,7 @@ pub(crate) async fn recv(
             "acknowledged {id} received again"
         );
         prop_assert_eq!(
-            got.as_ref().unwrap().command().notification(),
+            got.as_ref().unwrap().notification().notification(),
             &model.commands[&id].0
         );
     }

@@ -229,7 +229,7 @@ async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
     ] {
         for _ in 0..count {
             let got = consumer.recv().await.context("loop exited")?;
-            let n = got.command().notification().clone();
+            let n = got.notification().notification().clone();
             let exit = match completed_event(&journal, &n)
                 .await?
                 .and_then(|m| m.exit_code)
@@ -292,7 +292,7 @@ async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
     let got = consumer_b.recv().await.context("loop exited")?;
     println!(
         "loop-b consumer acks {}",
-        got.command().notification().process_handle
+        got.notification().notification().process_handle
     );
     got.ack().await?;
     let answer = session.notify_process_completion(burst2.clone()).await;
@@ -410,7 +410,7 @@ async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
     let _consumer_b = session.register_loop(LoopConfig::new(session_id, loop_b).capacity(2))?;
     for _ in 0..redelivered {
         let got = consumer_a.recv().await.context("loop exited")?;
-        let n = got.command().notification().clone();
+        let n = got.notification().notification().clone();
         got.ack().await?;
         println!(
             "redelivered to loop-a: {:<12} {:<26} (command …{}) acked",
@@ -506,7 +506,7 @@ async fn crashing_child(path: &Path, session_id: SessionId, loop_id: LoopId) -> 
     }
     for _ in 0..2 {
         let got = consumer.recv().await.context("loop exited")?;
-        let handle = got.command().notification().process_handle.clone();
+        let handle = got.notification().notification().process_handle.clone();
         got.ack().await?;
         println!("acked {handle}");
     }
