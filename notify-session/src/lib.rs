@@ -26,8 +26,10 @@
 //! [`Session::publish_lifecycle`] and [`Session::subscribe`]. [`Supervisor`] runs real
 //! OS processes and drives all of it.
 //!
-//! Nothing holds a lock across an `.await` on the notify path; one session serves many
-//! loops and many sessions share one journal.
+//! No blocking lock is held across an `.await`. The one lock that is, by design, is the
+//! session's end gate: notify, publish and acknowledge hold it for reading through their
+//! append (notify through its dispatch too), so that [`Session::end`] orders against
+//! them. One session serves many loops and many sessions share one journal.
 //!
 //! ```
 //! # use std::sync::Arc;
