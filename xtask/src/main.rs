@@ -1,7 +1,7 @@
 //! `cargo xtask`: project automation, in Rust so it runs wherever cargo does.
 //!
 //! * `demo [--journal PATH]`: the main job; builds and runs the end-to-end demo
-//!   (`src/bin/notify-demo.rs`, this crate's second binary). `demo --postgres`: the
+//!   (`src/bin/notify-demo/`, this crate's second binary). `demo --postgres`: the
 //!   failover story on PostgreSQL (`demo_postgres.rs`).
 //! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary
 //!   table (each rate beside its same-run baseline and the ratio to the target), also
