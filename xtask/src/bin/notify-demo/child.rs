@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use notify_session::prelude::*;
 
-use crate::completion;
+use crate::first::completion;
 
 /// The child: appends work to the same journal, acknowledges some of it, leaves two
 /// processes running, says READY and keeps appending until it is killed.

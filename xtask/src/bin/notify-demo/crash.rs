@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use notify_session::prelude::*;
 
-use crate::FirstSession;
+use crate::first::FirstSession;
 use crate::narrate::{Clock, heading, intro};
 use crate::processes::Supervised;
 

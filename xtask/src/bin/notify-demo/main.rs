@@ -8,13 +8,14 @@
 //! show before it shows it.
 //!
 //! Here: the arguments and the parts in order. Each part is a module of its own
-//! (`processes.rs` parts 1 and 2, `retries.rs` 3, `crash.rs` 4, `restore.rs` 5,
+//! (`first.rs` the session parts 1 to 3 share, `processes.rs` parts 1 and 2, `retries.rs` 3, `crash.rs` 4, `restore.rs` 5,
 //! `summary.rs` the closing tables); `child.rs` is the process part 4 kills.
 #![allow(clippy::print_stdout, reason = "a command-line demo prints its report")]
 #![allow(clippy::print_stderr, reason = "and its error")]
 
 mod child;
 mod crash;
+mod first;
 mod narrate;
 mod processes;
 mod recorder;
@@ -22,13 +23,13 @@ mod restore;
 mod retries;
 mod summary;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 use notify_session::prelude::*;
 
+use crate::first::FirstSession;
 use crate::narrate::{Clock, Tally, intro};
 use crate::recorder::RECORDER;
 
@@ -109,65 +110,4 @@ async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
         bail!("restore left work behind");
     }
     Ok(())
-}
-
-/// The session and its two loops, as the parent and the child know them.
-#[derive(Clone, Copy)]
-struct Ids {
-    session_id: SessionId,
-    loop_a: LoopId,
-    loop_b: LoopId,
-}
-
-/// The first session over the journal: parts 1 to 3 run on it, part 4 closes it.
-struct FirstSession {
-    journal: RedbJournal,
-    ids: Ids,
-    session: Session,
-    consumer_a: SessionConsumer,
-    consumer_b: SessionConsumer,
-    names: BTreeMap<LoopId, &'static str>,
-}
-
-impl FirstSession {
-    /// Opens the journal and registers loop-a (capacity 64) and loop-b (capacity 2).
-    fn open(path: &Path) -> anyhow::Result<Self> {
-        let journal = RedbJournal::open(path, JournalOptions::default())?;
-        let session_id = SessionId::new();
-        let session = Session::new(session_id, journal.clone());
-        let loop_a = LoopId::new();
-        let loop_b = LoopId::new();
-        let consumer_a = session.register_loop(LoopConfig::new(session_id, loop_a))?;
-        let consumer_b = session.register_loop(LoopConfig::new(session_id, loop_b).capacity(2))?;
-        let names = BTreeMap::from([(loop_a, "loop-a"), (loop_b, "loop-b")]);
-        println!("session {session_id}; loop-a (capacity 64), loop-b (capacity 2)");
-        Ok(Self {
-            journal,
-            ids: Ids {
-                session_id,
-                loop_a,
-                loop_b,
-            },
-            session,
-            consumer_a,
-            consumer_b,
-            names,
-        })
-    }
-}
-
-/// A completion of an exited process, under a fresh command ID.
-fn completion(
-    session_id: SessionId,
-    loop_id: LoopId,
-    handle: &str,
-) -> ProcessCompletionNotification {
-    ProcessCompletionNotification {
-        command_id: CommandId::new(),
-        session_id,
-        loop_id,
-        process_handle: handle.into(),
-        state: ProcessLifecycleState::Exited,
-        reason: ProcessTerminalReason::Exited,
-    }
 }

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use notify_session::prelude::*;
 use tokio::task::JoinHandle;
 
-use crate::FirstSession;
+use crate::first::FirstSession;
 use crate::narrate::{Clock, Tally, heading, intro, pair};
 
 /// What part 1 leaves behind: the supervisors and the event printer, kept until part 4

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use notify_session::prelude::*;
 
-use crate::Ids;
+use crate::first::Ids;
 use crate::narrate::{Tally, heading, intro, pair, short};
 
 /// The restored session, kept open until the demo ends, and the second restore's report.

@@ -5,8 +5,8 @@ use anyhow::Context as _;
 use notify_session::notify_journal::replay_all;
 use notify_session::prelude::*;
 
+use crate::first::{FirstSession, completion};
 use crate::narrate::{Tally, heading, intro};
-use crate::{FirstSession, completion};
 
 /// Part 3, on the first session; `completed` is part 1's processes and outcomes.
 pub(crate) async fn retries(
