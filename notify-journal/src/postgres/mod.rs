@@ -58,8 +58,11 @@ mod passfile;
 mod reader;
 mod retention;
 mod schema;
+mod schema_name;
+mod sql;
 mod stats;
 mod tls;
+mod version;
 mod writer;
 
 use std::collections::HashMap;
@@ -73,14 +76,15 @@ use tokio::task::JoinHandle;
 
 pub use error::{LeaseError, PgOpenError, PgTlsRefusal};
 pub use lease::{PgLease, PgLeaseInfo};
-pub use options::{LeasePolicy, MigrationMode, PgOptions};
-pub use schema::PG_SCHEMA_VERSION;
+pub use options::{LeasePolicy, PgOptions};
+pub use schema::MigrationMode;
 pub use stats::PgStats;
 pub use tls::{PgSslMode, PgTls};
+pub use version::PG_SCHEMA_VERSION;
 
 use connect::Connector;
 use reader::{ReaderConn, ReaderSlot, pg_checksum};
-use schema::Sql;
+use sql::Sql;
 use writer::{AppendReq, GroupReq, Job, Writer};
 
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};

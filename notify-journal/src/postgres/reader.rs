@@ -10,7 +10,8 @@ use tokio::sync::OnceCell;
 use tokio_postgres::{Client, Row, Statement};
 
 use super::error::{LeaseError, sanitize};
-use super::schema::{PG_SCHEMA_VERSION, Sql, VersionCheck};
+use super::sql::Sql;
+use super::version::{PG_SCHEMA_VERSION, VersionCheck};
 use super::{PgJournal, lock, seq_u64, timed_out};
 use crate::backend::Frame;
 use crate::error::{Corruption, JournalError, StorageError};

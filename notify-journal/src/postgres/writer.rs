@@ -18,7 +18,8 @@ use tokio_postgres::{Client, Statement};
 
 use super::connect::Connector;
 use super::error::sanitize;
-use super::schema::{PG_SCHEMA_VERSION, SchemaGuard, Sql, VersionCheck};
+use super::sql::Sql;
+use super::version::{PG_SCHEMA_VERSION, SchemaGuard, VersionCheck};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 use crate::metrics::POSTGRES;
