@@ -51,17 +51,20 @@
 
 mod connect;
 mod error;
+mod frame;
 mod lease;
 mod migrations;
 mod options;
 mod passfile;
-mod reader;
+mod read_conn;
+mod reads;
 mod retention;
 mod schema;
 mod schema_name;
 mod sql;
 mod stats;
 mod tls;
+mod verify;
 mod version;
 mod writer;
 
@@ -83,7 +86,8 @@ pub use tls::{PgSslMode, PgTls};
 pub use version::PG_SCHEMA_VERSION;
 
 use connect::Connector;
-use reader::{ReaderConn, ReaderSlot, pg_checksum};
+use frame::pg_checksum;
+use read_conn::{ReaderConn, ReaderSlot};
 use sql::Sql;
 use writer::{AppendReq, GroupReq, Job, Writer};
 

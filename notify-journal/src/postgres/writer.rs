@@ -600,7 +600,7 @@ async fn judge_collision(conn: &WriterConn, req: &AppendReq, seq: u64) -> Append
         return collision;
     };
     let session = SessionId::from_uuid(req.session);
-    match super::reader::decode_row(session, seq, bytes, checksum) {
+    match super::frame::decode_row(session, seq, bytes, checksum) {
         Err(crate::JournalError::Corrupt { source, .. }) => AppendError::Corrupt {
             session,
             seq,
