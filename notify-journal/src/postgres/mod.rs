@@ -3,10 +3,25 @@
 //!
 //! Same contract as every [`JournalBackend`]: per-session gap-free sequences from 1,
 //! the idempotency index (duplicate -> original seq, different bytes or kind ->
-//! collision), frame and index entry in one transaction, replay in order. Storage
-//! layout and migrations: see `schema.rs`; the group-commit writer: `writer.rs`;
-//! the shared read connection and the reads: `reader.rs`; leases: `lease.rs`;
-//! session end, purge and tombstones: `retention.rs`; connecting: `connect.rs`.
+//! collision), frame and index entry in one transaction, replay in order. Where
+//! things are (one concern per file; the code map in `docs/postgres.md`):
+//!
+//! * this file: the public facade, [`PgJournal`] and its [`JournalBackend`] impl;
+//!   `open.rs`: connect (options, migration, connections, writers), accessors,
+//!   close; `append.rs`: the append path into the writers' queue;
+//! * `writer/`: the group-commit writers (queue, gathering, commit and retries,
+//!   the batch statement, atomic groups, failure classification);
+//! * `read_conn.rs`: the shared read connection; `reads.rs`: lookup, replay,
+//!   `last_seq`, the listing; `verify.rs`: the deep check; `frame.rs`: a stored
+//!   frame's checksum and decoding, shared by reads, verify and the writer;
+//! * `schema.rs` (tables, [`MigrationMode`], applying migrations), `migrations.rs`
+//!   (the DDL), `version.rs` (the version and the reconnect check), `sql.rs` (every
+//!   statement), `schema_name.rs` (the schema's name, checked and quoted);
+//! * `lease.rs`: leases; `retention.rs`: session end, purge, tombstones, imported
+//!   states; `stats.rs`: counts and compaction;
+//! * `connect.rs`: opening connections; `tls/`: TLS settings, conninfo keys, the
+//!   mode in force, the rustls config, verifiers, refusals; `passfile.rs`:
+//!   passwords; `options.rs`: [`PgOptions`]; `error.rs`: errors and sanitizing.
 //!
 //! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
 //!   connection) take turns gathering every append queued meanwhile and commit

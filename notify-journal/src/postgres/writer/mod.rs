@@ -1,10 +1,11 @@
-//! The group-commit writer: one task owns the write connection and commits every
-//! append waiting in its channel in one transaction: one call of the schema's
-//! `append_batch` function, sent as one statement outside any explicit transaction,
-//! so the whole batch (lease check, key resolution, frame inserts, `last_seq`,
-//! commit) costs one round trip. An atomic group ([`Job::Group`]) is committed on its
-//! own, after the batch gathered before it: one explicit transaction around one
-//! `append_batch` call, committed only if every record of the group was taken.
+//! The group-commit writers: each task owns a write connection; they share one
+//! queue and take turns gathering a batch, which commits in one transaction: one
+//! call of the schema's `append_batch` function, sent as one statement outside any
+//! explicit transaction, so the whole batch (lease check, key resolution, frame
+//! inserts, `last_seq`, commit) costs one round trip. An atomic group
+//! ([`Job::Group`]) is committed on its own, after the batch gathered before it:
+//! one explicit transaction around one `append_batch` call, committed only if every
+//! record of the group was taken.
 //!
 //! One concern per file: what the queue carries and the queue itself (`queue.rs`),
 //! the writer task and its gathering (here), committing with retries and reconnects
