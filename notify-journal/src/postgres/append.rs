@@ -1,8 +1,6 @@
 //! The append path: encoding and size checks, the lease epoch an append carries,
 //! and handing requests to the writers' queue.
 
-use std::sync::atomic::Ordering;
-
 use notify_types::{JournalRecord, SessionId};
 use tokio::sync::oneshot;
 
@@ -100,17 +98,5 @@ impl PgJournal {
             outcomes.push(outcome);
         }
         Ok(outcomes)
-    }
-
-    /// The error for an append the writer task can no longer take: `Closed` after
-    /// [`close`](Self::close), else the task crashed and the journal is
-    /// [`AppendError::Poisoned`] (reopen it).
-    fn writer_gone(&self) -> AppendError {
-        if self.closed.load(Ordering::SeqCst) {
-            AppendError::Closed
-        } else {
-            tracing::error!("journal writer task ended unexpectedly");
-            AppendError::Poisoned
-        }
     }
 }

@@ -86,7 +86,7 @@ mod version;
 mod writer;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -283,6 +283,20 @@ fn timed_out(op: &str, after: Duration) -> StorageError {
 
 fn seq_u64(v: i64) -> Result<u64, StorageError> {
     u64::try_from(v).map_err(|_| StorageError::msg("postgres: negative sequence or epoch"))
+}
+
+impl PgJournal {
+    /// The error for an append the writer task can no longer take: `Closed` after
+    /// [`close`](Self::close), else the task crashed and the journal is
+    /// [`AppendError::Poisoned`] (reopen it).
+    fn writer_gone(&self) -> AppendError {
+        if self.closed.load(Ordering::SeqCst) {
+            AppendError::Closed
+        } else {
+            tracing::error!("journal writer task ended unexpectedly");
+            AppendError::Poisoned
+        }
+    }
 }
 
 impl JournalBackend for PgJournal {
