@@ -144,7 +144,7 @@ impl PgOptions {
     /// operation timeout: a migration that cannot finish within its bound rolls
     /// back, and every later open would try again and roll back again. With a
     /// bound, both sides stop: the client gives up with a
-    /// [`PgOpenError::Storage`](super::PgOpenError::Storage) error and the
+    /// [`PgOpenError::Storage`] error and the
     /// server's `statement_timeout` for the migration stops its work. An opener
     /// that finds another one migrating waits for it as long (the advisory lock).
     /// A migration holds its tables' locks until it commits: appends of other
