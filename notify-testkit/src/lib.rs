@@ -44,8 +44,10 @@
 #![deny(unsafe_code)]
 
 pub mod conformance;
+pub mod crash;
 mod faulty;
 pub mod fixture;
+pub mod kill;
 mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
