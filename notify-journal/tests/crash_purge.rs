@@ -21,13 +21,9 @@ use notify_journal::{
     AppendError, JournalError, JournalOptions, RedbJournal, SessionState, purge, replay_all,
 };
 use notify_testkit::crash;
-use notify_types::{JournalRecord, SessionId, Timestamp};
+use notify_types::{JournalRecord, SessionId};
 
 const FILL: u64 = 3;
-
-fn later() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap()
-}
 
 /// What the workload was told before the crash.
 #[derive(Debug, Default)]

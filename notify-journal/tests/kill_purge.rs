@@ -28,7 +28,7 @@ use notify_journal::{
     replay_all,
 };
 use notify_testkit::kill::{self, xorshift as next};
-use notify_types::{JournalRecord, SessionId, Timestamp};
+use notify_types::{JournalRecord, SessionId};
 
 const CHILD_PATH: &str = "NOTIFY_JOURNAL_KILL_PURGE_CHILD_PATH";
 const CHILD_ROUND: &str = "NOTIFY_JOURNAL_KILL_PURGE_CHILD_ROUND";
@@ -42,14 +42,6 @@ const STEP: usize = 2;
 
 fn session_of(sn: u64) -> SessionId {
     session(u128::from(sn))
-}
-
-fn later() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap()
-}
-
-fn earlier() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second() - 3600).unwrap()
 }
 
 fn say(line: String) {

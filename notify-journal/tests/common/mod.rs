@@ -11,11 +11,11 @@
 
 use std::path::Path;
 
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{AppendOutcome, JournalOptions, RedbJournal};
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEnded, SessionEvent,
-    SessionId, Uuid,
+    SessionId, Timestamp, Uuid,
 };
 
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -72,6 +72,48 @@ pub fn ended(session: SessionId) -> JournalRecord {
 
 pub fn open(path: &Path) -> RedbJournal {
     RedbJournal::open(path, JournalOptions::default()).unwrap()
+}
+
+/// The session's UUID as a number, as the tamper helpers take it.
+pub fn u(s: SessionId) -> u128 {
+    s.as_uuid().as_u128()
+}
+
+/// An hour from now: a purge horizon every end so far is before.
+pub fn later() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap()
+}
+
+/// An hour ago: a purge horizon no end so far is before.
+pub fn earlier() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second() - 3600).unwrap()
+}
+
+/// Session 4 with three commands, in a journal at `path` that is closed again.
+pub async fn three_frames(path: &Path) -> SessionId {
+    let s = session(4);
+    let j = open(path);
+    for i in 1..=3 {
+        j.append(s, command(s, i)).await.unwrap();
+    }
+    j.close();
+    s
+}
+
+/// `n` commands then the end marker (at seq `n + 1`).
+pub async fn ended_session(j: &RedbJournal, s: SessionId, n: u64) -> u64 {
+    for i in 1..=n {
+        j.append(s, command(s, i)).await.unwrap();
+    }
+    let end = j.append(s, ended(s)).await.unwrap();
+    assert_eq!(
+        end,
+        AppendOutcome {
+            seq: n + 1,
+            appended: true
+        }
+    );
+    end.seq
 }
 
 // The fault-injecting backend lives in the testkit, shared with other crates' tests.
