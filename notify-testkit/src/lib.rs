@@ -50,6 +50,8 @@ pub mod fixture;
 pub mod kill;
 mod memory;
 #[cfg(feature = "postgres")]
+pub mod pg_cluster;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sample;
 pub mod strategy;
