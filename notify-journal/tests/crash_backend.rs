@@ -15,6 +15,7 @@ use std::path::Path;
 
 use common::*;
 use notify_journal::{AppendError, AppendOutcome, JournalOptions, RedbJournal};
+use notify_testkit::crash;
 use notify_types::{JournalRecord, SessionId};
 
 const SESSIONS: u128 = 3;
@@ -105,62 +106,24 @@ fn every_acknowledged_append_survives_a_crash_at_every_sync() {
     let dir = tempfile::tempdir().unwrap();
 
     // Dry run: how many syncs the whole workload (open, appends, close) makes.
-    let ctl = Control::new();
-    let j = RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default()).unwrap();
-    let acked = workload(&rt, &j);
+    let (acked, total) = crash::dry_run(|j| workload(&rt, j)).unwrap();
     assert_eq!(acked.len() as u64, ROUNDS * SESSIONS as u64 + ROUNDS - 1);
-    j.close();
-    drop(j);
-    let total = ctl.syncs();
     assert!(total > ROUNDS, "expected a sync per commit, got {total}");
 
-    let mut images = 0;
-    let mut crashes = 0;
-    let mut runs = 0;
-    // Crash at sync 1, 2, 3, ... until a run ends before its n-th sync: then every
-    // sync point of the workload has been a crash point. Batching is timing dependent,
-    // so a run may make a sync more or fewer than the dry run did.
-    for n in 1..=2 * total + 2 {
-        runs += 1;
-        let ctl = Control::new();
-        ctl.crash_at_sync(n);
-        let (created, acked) =
-            match RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default()) {
-                Ok(j) => {
-                    let acked = workload(&rt, &j);
-                    j.close();
-                    (true, acked)
-                }
-                // The crash hit while the file was being created (in place: the path
-                // API creates beside and links, see `crash_during_creation_...`).
-                Err(_) => (false, Vec::new()),
-            };
-        let crashed = ctl.crashed();
-        crashes += u64::from(crashed);
-        for (kind, image) in [
-            ("durable", ctl.durable_image()),
-            ("volatile", ctl.volatile_image()),
-            ("torn", ctl.torn_image(n * 7919)),
-        ] {
-            let path = dir.path().join(format!("crash-{n}-{kind}.redb"));
-            std::fs::write(&path, &image).unwrap();
-            if !created
-                && matches!(
-                    RedbJournal::open(&path, JournalOptions::default()),
-                    Err(notify_journal::OpenError::NotAJournal { .. })
-                )
-            {
-                // A half-created file: nothing was ever acknowledged in it.
-                images += 1;
-                continue;
-            }
-            verify_image(&rt, &path, &acked);
-            images += 1;
-        }
-        if !crashed {
-            break;
-        }
-    }
+    // The crash points: see `crash::sweep`. A half-created file (the crash hit while
+    // the file was being created in place: the path API creates beside and links, see
+    // `crash_during_creation_...`) acknowledged nothing and is skipped.
+    let crash::Sweep {
+        runs,
+        crashes,
+        images,
+    } = crash::sweep(
+        dir.path(),
+        total,
+        |j| workload(&rt, j),
+        |image, acked| verify_image(&rt, &image.path, acked),
+    )
+    .unwrap();
     assert_eq!(images, 3 * runs);
     // postmortem: this once demanded as many crashing runs as the dry run had syncs,
     // which failed whenever a run happened to batch into fewer commits. What matters

@@ -18,16 +18,12 @@ use std::path::Path;
 
 use common::*;
 use notify_journal::{
-    AppendError, JournalError, JournalOptions, OpenError, RedbJournal, SessionState, purge,
-    replay_all,
+    AppendError, JournalError, JournalOptions, RedbJournal, SessionState, purge, replay_all,
 };
-use notify_types::{JournalRecord, SessionId, Timestamp};
+use notify_testkit::crash;
+use notify_types::{JournalRecord, SessionId};
 
 const FILL: u64 = 3;
-
-fn later() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap()
-}
 
 /// What the workload was told before the crash.
 #[derive(Debug, Default)]
@@ -225,59 +221,30 @@ fn ends_and_purges_survive_a_crash_at_every_sync() {
     let dir = tempfile::tempdir().unwrap();
 
     // Dry run: how many syncs the whole workload makes.
-    let ctl = Control::new();
-    let j = RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default()).unwrap();
-    let acked = workload(&rt, &j);
+    let (acked, total) = crash::dry_run(|j| workload(&rt, j)).unwrap();
     assert!(acked.dropped, "the dry run did not complete");
     assert_eq!(acked.purged.len(), 2);
-    j.close();
-    drop(j);
-    let total = ctl.syncs();
 
     let mut seen = Seen::default();
-    let (mut runs, mut crashes, mut images) = (0u64, 0u64, 0u64);
-    for n in 1..=2 * total + 2 {
-        runs += 1;
-        let ctl = Control::new();
-        ctl.crash_at_sync(n);
-        let (created, acked) =
-            match RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default()) {
-                Ok(j) => {
-                    let acked = workload(&rt, &j);
-                    j.close();
-                    // The workload stops early only on a crashed device's errors.
-                    assert!(
-                        acked.dropped || ctl.crashed(),
-                        "the workload stopped at sync {n} without a crash: {acked:?}"
-                    );
-                    (true, acked)
-                }
-                Err(_) => (false, Acked::default()),
-            };
-        let crashed = ctl.crashed();
-        crashes += u64::from(crashed);
-        for (kind, image) in [
-            ("durable", ctl.durable_image()),
-            ("volatile", ctl.volatile_image()),
-            ("torn", ctl.torn_image(n * 7919)),
-        ] {
-            let path = dir.path().join(format!("crash-{n}-{kind}.redb"));
-            std::fs::write(&path, &image).unwrap();
-            images += 1;
-            if !created
-                && matches!(
-                    RedbJournal::open(&path, JournalOptions::default()),
-                    Err(OpenError::NotAJournal { .. })
-                )
-            {
-                continue;
-            }
-            verify_image(&rt, &path, &acked, &mut seen);
-        }
-        if !crashed {
-            break;
-        }
-    }
+    let crash::Sweep {
+        runs,
+        crashes,
+        images,
+    } = crash::sweep(
+        dir.path(),
+        total,
+        |j| workload(&rt, j),
+        |image, acked| {
+            // The workload stops early only on a crashed device's errors.
+            assert!(
+                acked.dropped || image.crashed,
+                "the workload stopped at sync {} without a crash: {acked:?}",
+                image.crash_at
+            );
+            verify_image(&rt, &image.path, acked, &mut seen);
+        },
+    )
+    .unwrap();
     eprintln!(
         "{total} syncs in the workload; {runs} runs, {crashes} crashed, {images} images: \
          ended sessions found whole {}, tombstoned {} (mid-purge, unacknowledged {}), dropped {}",

@@ -14,13 +14,10 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use common::*;
 use notify_journal::{AppendOutcome, JournalOptions, RedbJournal};
+use notify_testkit::kill::{self, xorshift as next};
 
 const CHILD_PATH: &str = "NOTIFY_JOURNAL_KILL_CHILD_PATH";
 const CHILD_ROUND: &str = "NOTIFY_JOURNAL_KILL_CHILD_ROUND";
@@ -49,9 +46,7 @@ fn kill_child_appender() {
                     let s = session(u128::from(sn));
                     let i = round * ROUND_SPAN + n * APPENDERS + a;
                     let o = j.append(s, command(s, i)).await.unwrap();
-                    let mut out = std::io::stdout().lock();
-                    writeln!(out, "ACK {sn} {i} {} {}", o.seq, o.appended).unwrap();
-                    out.flush().unwrap();
+                    kill::say(&format!("ACK {sn} {i} {} {}", o.seq, o.appended)).unwrap();
                 }
             }));
         }
@@ -61,75 +56,32 @@ fn kill_child_appender() {
     });
 }
 
-fn next(rng: &mut u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    *rng
-}
-
 #[test]
 fn acknowledged_appends_survive_sigkill() {
     if std::env::var(CHILD_PATH).is_ok() {
         return;
     }
-    let seed = std::env::var("NOTIFY_JOURNAL_KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("NOTIFY_JOURNAL_KILL_SEED={seed}");
+    let seed = kill::seed("NOTIFY_JOURNAL_KILL_SEED");
     let mut rng = seed;
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("killed.redb");
-    let exe = std::env::current_exe().unwrap();
     // (session, index) -> seq, for every acknowledgement any child printed.
     let mut acked: HashMap<(u64, u64), u64> = HashMap::new();
 
     for round in 0..KILLS {
         let wanted = next(&mut rng) % 60; // 0: kill as soon as it starts
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "kill_child_appender",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_PATH, &path)
-            .env(CHILD_ROUND, round.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("ACK ") && tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut lines = Vec::new();
-        while (lines.len() as u64) < wanted {
-            // A hang guard, not a timing assertion: on timeout the child is killed
-            // anyway and everything below is still verified.
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok(l) => lines.push(l),
-                Err(_) => break,
-            }
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        lines.extend(rx.try_iter());
+        let round_var = round.to_string();
+        let lines = kill::run_and_kill(
+            "kill_child_appender",
+            [
+                (CHILD_PATH, path.as_os_str()),
+                (CHILD_ROUND, round_var.as_ref()),
+            ],
+            &["ACK "],
+            wanted,
+        )
+        .unwrap();
 
         let mut fresh = Vec::new();
         for line in &lines {

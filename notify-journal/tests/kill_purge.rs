@@ -21,17 +21,14 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use common::*;
 use notify_journal::{
     AppendError, JournalError, JournalOptions, PurgeStep, RedbJournal, SessionState, purge,
     replay_all,
 };
-use notify_types::{JournalRecord, SessionId, Timestamp};
+use notify_testkit::kill::{self, xorshift as next};
+use notify_types::{JournalRecord, SessionId};
 
 const CHILD_PATH: &str = "NOTIFY_JOURNAL_KILL_PURGE_CHILD_PATH";
 const CHILD_ROUND: &str = "NOTIFY_JOURNAL_KILL_PURGE_CHILD_ROUND";
@@ -47,18 +44,8 @@ fn session_of(sn: u64) -> SessionId {
     session(u128::from(sn))
 }
 
-fn later() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap()
-}
-
-fn earlier() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second() - 3600).unwrap()
-}
-
 fn say(line: String) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").unwrap();
-    out.flush().unwrap();
+    kill::say(&line).unwrap();
 }
 
 /// The child's body. In a normal test run (no child variables) it does nothing.
@@ -121,13 +108,6 @@ fn kill_purge_child() {
     // Exiting closes the reader's pipe: a parent waiting for more lines stops waiting.
 }
 
-fn next(rng: &mut u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    *rng
-}
-
 /// What the children acknowledged, per session.
 #[derive(Debug, Default)]
 struct Truth {
@@ -160,22 +140,11 @@ fn ends_and_purges_survive_sigkill() {
     if std::env::var(CHILD_PATH).is_ok() {
         return;
     }
-    let seed = std::env::var("NOTIFY_JOURNAL_KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("NOTIFY_JOURNAL_KILL_SEED={seed}");
+    let seed = kill::seed("NOTIFY_JOURNAL_KILL_SEED");
     let mut rng = seed;
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("killed.redb");
-    let exe = std::env::current_exe().unwrap();
     let mut truth = Truth::default();
     let mut rounds = Vec::new();
 
@@ -191,46 +160,17 @@ fn ends_and_purges_survive_sigkill() {
         } else {
             before_purge + 1 + next(&mut rng) % (2 * (PER_ROUND - 1) * (FILL / STEP as u64 + 1))
         };
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "kill_purge_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_PATH, &path)
-            .env(CHILD_ROUND, round.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if ["ACK ", "END ", "STEP ", "DONE"]
-                    .iter()
-                    .any(|p| line.starts_with(p))
-                    && tx.send(line).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let mut lines = Vec::new();
-        while (lines.len() as u64) < wanted {
-            // A hang guard, not a timing assertion: on timeout the child is killed
-            // anyway and everything below is still verified.
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok(l) => lines.push(l),
-                Err(_) => break,
-            }
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        lines.extend(rx.try_iter());
+        let round_var = round.to_string();
+        let lines = kill::run_and_kill(
+            "kill_purge_child",
+            [
+                (CHILD_PATH, path.as_os_str()),
+                (CHILD_ROUND, round_var.as_ref()),
+            ],
+            &["ACK ", "END ", "STEP ", "DONE"],
+            wanted,
+        )
+        .unwrap();
 
         let mut r = Round::default();
         let mut stepped: HashMap<u64, bool> = HashMap::new();

@@ -44,9 +44,13 @@
 #![deny(unsafe_code)]
 
 pub mod conformance;
+pub mod crash;
 mod faulty;
 pub mod fixture;
+pub mod kill;
 mod memory;
+#[cfg(feature = "postgres")]
+pub mod pg_cluster;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sample;

@@ -2,6 +2,7 @@
 //! skip, fresh schemas and record builders.
 #![allow(dead_code, unused_imports, unreachable_pub, clippy::expect_used)]
 
+pub mod retention;
 pub mod tls_server;
 
 use notify_journal::{PgJournal, PgOptions};

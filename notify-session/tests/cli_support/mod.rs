@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod password_server;
+pub(crate) mod redb;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -26,18 +26,22 @@
 //! flight together; the backend does not need to be `Clone` or `'static`.
 
 mod atomic;
+mod concurrency;
 mod contract;
 mod integrity;
+mod refusals;
 mod retention;
 mod support;
 
 use notify_journal::JournalBackend;
 
 pub use atomic::*;
+pub use concurrency::*;
 pub use contract::*;
 pub use integrity::{
     INTEGRITY_CHECKS, Tamper, damaged_frame_is_named, run_integrity, short_log_is_named,
 };
+pub use refusals::*;
 pub use retention::*;
 
 /// A backend broke the contract: which check failed, and how.
