@@ -7,7 +7,9 @@ use notify_types::{SessionId, Uuid};
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::census::{Census, Miss, confirm_miss};
+use super::contain::contain;
 use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use super::keys::sid;
 use super::state::SessionRow;
 use super::{body, frame};
 use crate::backend::Frame;
@@ -38,20 +40,15 @@ pub(crate) fn in_snapshot<T>(
     what: &'static str,
     f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
 ) -> Result<T, JournalError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    contain(|| {
         let txn = db.begin_read().map_err(storage("begin read"))?;
         f(&Snapshot::open(&txn)?)
-    }))
-    .unwrap_or_else(|panic| {
-        Err(JournalError::Storage(StorageError::msg(format!(
-            "the storage engine panicked while reading {what} ({}); the file may be damaged: verify it",
-            super::writer::panic_message(panic.as_ref())
-        ))))
     })
-}
-
-pub(crate) fn sid(v: u128) -> SessionId {
-    SessionId::from_uuid(Uuid::from_u128(v))
+    .unwrap_or_else(|panic| {
+        Err(JournalError::Storage(
+            panic.storage(&format!("reading {what}")),
+        ))
+    })
 }
 
 impl Snapshot {
