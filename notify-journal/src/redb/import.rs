@@ -12,7 +12,7 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::failure::{ChoreFailure, damaged, inconsistent, storage};
 use super::format::{POSITIONS, RETENTION, SESSIONS};
-use super::purge::log_head;
+use super::keys::log_head;
 use super::state::{SessionRow, Stage};
 use crate::retention::{ImportStateError, SessionState};
 
@@ -39,7 +39,7 @@ pub(crate) fn import_states(
             }
             None => None,
         };
-        let head = log_head(&positions, session)?;
+        let head = log_head(&positions, session, storage)?;
         let conflict = |held| Ok(Err(ImportStateError::Conflict { session: id, held }));
         let new = match (wanted, row) {
             (SessionState::Ended { ended_at, last_seq }, Some(r))

@@ -20,7 +20,7 @@ use super::format::{
     CLASS_ENDED, CLASS_PURGED, CLASS_PURGING, KEYS, LOG, POSITIONS, RETENTION, SESSIONS,
 };
 use super::frame;
-use super::keys::sid;
+use super::keys::{log_head, sid};
 use super::state::{SessionRow, Stage, nanos};
 use crate::error::Corruption;
 use crate::retention::PurgeStep;
@@ -55,20 +55,6 @@ fn row_for(
         ));
     }
     Ok(row)
-}
-
-/// The last seq in `session`'s log (0: none), from the positions table.
-pub(super) fn log_head(
-    positions: &impl ReadableTable<(u128, u64), u64>,
-    session: u128,
-) -> Result<u64, ChoreFailure> {
-    Ok(positions
-        .range((session, 0)..=(session, u64::MAX))
-        .map_err(storage("read positions"))?
-        .next_back()
-        .transpose()
-        .map_err(storage("read position"))?
-        .map_or(0, |(k, _)| k.value().1))
 }
 
 /// The first entry of a retention range.
@@ -118,7 +104,7 @@ pub(crate) fn step(
         .open_table(POSITIONS)
         .map_err(storage("open positions"))?;
     if row.stage == Stage::Ended {
-        let head = log_head(&positions, session)?;
+        let head = log_head(&positions, session, storage)?;
         if head != row.last_seq {
             return Err(inconsistent(
                 session,

@@ -9,7 +9,7 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 use super::census::{Census, Miss, confirm_miss};
 use super::contain::contain;
 use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
-use super::keys::sid;
+use super::keys::{log_head, sid};
 use super::state::SessionRow;
 use super::{body, frame};
 use crate::backend::Frame;
@@ -104,14 +104,7 @@ impl Snapshot {
 
     /// The session's last seq: its last position entry (0 when it has none).
     pub(crate) fn head(&self, session: u128) -> Result<u64, JournalError> {
-        let last = self
-            .positions
-            .range((session, 0)..=(session, u64::MAX))
-            .map_err(storage("read positions"))?
-            .next_back()
-            .transpose()
-            .map_err(storage("read position"))?;
-        Ok(last.map_or(0, |(k, _)| k.value().1))
+        log_head(&self.positions, session, storage)
     }
 
     /// The frame at `pos`, which must be `session`'s frame `seq` (and carry `key`, when

@@ -47,6 +47,8 @@ impl Writer {
                 None => tables.next_position()?,
             };
             let mut resolved = 0;
+            // Whether to linger for more once what is taken is resolved.
+            let mut more = true;
             loop {
                 for queued in &self.batch[resolved..] {
                     tables.resolve_queued(
@@ -58,24 +60,14 @@ impl Writer {
                     )?;
                 }
                 resolved = self.batch.len();
-                if resolved >= target
-                    || resolved >= max
-                    || !self
-                        .queue
-                        .linger(&mut self.batch, target, max, deadline, gap)
-                {
+                if !more || resolved >= target || resolved >= max {
                     break;
                 }
-            }
-            // Whatever `linger` took last is resolved too.
-            for queued in &self.batch[resolved..] {
-                tables.resolve_queued(
-                    queued,
-                    &mut next_pos,
-                    &mut self.staged,
-                    &mut self.heads,
-                    &mut self.replies,
-                )?;
+                // Whatever `linger` takes is resolved on the next turn, even when it
+                // says to stop.
+                more = self
+                    .queue
+                    .linger(&mut self.batch, target, max, deadline, gap);
             }
             staged_pos = next_pos;
         }

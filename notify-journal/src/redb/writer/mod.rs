@@ -13,15 +13,15 @@
 //! in memory, so a new frame costs no read beyond the session-row and index lookups
 //! (`resolve.rs`; see `docs/design.md`).
 //!
-//! Files: `queue.rs` (what is queued, and the wake policy), `tuning.rs` (spin and
-//! linger), `batch.rs` (one batch, one transaction), `resolve.rs` (one append inside
-//! it), `chores.rs` (one chore, one transaction).
-//!
 //! Purge steps and tombstone drops (`purge.rs`) are chores queued beside the appends:
 //! the writer runs at most one, alone in its own write transaction, between two
 //! batches, so an append waits for at most one step. A drop of more tombstones than
 //! one step (`JournalOptions::drop_step`) is requeued after each step, behind the
 //! other chores.
+//!
+//! Files: `queue.rs` (what is queued, and the wake policy), `tuning.rs` (spin and
+//! linger), `batch.rs` (one batch, one transaction), `resolve.rs` (one append inside
+//! it), `chores.rs` (one chore, one transaction).
 
 mod batch;
 mod chores;

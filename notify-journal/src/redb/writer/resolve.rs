@@ -18,7 +18,7 @@ use crate::redb::census::{Census, Miss, confirm_miss};
 use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::RETENTION;
 use crate::redb::frame;
-use crate::redb::keys::sid;
+use crate::redb::keys::{log_head, sid};
 use crate::redb::state::SessionRow;
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
@@ -227,14 +227,7 @@ impl<'txn> Tables<'txn, '_> {
                 let h = match committed.get(&req.session) {
                     Some(h) => *h,
                     None => {
-                        let h = self
-                            .positions
-                            .range((req.session, 0)..=(req.session, u64::MAX))
-                            .map_err(before("read positions"))?
-                            .next_back()
-                            .transpose()
-                            .map_err(before("read position"))?
-                            .map_or(0, |(k, _)| k.value().1);
+                        let h = log_head(&self.positions, req.session, before)?;
                         // A committed value: safe to remember whatever this batch's fate.
                         if committed.len() < HEADS_CACHE_MAX {
                             committed.insert(req.session, h);
