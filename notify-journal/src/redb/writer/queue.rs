@@ -24,7 +24,7 @@ pub(crate) type Reply = Result<AppendOutcome, AppendError>;
 pub(crate) struct Request {
     pub(crate) session: u128,
     pub(crate) key: u128,
-    /// The record's frame body (`body.rs`): what the duplicate check compares.
+    /// The record's frame body (`body/`): what the duplicate check compares.
     pub(crate) body: Vec<u8>,
     /// Whether the record is the session's end marker (its commit ends the session).
     pub(crate) ends: bool,
