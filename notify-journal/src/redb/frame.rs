@@ -7,7 +7,7 @@
 //!      4    16  session ID, big-endian
 //!     20     8  seq, big-endian
 //!     28    16  key (command or event ID), big-endian
-//!     44     …  body (`body.rs`)
+//!     44     …  body (`body/`)
 //! ```
 //!
 //! The header lets every read confirm that the frame it found is the one it looked for

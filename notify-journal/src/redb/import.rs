@@ -10,8 +10,9 @@
 use notify_types::SessionId;
 use redb::{ReadableTable, WriteTransaction};
 
+use super::failure::{ChoreFailure, damaged, inconsistent, storage};
 use super::format::{POSITIONS, RETENTION, SESSIONS};
-use super::purge::{ChoreFailure, damaged, inconsistent, storage};
+use super::keys::log_head;
 use super::state::{SessionRow, Stage};
 use crate::retention::{ImportStateError, SessionState};
 
@@ -38,13 +39,7 @@ pub(crate) fn import_states(
             }
             None => None,
         };
-        let head = positions
-            .range((session, 0)..=(session, u64::MAX))
-            .map_err(storage("read positions"))?
-            .next_back()
-            .transpose()
-            .map_err(storage("read position"))?
-            .map_or(0, |(k, _)| k.value().1);
+        let head = log_head(&positions, session, storage)?;
         let conflict = |held| Ok(Err(ImportStateError::Conflict { session: id, held }));
         let new = match (wanted, row) {
             (SessionState::Ended { ended_at, last_seq }, Some(r))

@@ -4,16 +4,18 @@
 mod body;
 mod census;
 mod compact;
+mod contain;
+mod failure;
 pub(crate) mod format;
 mod frame;
 mod import;
+mod keys;
 mod open;
 pub(crate) mod options;
 mod overlay;
 mod purge;
 mod read;
 pub(crate) mod read_only;
-mod resolve;
 mod state;
 mod upgrade;
 mod verify;
@@ -31,9 +33,8 @@ use tracing::Instrument;
 
 pub use self::compact::CompactReport;
 use self::options::JournalOptions;
-use self::purge::Chore;
 use self::read::Snapshot;
-use self::writer::{Group, Queue, Queued, Request};
+use self::writer::{Chore, Group, Queue, Queued, Request};
 use crate::backend::{
     AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, encode_group_for_append,
 };

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 
+use super::contain::panic_message;
 use super::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
 };
 use super::options::{JournalOptions, VerifyOnOpen};
 use super::upgrade;
-use super::writer::panic_message;
 use crate::error::{OpenError, StorageError};
 
 /// The first bytes of every redb file.

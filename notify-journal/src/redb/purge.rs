@@ -12,85 +12,18 @@
 //! of the session's log, each with its position and index entry (the key is read from
 //! the frame's checked header); the step that removes the last one marks the row purged.
 
-use notify_types::{SessionId, Timestamp};
+use notify_types::Timestamp;
 use redb::{ReadableTable, WriteTransaction};
-use tokio::sync::oneshot;
 
+use super::failure::{ChoreFailure, damaged, inconsistent, storage};
 use super::format::{
     CLASS_ENDED, CLASS_PURGED, CLASS_PURGING, KEYS, LOG, POSITIONS, RETENTION, SESSIONS,
 };
 use super::frame;
-use super::read::sid;
+use super::keys::{log_head, sid};
 use super::state::{SessionRow, Stage, nanos};
-use crate::error::{Corruption, JournalError, StorageError};
-use crate::integrity::corrupt;
-use crate::retention::{ImportStateError, PurgeStep, SessionState};
-
-/// A write the writer thread runs alone in its own transaction.
-pub(crate) enum Chore {
-    /// One [`PurgeStep`].
-    Purge {
-        ended_before: Timestamp,
-        max_frames: usize,
-        reply: oneshot::Sender<Result<PurgeStep, JournalError>>,
-    },
-    /// Drop up to `limit` more tombstones whose purge began before `purged_before`,
-    /// `dropped` having been dropped by the earlier steps of the same call. One run
-    /// drops at most the journal's drop step; while more are due, the writer queues
-    /// the rest as a new chore behind the others, so appends run between the steps.
-    DropTombstones {
-        purged_before: Timestamp,
-        limit: usize,
-        dropped: u64,
-        reply: oneshot::Sender<Result<u64, JournalError>>,
-    },
-    /// Write imported session states (`import.rs`), all or none.
-    ImportStates {
-        states: Vec<(SessionId, SessionState)>,
-        reply: oneshot::Sender<Result<(), ImportStateError>>,
-    },
-}
-
-impl Chore {
-    /// Answers the chore with `error` without running it.
-    pub(crate) fn refuse(self, error: JournalError) {
-        // A vanished caller (dropped future) is a normal event.
-        match self {
-            Self::Purge { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Self::DropTombstones { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Self::ImportStates { reply, .. } => {
-                let _ = reply.send(Err(error.into()));
-            }
-        }
-    }
-}
-
-/// Why a chore wrote nothing.
-pub(crate) enum ChoreFailure {
-    /// The stored data is damaged; nothing was written and the handle stays usable.
-    Damaged(JournalError),
-    /// A storage failure before the commit; nothing was written.
-    Storage(StorageError),
-}
-
-pub(super) fn storage<E>(context: &'static str) -> impl Fn(E) -> ChoreFailure
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    move |e| ChoreFailure::Storage(StorageError::new(context, e))
-}
-
-pub(super) fn damaged(session: u128, seq: u64, cause: Corruption) -> ChoreFailure {
-    ChoreFailure::Damaged(corrupt(sid(session), seq, cause))
-}
-
-pub(super) fn inconsistent(session: u128, seq: u64, what: String) -> ChoreFailure {
-    damaged(session, seq, Corruption::Inconsistent(what))
-}
+use crate::error::Corruption;
+use crate::retention::PurgeStep;
 
 /// The row of `session`, which the retention entry `entry` names; damage if it is
 /// missing, damaged or disagrees with the entry.
@@ -171,13 +104,7 @@ pub(crate) fn step(
         .open_table(POSITIONS)
         .map_err(storage("open positions"))?;
     if row.stage == Stage::Ended {
-        let head = positions
-            .range((session, 0)..=(session, u64::MAX))
-            .map_err(storage("read positions"))?
-            .next_back()
-            .transpose()
-            .map_err(storage("read position"))?
-            .map_or(0, |(k, _)| k.value().1);
+        let head = log_head(&positions, session, storage)?;
         if head != row.last_seq {
             return Err(inconsistent(
                 session,

@@ -7,7 +7,9 @@ use notify_types::{SessionId, Uuid};
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::census::{Census, Miss, confirm_miss};
+use super::contain::contain;
 use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use super::keys::{log_head, sid};
 use super::state::SessionRow;
 use super::{body, frame};
 use crate::backend::Frame;
@@ -38,20 +40,15 @@ pub(crate) fn in_snapshot<T>(
     what: &'static str,
     f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
 ) -> Result<T, JournalError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    contain(|| {
         let txn = db.begin_read().map_err(storage("begin read"))?;
         f(&Snapshot::open(&txn)?)
-    }))
-    .unwrap_or_else(|panic| {
-        Err(JournalError::Storage(StorageError::msg(format!(
-            "the storage engine panicked while reading {what} ({}); the file may be damaged: verify it",
-            super::writer::panic_message(panic.as_ref())
-        ))))
     })
-}
-
-pub(crate) fn sid(v: u128) -> SessionId {
-    SessionId::from_uuid(Uuid::from_u128(v))
+    .unwrap_or_else(|panic| {
+        Err(JournalError::Storage(
+            panic.storage(&format!("reading {what}")),
+        ))
+    })
 }
 
 impl Snapshot {
@@ -107,14 +104,7 @@ impl Snapshot {
 
     /// The session's last seq: its last position entry (0 when it has none).
     pub(crate) fn head(&self, session: u128) -> Result<u64, JournalError> {
-        let last = self
-            .positions
-            .range((session, 0)..=(session, u64::MAX))
-            .map_err(storage("read positions"))?
-            .next_back()
-            .transpose()
-            .map_err(storage("read position"))?;
-        Ok(last.map_or(0, |(k, _)| k.value().1))
+        log_head(&self.positions, session, storage)
     }
 
     /// The frame at `pos`, which must be `session`'s frame `seq` (and carry `key`, when

@@ -9,11 +9,11 @@ use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata};
 
 use super::census::Census;
+use super::contain::panic_message;
 use super::format::{FORMAT_KEY, META};
 use super::open::{self, contain};
 use super::read::{Snapshot, in_snapshot, storage};
 use super::verify;
-use super::writer::panic_message;
 use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
 use crate::retention::{PurgeStep, SessionState};

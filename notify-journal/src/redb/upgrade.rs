@@ -19,7 +19,8 @@ use notify_types::{JournalRecord, Uuid};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::format::{FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGRADING_KEY, v1};
-use super::read::{sid, storage};
+use super::keys::sid;
+use super::read::storage;
 use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
 use crate::verify::{Problem, VerifyReport};

@@ -6,13 +6,14 @@ use std::path::Path;
 use notify_types::{JournalRecord, SessionEvent, Uuid};
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
+use super::contain::panic_message;
 use super::format::RETENTION;
+use super::keys::sid;
 use super::open::{self, Layout};
 use super::overlay::Overlay;
-use super::read::{Snapshot, sid, storage};
+use super::read::{Snapshot, storage};
 use super::state::{SessionRow, Stage};
 use super::upgrade;
-use super::writer::panic_message;
 use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
 use crate::verify::{EngineCheck, Problem, VerifyReport};

@@ -8,16 +8,22 @@
 
 use std::collections::HashMap;
 
-use notify_types::{SessionId, Timestamp, Uuid, ended_event_id};
+use notify_types::{Timestamp, Uuid, ended_event_id};
 use redb::ReadableTable;
 
-use super::census::{Census, Miss, confirm_miss};
-use super::format::RETENTION;
-use super::frame;
-use super::state::SessionRow;
-use super::writer::{BatchFailure, Group, HEADS_CACHE_MAX, Queued, Reply, Request, before};
+use super::queue::{Group, Queued, Reply, Request};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
+use crate::redb::census::{Census, Miss, confirm_miss};
+use crate::redb::failure::{BatchFailure, before};
+use crate::redb::format::RETENTION;
+use crate::redb::frame;
+use crate::redb::keys::{log_head, sid};
+use crate::redb::state::SessionRow;
+
+/// The most session heads the writer keeps in memory (it forgets them all, to reload
+/// lazily from the positions table, when a new session would exceed this).
+pub(super) const HEADS_CACHE_MAX: usize = 1 << 16;
 
 /// The journal's tables inside one write transaction.
 pub(super) struct Tables<'txn, 'w> {
@@ -55,7 +61,7 @@ impl<'txn> Tables<'txn, '_> {
     /// session was purged; an ended session's answer depends on the key (see
     /// [`resolve`](Self::resolve)).
     fn admit(&self, req: &Request) -> Result<Result<Admission, Reply>, BatchFailure> {
-        let session = SessionId::from_uuid(Uuid::from_u128(req.session));
+        let session = sid(req.session);
         let Some(guard) = self
             .sessions
             .get(req.session)
@@ -137,7 +143,7 @@ impl<'txn> Tables<'txn, '_> {
         Ok(match miss {
             Miss::Confirmed => None,
             Miss::Damaged(seq, source) => Some(AppendError::Corrupt {
-                session: SessionId::from_uuid(Uuid::from_u128(req.session)),
+                session: sid(req.session),
                 seq,
                 source,
             }),
@@ -165,7 +171,7 @@ impl<'txn> Tables<'txn, '_> {
             .get((req.key, req.session))
             .map_err(before("read index"))?
             .map(|g| g.value());
-        let session = SessionId::from_uuid(Uuid::from_u128(req.session));
+        let session = sid(req.session);
         match (existing, admission) {
             (Some(pos), Admission::Ended(_)) => return self.compare(req, pos),
             (Some(pos), Admission::Live) => {
@@ -221,14 +227,7 @@ impl<'txn> Tables<'txn, '_> {
                 let h = match committed.get(&req.session) {
                     Some(h) => *h,
                     None => {
-                        let h = self
-                            .positions
-                            .range((req.session, 0)..=(req.session, u64::MAX))
-                            .map_err(before("read positions"))?
-                            .next_back()
-                            .transpose()
-                            .map_err(before("read position"))?
-                            .map_or(0, |(k, _)| k.value().1);
+                        let h = log_head(&self.positions, req.session, before)?;
                         // A committed value: safe to remember whatever this batch's fate.
                         if committed.len() < HEADS_CACHE_MAX {
                             committed.insert(req.session, h);
@@ -336,7 +335,7 @@ impl<'txn> Tables<'txn, '_> {
             && first.seq != expected.saturating_add(1)
         {
             refusal = Some(AppendError::HeadMoved {
-                session: SessionId::from_uuid(Uuid::from_u128(group.session)),
+                session: sid(group.session),
                 expected,
                 found: first.seq - 1,
             });
@@ -401,7 +400,7 @@ impl<'txn> Tables<'txn, '_> {
     /// frame of this key with the identical body, a collision if its body differs, and
     /// damage (nothing written, the appender told) if it is not that frame at all.
     fn compare(&self, req: &Request, pos: u64) -> Result<Reply, BatchFailure> {
-        let session = SessionId::from_uuid(Uuid::from_u128(req.session));
+        let session = sid(req.session);
         let damaged = |seq, source| {
             Ok(Err(AppendError::Corrupt {
                 session,

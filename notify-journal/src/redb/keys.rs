@@ -1,0 +1,29 @@
+//! Stored keys: the typed id a stored session key (`u128`) stands for, and a session's
+//! head as its last key in the positions table.
+
+use notify_types::{SessionId, Uuid};
+use redb::ReadableTable;
+
+/// The session id a stored session key stands for.
+pub(crate) fn sid(v: u128) -> SessionId {
+    SessionId::from_uuid(Uuid::from_u128(v))
+}
+
+/// The last seq in `session`'s log (0: none): its last key in the positions table.
+/// `storage` maps a storage error, given what was being read.
+pub(crate) fn log_head<E, M>(
+    positions: &impl ReadableTable<(u128, u64), u64>,
+    session: u128,
+    storage: impl Fn(&'static str) -> M,
+) -> Result<u64, E>
+where
+    M: Fn(redb::StorageError) -> E,
+{
+    Ok(positions
+        .range((session, 0)..=(session, u64::MAX))
+        .map_err(storage("read positions"))?
+        .next_back()
+        .transpose()
+        .map_err(storage("read position"))?
+        .map_or(0, |(k, _)| k.value().1))
+}

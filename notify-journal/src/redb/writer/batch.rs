@@ -1,0 +1,90 @@
+//! One batch: the appends taken from the queue (and those that arrive while it
+//! lingers), resolved in one write transaction and committed once.
+
+use std::time::Instant;
+
+use super::Writer;
+use super::resolve::{HEADS_CACHE_MAX, Tables};
+use crate::error::StorageError;
+use crate::redb::failure::{BatchFailure, before};
+use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+
+impl Writer {
+    /// Writes one batch in one write transaction and commits it. Takes what is queued,
+    /// then, while lingering, whatever arrives: each request is resolved as soon as it
+    /// is taken, so the transaction is built while the rest of the batch gathers.
+    /// Requests are resolved in queue order against the transaction's own view, so two
+    /// appends of the same new key in one batch resolve exactly as if sequential.
+    ///
+    /// On success `replies` answers `batch` and the staged heads are committed; on
+    /// failure every request in `batch` gets the error.
+    pub(super) fn write_batch(&mut self) -> Result<(), BatchFailure> {
+        let max = self.tuning.max_batch;
+        self.fresh.clear();
+        self.queue.take(&mut self.batch, max);
+        let target = self.tuning.linger_target();
+        let deadline = Instant::now() + self.tuning.linger_budget();
+        let gap = self.tuning.gap();
+
+        let txn = self.begin_write()?;
+        let staged_pos;
+        {
+            let table_err = before("open journal table");
+            let mut tables = Tables {
+                log: txn.open_table(LOG).map_err(&table_err)?,
+                positions: txn.open_table(POSITIONS).map_err(&table_err)?,
+                keys: txn.open_table(KEYS).map_err(&table_err)?,
+                sessions: txn.open_table(SESSIONS).map_err(&table_err)?,
+                retention: None,
+                txn: &txn,
+                frame: &mut self.frame,
+                census: self.census.as_deref(),
+                base: &mut self.base,
+                fresh: &mut self.fresh,
+            };
+            let mut next_pos = match self.next_pos {
+                Some(p) => p,
+                None => tables.next_position()?,
+            };
+            let mut resolved = 0;
+            // Whether to linger for more once what is taken is resolved.
+            let mut more = true;
+            loop {
+                for queued in &self.batch[resolved..] {
+                    tables.resolve_queued(
+                        queued,
+                        &mut next_pos,
+                        &mut self.staged,
+                        &mut self.heads,
+                        &mut self.replies,
+                    )?;
+                }
+                resolved = self.batch.len();
+                if !more || resolved >= target || resolved >= max {
+                    break;
+                }
+                // Whatever `linger` takes is resolved on the next turn, even when it
+                // says to stop.
+                more = self
+                    .queue
+                    .linger(&mut self.batch, target, max, deadline, gap);
+            }
+            staged_pos = next_pos;
+        }
+        let started = Instant::now();
+        self.committing = true;
+        txn.commit()
+            .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
+        self.tuning.observe_commit(started.elapsed());
+        crate::metrics::committed(crate::metrics::REDB, self.replies.len(), started.elapsed());
+        self.next_pos = Some(staged_pos);
+        if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
+            self.heads.clear();
+        }
+        self.heads.extend(self.staged.iter().map(|(s, q)| (*s, *q)));
+        if let Some(census) = &self.census {
+            census.record(&self.fresh);
+        }
+        Ok(())
+    }
+}

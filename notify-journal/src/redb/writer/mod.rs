@@ -1,0 +1,231 @@
+//! The single writer: one std thread drains concurrent appends (across sessions) into
+//! one redb write transaction and one commit.
+//!
+//! Adaptive batching: after a commit, the appenders it acknowledged usually come right
+//! back. Committing at once would catch only those that queued during the commit, and
+//! the population would settle into two halves taking turns. So, like PostgreSQL's
+//! `commit_delay`/`commit_siblings`, the writer lingers briefly for the recently active
+//! appenders to rejoin, but only when at least `commit_siblings` are active; a lone
+//! append commits at once. While it lingers it is already building the transaction:
+//! each append is resolved as soon as it is taken from the queue.
+//!
+//! The writer keeps each written session's head (last seq) and the log's next position
+//! in memory, so a new frame costs no read beyond the session-row and index lookups
+//! (`resolve.rs`; see `docs/design.md`).
+//!
+//! Purge steps and tombstone drops (`purge.rs`) are chores queued beside the appends:
+//! the writer runs at most one, alone in its own write transaction, between two
+//! batches, so an append waits for at most one step. A drop of more tombstones than
+//! one step (`JournalOptions::drop_step`) is requeued after each step, behind the
+//! other chores.
+//!
+//! Files: `queue.rs` (what is queued, and the wake policy), `tuning.rs` (spin and
+//! linger), `batch.rs` (one batch, one transaction), `resolve.rs` (one append inside
+//! it), `chores.rs` (one chore, one transaction).
+
+mod batch;
+mod chores;
+mod queue;
+mod resolve;
+mod tuning;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redb::Database;
+
+pub(crate) use self::queue::{Chore, Group, Queue, Queued, Reply, Request};
+use self::tuning::Tuning;
+use super::census::Census;
+use super::contain::contain;
+use super::failure::{BatchFailure, before, poisoned};
+use super::options::{Durability, JournalOptions};
+use crate::error::{AppendError, StorageError};
+
+/// The writer thread's state.
+struct Writer {
+    db: Arc<Database>,
+    queue: Arc<Queue>,
+    options: JournalOptions,
+    tuning: Tuning,
+    /// The batch being written, in queue order.
+    batch: Vec<Queued>,
+    /// One per request of `batch`, in order (a group's requests one by one).
+    replies: Vec<Reply>,
+    /// Committed last seq of recently written sessions: the single writer is the only
+    /// one that moves a head, so after the first read of a session its head is known.
+    heads: HashMap<u128, u64>,
+    /// Heads moved by the batch being written; merged into `heads` once it commits.
+    staged: HashMap<u128, u64>,
+    /// The log's next free position once known (read from the log's last entry on the
+    /// first batch); moves only when a batch commits.
+    next_pos: Option<u64>,
+    /// The frame being built (reused).
+    frame: Vec<u8>,
+    /// The key census confirming index misses (`None`: `confirm_misses` off).
+    census: Option<Arc<Census>>,
+    /// Committed heads, before the batch, of the sessions it appended to.
+    base: HashMap<u128, u64>,
+    /// The frames the batch wrote, counted by the census once it commits.
+    fresh: Vec<(u128, u64, u128)>,
+    /// Set once the batch's commit has started: a panic from then on leaves the
+    /// batch's outcome unknown (`CommitFailed`), not "nothing written".
+    committing: bool,
+}
+
+/// Runs the writer until the queue is closed and drained.
+pub(crate) fn run(
+    db: Arc<Database>,
+    queue: Arc<Queue>,
+    options: JournalOptions,
+    census: Option<Arc<Census>>,
+) {
+    let _exit = ExitGuard(Arc::clone(&queue));
+    let tuning = Tuning::new(&options);
+    let mut w = Writer {
+        db,
+        queue,
+        batch: Vec::with_capacity(options.max_batch),
+        replies: Vec::with_capacity(options.max_batch),
+        options,
+        tuning,
+        heads: HashMap::new(),
+        staged: HashMap::new(),
+        next_pos: None,
+        frame: Vec::new(),
+        census,
+        base: HashMap::new(),
+        fresh: Vec::new(),
+        committing: false,
+    };
+    let mut dirty_non_durable = false;
+    // Writer time owed to appends since the last chore: while appends wait, a chore runs
+    // only once the batches after the previous one have taken as long as it did, so a
+    // purge under a full append load gets about half the writer, not all of it.
+    let mut owed = Duration::ZERO;
+    while w.queue.wait_for_work(&mut w.tuning) {
+        if w.queue.is_poisoned() {
+            w.queue.take(&mut w.batch, w.tuning.max_batch);
+            for queued in w.batch.drain(..) {
+                queued.refuse(&AppendError::Poisoned);
+            }
+            while let Some(chore) = w.queue.take_chore() {
+                chore.refuse(poisoned());
+            }
+            continue;
+        }
+        // At most one chore between two batches: an append waits for one step at most.
+        if (owed.is_zero() || w.queue.len() == 0)
+            && let Some(chore) = w.queue.take_chore()
+        {
+            let started = Instant::now();
+            dirty_non_durable |= w.run_chore(chore);
+            owed = started.elapsed();
+            if w.queue.len() == 0 || w.queue.is_poisoned() {
+                continue;
+            }
+        }
+        let batch_started = Instant::now();
+        let span = tracing::debug_span!("journal.commit", batch = tracing::field::Empty);
+        let _entered = span.enter();
+        // A panic inside the storage engine (a damaged page it trusts) must not escape:
+        // the batch fails, the handle is poisoned like after a failed commit, and every
+        // appender gets a typed error.
+        let result = w.contained("writing", Writer::write_batch);
+        owed = owed.saturating_sub(batch_started.elapsed());
+        span.record("batch", w.batch.len());
+        w.tuning.last_batch = w.batch.len();
+        w.tuning.arrived_during_commit = w.queue.len();
+        w.staged.clear();
+        w.base.clear();
+        match result {
+            Ok(()) => {
+                dirty_non_durable |= w.unsynced(true);
+                w.queue.count_commit(w.replies.len());
+                let requests = w.batch.drain(..).flat_map(Queued::into_requests);
+                for (req, reply) in requests.zip(w.replies.drain(..)) {
+                    let _ = req.reply.send(reply);
+                }
+            }
+            Err(failure) => {
+                // The handle may be broken (fsyncgate): never write through it again.
+                w.queue.poison();
+                crate::metrics::commit_failed(crate::metrics::REDB);
+                tracing::error!(error = %failure.error(), "journal commit failed; journal poisoned");
+                w.replies.clear();
+                let error = failure.into_append_error();
+                for queued in w.batch.drain(..) {
+                    queued.refuse(&error);
+                }
+            }
+        }
+    }
+    if dirty_non_durable && !w.queue.is_poisoned() {
+        // A clean close makes the non-durable commits durable.
+        if let Err(e) = flush_durable(&w.db) {
+            tracing::error!(error = %e, "final durable commit on close failed");
+        }
+    }
+}
+
+/// However the writer ends (even by a panic inside the storage engine), the queue is
+/// closed and every request still in it is answered, so no appender waits forever.
+struct ExitGuard(Arc<Queue>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.0.shut();
+    }
+}
+
+fn flush_durable(db: &Database) -> Result<(), StorageError> {
+    let mut txn = db
+        .begin_write()
+        .map_err(|e| StorageError::new("begin final write", e))?;
+    txn.set_durability(redb::Durability::Immediate)
+        .map_err(|e| StorageError::new("set durability", e))?;
+    txn.commit()
+        .map_err(|e| StorageError::new("final durable commit", e))
+}
+
+impl Writer {
+    /// Begins a write transaction with the journal's durability.
+    fn begin_write(&self) -> Result<redb::WriteTransaction, BatchFailure> {
+        let mut txn = self
+            .db
+            .begin_write()
+            .map_err(before("begin write transaction"))?;
+        txn.set_durability(match self.options.durability {
+            Durability::Immediate => redb::Durability::Immediate,
+            Durability::NonDurableForTestsOnly => redb::Durability::None,
+        })
+        .map_err(before("set durability"))?;
+        txn.set_quick_repair(self.options.quick_repair);
+        Ok(txn)
+    }
+
+    /// Runs `f`, a write transaction, with a panic of the storage engine (a damaged
+    /// page it trusts) contained: it fails like a storage error, before the commit or,
+    /// once `f` has started the commit (`committing`), with its outcome unknown.
+    fn contained<T>(
+        &mut self,
+        doing: &str,
+        f: impl FnOnce(&mut Self) -> Result<T, BatchFailure>,
+    ) -> Result<T, BatchFailure> {
+        self.committing = false;
+        contain(|| f(self)).unwrap_or_else(|panic| {
+            let e = panic.storage(doing);
+            Err(if self.committing {
+                BatchFailure::Commit(e)
+            } else {
+                BatchFailure::BeforeCommit(e)
+            })
+        })
+    }
+
+    /// Whether a commit (`committed`) left data that a clean close must sync.
+    fn unsynced(&self, committed: bool) -> bool {
+        committed && self.options.durability == Durability::NonDurableForTestsOnly
+    }
+}

@@ -1,0 +1,364 @@
+//! The queue between appenders and the writer thread: what is queued (appends, atomic
+//! groups, chores), and the wake policy (who wakes the writer, when it spins, sleeps
+//! or lingers for more of a batch).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use notify_types::{SessionId, Timestamp};
+use tokio::sync::oneshot;
+
+use super::tuning::{RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
+use crate::backend::AppendOutcome;
+use crate::error::{AppendError, JournalError};
+use crate::redb::failure::poisoned;
+use crate::retention::{ImportStateError, PurgeStep, SessionState};
+use crate::stats::CommitStats;
+
+/// What an appender is told.
+pub(crate) type Reply = Result<AppendOutcome, AppendError>;
+
+/// One queued append.
+pub(crate) struct Request {
+    pub(crate) session: u128,
+    pub(crate) key: u128,
+    /// The record's frame body (`body/`): what the duplicate check compares.
+    pub(crate) body: Vec<u8>,
+    /// Whether the record is the session's end marker (its commit ends the session).
+    pub(crate) ends: bool,
+    pub(crate) reply: oneshot::Sender<Reply>,
+}
+
+/// An atomic group of appends to one session ([`JournalBackend::append_all`]):
+/// resolved inside a batch like any append, and undone within it if one of its
+/// records is refused (`resolve.rs`), so it commits whole or not at all.
+///
+/// [`JournalBackend::append_all`]: crate::JournalBackend::append_all
+pub(crate) struct Group {
+    pub(crate) session: u128,
+    /// In order; each answered through its own `reply`, all alike when refused.
+    pub(crate) requests: Vec<Request>,
+    /// The head the group expects to find (its first new frame at `if_head + 1`).
+    pub(crate) if_head: Option<u64>,
+}
+
+/// One entry of the queue: an append, or an atomic group, never split across batches.
+pub(crate) enum Queued {
+    One(Request),
+    Group(Group),
+}
+
+impl Queued {
+    /// Its requests, in order (for answering them).
+    pub(super) fn into_requests(self) -> impl Iterator<Item = Request> {
+        let (one, group) = match self {
+            Self::One(req) => (Some(req), Vec::new()),
+            Self::Group(g) => (None, g.requests),
+        };
+        one.into_iter().chain(group)
+    }
+
+    /// Answers every request with `error`.
+    pub(super) fn refuse(self, error: &AppendError) {
+        for req in self.into_requests() {
+            // A vanished appender (dropped future) is a normal event.
+            let _ = req.reply.send(Err(error.clone()));
+        }
+    }
+}
+
+/// A write the writer thread runs alone in its own transaction.
+pub(crate) enum Chore {
+    /// One [`PurgeStep`].
+    Purge {
+        ended_before: Timestamp,
+        max_frames: usize,
+        reply: oneshot::Sender<Result<PurgeStep, JournalError>>,
+    },
+    /// Drop up to `limit` more tombstones whose purge began before `purged_before`,
+    /// `dropped` having been dropped by the earlier steps of the same call. One run
+    /// drops at most the journal's drop step; while more are due, the writer queues
+    /// the rest as a new chore behind the others, so appends run between the steps.
+    DropTombstones {
+        purged_before: Timestamp,
+        limit: usize,
+        dropped: u64,
+        reply: oneshot::Sender<Result<u64, JournalError>>,
+    },
+    /// Write imported session states (`import.rs`), all or none.
+    ImportStates {
+        states: Vec<(SessionId, SessionState)>,
+        reply: oneshot::Sender<Result<(), ImportStateError>>,
+    },
+}
+
+impl Chore {
+    /// Answers the chore with `error` without running it.
+    pub(crate) fn refuse(self, error: JournalError) {
+        // A vanished caller (dropped future) is a normal event.
+        match self {
+            Self::Purge { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Self::DropTombstones { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Self::ImportStates { reply, .. } => {
+                let _ = reply.send(Err(error.into()));
+            }
+        }
+    }
+}
+
+struct QueueState {
+    items: VecDeque<Queued>,
+    /// Purge steps and tombstone drops, each run alone in its own transaction between
+    /// batches (so an append waits for at most one).
+    chores: VecDeque<Chore>,
+    /// Set by `close`: no new requests; the writer drains what is queued and exits.
+    closed: bool,
+    /// An appender wakes the writer only when the queue reaches this length: 1 while
+    /// the writer is idle, what is missing of the linger target while it lingers,
+    /// `usize::MAX` while it works (it looks at the queue again afterwards anyway).
+    wake_at: usize,
+}
+
+/// The queue between appenders and the writer.
+pub(crate) struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+    /// `state.items.len()`, readable without the lock (the writer spins on it).
+    pending: AtomicUsize,
+    /// Set with `state.closed`, readable without the lock.
+    closing: AtomicBool,
+    /// Set after a failed commit; every later append is refused with `Poisoned`.
+    poisoned: AtomicBool,
+    /// Successful commits, for [`CommitStats`].
+    commits: AtomicU64,
+    /// Appends answered by successful commits, for [`CommitStats`].
+    committed_appends: AtomicU64,
+    /// Times the writer slept and an appender had to wake it, for [`CommitStats`].
+    wakeups: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding this lock cannot leave the queue half-updated (every
+    // critical section is a push, a drain or a flag store), so its data stays usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Queue {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: Mutex::new(QueueState {
+                items: VecDeque::new(),
+                chores: VecDeque::new(),
+                closed: false,
+                wake_at: 1,
+            }),
+            ready: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            commits: AtomicU64::new(0),
+            committed_appends: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> CommitStats {
+        CommitStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            appends: self.committed_appends.load(Ordering::Relaxed),
+            writer_wakeups: self.wakeups.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Queues a request or a group; refuses it if the journal is closed or poisoned.
+    pub(crate) fn submit(&self, request: Queued) -> Result<(), AppendError> {
+        let mut st = lock(&self.state);
+        if st.closed {
+            return Err(AppendError::Closed);
+        }
+        if self.is_poisoned() {
+            return Err(AppendError::Poisoned);
+        }
+        st.items.push_back(request);
+        self.pending.store(st.items.len(), Ordering::Release);
+        if st.items.len() >= st.wake_at {
+            self.ready.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Queues a chore; refuses it if the journal is closed or poisoned.
+    pub(crate) fn submit_chore(&self, chore: Chore) {
+        let mut st = lock(&self.state);
+        if st.closed {
+            drop(st);
+            return chore.refuse(JournalError::Closed);
+        }
+        if self.is_poisoned() {
+            drop(st);
+            return chore.refuse(poisoned());
+        }
+        st.chores.push_back(chore);
+        // Whatever the writer waits for (appends to linger for, or work at all), a
+        // chore ends the wait: a lingering batch commits and the chore runs next.
+        self.ready.notify_one();
+    }
+
+    /// Queues the rest of a chore the writer ran one step of, behind the chores
+    /// queued meanwhile; hands it back once the journal is closing or poisoned.
+    pub(super) fn requeue_chore(&self, chore: Chore) -> Result<(), Chore> {
+        let mut st = lock(&self.state);
+        if st.closed || self.is_poisoned() {
+            return Err(chore);
+        }
+        st.chores.push_back(chore);
+        Ok(())
+    }
+
+    /// The next queued chore, if any.
+    pub(super) fn take_chore(&self) -> Option<Chore> {
+        lock(&self.state).chores.pop_front()
+    }
+
+    /// Marks the handle broken (after a failed commit): every later request is refused.
+    pub(super) fn poison(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Counts a successful batch commit that answered `appends` appends.
+    pub(super) fn count_commit(&self, appends: usize) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.committed_appends
+            .fetch_add(appends as u64, Ordering::Relaxed);
+    }
+
+    /// Closes the queue and answers everything still in it with `Closed` (the writer
+    /// is gone, however it ended).
+    pub(super) fn shut(&self) {
+        let mut st = lock(&self.state);
+        st.closed = true;
+        for queued in st.items.drain(..) {
+            queued.refuse(&AppendError::Closed);
+        }
+        for chore in st.chores.drain(..) {
+            chore.refuse(JournalError::Closed);
+        }
+    }
+
+    /// Stops accepting requests and wakes the writer so it can drain and exit.
+    pub(crate) fn close(&self) {
+        let mut st = lock(&self.state);
+        st.closed = true;
+        self.closing.store(true, Ordering::Release);
+        self.ready.notify_all();
+    }
+
+    /// Waits until at least one request is queued; `false` once closed and drained.
+    ///
+    /// Right after a commit the appenders it answered are about to come back, so the
+    /// writer first spins briefly (yielding the core) before it sleeps: waking a sleeping
+    /// thread costs more than the spin, on every single append of a lone appender.
+    ///
+    /// How long it spins adapts to how long the answered appenders take to come back
+    /// (twice the recent mean, within [`SPIN_MIN`]..=[`SPIN_MAX`]), so a lone appender
+    /// whose round trip is slower than a fixed spin does not pay a wake-up per append.
+    pub(super) fn wait_for_work(&self, tuning: &mut Tuning) -> bool {
+        let idle_since = Instant::now();
+        if tuning.last_batch > 0 {
+            let budget = (tuning.return_ewma * 2).clamp(SPIN_MIN, SPIN_MAX);
+            while self.pending.load(Ordering::Acquire) == 0
+                && !self.closing.load(Ordering::Acquire)
+                && idle_since.elapsed() < budget
+            {
+                std::thread::yield_now();
+            }
+        }
+        let mut st = lock(&self.state);
+        let mut slept = false;
+        while st.items.is_empty() && st.chores.is_empty() {
+            if st.closed {
+                return false;
+            }
+            st.wake_at = 1;
+            slept = true;
+            st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        st.wake_at = usize::MAX;
+        drop(st);
+        let idle = idle_since.elapsed();
+        if slept {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+        if tuning.last_batch > 0 && idle < RETURN_SAMPLE_MAX {
+            tuning.observe_return(idle);
+        }
+        if idle > tuning.linger_budget().max(tuning.gap()) {
+            // Idle for longer than appenders take to rejoin: the last batch's appenders
+            // are gone, so this append is a lone one and commits at once.
+            tuning.last_batch = 0;
+            tuning.arrived_during_commit = 0;
+        }
+        true
+    }
+
+    /// Moves up to `max - out.len()` queued requests into `out`.
+    pub(super) fn take(&self, out: &mut Vec<Queued>, max: usize) {
+        let mut st = lock(&self.state);
+        self.take_locked(&mut st, out, max);
+    }
+
+    fn take_locked(&self, st: &mut QueueState, out: &mut Vec<Queued>, max: usize) {
+        st.wake_at = usize::MAX;
+        let n = st.items.len().min(max.saturating_sub(out.len()));
+        out.extend(st.items.drain(..n));
+        self.pending.store(st.items.len(), Ordering::Release);
+    }
+
+    /// Lingers for more of the batch: takes whatever is queued at once, else waits up
+    /// to `gap` (and never past `deadline`) for arrivals. `false`: stop lingering
+    /// (closed, past the deadline, or arrivals paused for a `gap`).
+    pub(super) fn linger(
+        &self,
+        out: &mut Vec<Queued>,
+        target: usize,
+        max: usize,
+        deadline: Instant,
+        gap: Duration,
+    ) -> bool {
+        let mut st = lock(&self.state);
+        if st.items.is_empty() && st.chores.is_empty() && !st.closed {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or(Duration::ZERO);
+            if !left.is_zero() {
+                // Woken only once the rest of the target is queued; else at the timeout.
+                st.wake_at = target.saturating_sub(out.len()).max(1);
+                st = self
+                    .ready
+                    .wait_timeout(st, left.min(gap))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
+        if st.items.is_empty() {
+            st.wake_at = usize::MAX;
+            return false;
+        }
+        self.take_locked(&mut st, out, max);
+        !st.closed && st.chores.is_empty() && Instant::now() < deadline
+    }
+}
