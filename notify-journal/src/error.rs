@@ -3,9 +3,7 @@
 use std::error::Error as StdError;
 use std::sync::Arc;
 
-use notify_types::{
-    CommandId, DecodeError, JournalFailure, JournalFailureKind, NotifyError, SessionId, Uuid,
-};
+use notify_types::{DecodeError, SessionId, Uuid};
 
 pub use crate::corruption::Corruption;
 
@@ -188,42 +186,6 @@ impl AppendError {
             Self::GroupRefused { source, .. } => source.refusal(),
             other => other,
         }
-    }
-
-    /// Converts to the notifier's error for a command `command_id`.
-    #[must_use]
-    pub fn into_notify_error(self, command_id: CommandId) -> NotifyError {
-        let kind = match &self {
-            Self::SessionEnded { session, purged } => {
-                return NotifyError::SessionEnded {
-                    session_id: *session,
-                    purged: *purged,
-                };
-            }
-            Self::Collision { seq, .. } => {
-                return NotifyError::Collision {
-                    command_id,
-                    seq: *seq,
-                };
-            }
-            Self::CommitFailed(_)
-            | Self::SchemaTooNew {
-                outcome_unknown: true,
-                ..
-            } => JournalFailureKind::OutcomeUnknown,
-            Self::SchemaTooNew { .. } => JournalFailureKind::Unavailable,
-            Self::Poisoned => JournalFailureKind::Poisoned,
-            Self::Fenced { .. } => JournalFailureKind::Fenced,
-            Self::TooLarge { .. } => JournalFailureKind::TooLarge,
-            Self::Closed => JournalFailureKind::Unavailable,
-            Self::Invalid(_)
-            | Self::SessionMismatch { .. }
-            | Self::Storage(_)
-            | Self::Corrupt { .. }
-            | Self::GroupRefused { .. }
-            | Self::HeadMoved { .. } => JournalFailureKind::Other,
-        };
-        NotifyError::Journal(JournalFailure::new(kind, self))
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use common::{command, key_of, open, session};
 use notify_journal::{
-    AppendError, Corruption, EngineCheck, JournalBackend, JournalError, JournalOptions, OpenError,
+    AppendError, Corruption, EngineCheck, JournalError, JournalOptions, JournalRead, OpenError,
     Problem, RedbJournal, VerifyOnOpen, replay_all,
 };
 use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};

@@ -15,8 +15,8 @@ mod postgres_support;
 use std::sync::Arc;
 
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, JournalError, PG_SCHEMA_VERSION, PgJournal,
-    PgOptions, PurgeStep, SessionState, purge, replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalError, JournalRead, PG_SCHEMA_VERSION,
+    PgJournal, PgOptions, PurgeStep, SessionState, purge, replay_all,
 };
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::{
@@ -537,7 +537,7 @@ async fn a_version_4_schema_is_migrated_to_truthful_retries_after_the_end() {
                     &vec![retry.encode()],
                     &vec![None::<i64>],
                     &vec![i32::from_be_bytes(
-                        notify_journal::frame_checksum(&retry.encode()).to_be_bytes(),
+                        notify_journal::__private::frame_checksum(&retry.encode()).to_be_bytes(),
                     )],
                 ],
             )

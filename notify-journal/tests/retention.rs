@@ -12,7 +12,7 @@ use std::path::Path;
 
 use common::{command, command_with, ended, key_of, open, session};
 use notify_journal::{
-    AppendError, AppendOutcome, Corruption, JournalBackend, JournalError, OpenError, Problem,
+    AppendError, AppendOutcome, Corruption, JournalError, JournalRead, OpenError, Problem,
     PurgeStep, RedbJournal, SessionState, purge, purge_with, replay_all,
 };
 use notify_testkit::tamper::{self, RETENTION, SESSIONS};

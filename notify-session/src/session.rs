@@ -387,12 +387,12 @@ impl Session {
             )
             .await
             .map(|_| Notified::Duplicate)
-            .map_err(|e| e.into_notify_error(command_id));
+            .map_err(|e| crate::error::notify_error(command_id, e));
         }
         if let Some(journal) = &self.inner.journal {
             let outcome = append(journal.as_ref(), self.inner.id, command.clone().into())
                 .await
-                .map_err(|e| e.into_notify_error(command_id))?;
+                .map_err(|e| crate::error::notify_error(command_id, e))?;
             if !outcome.appended {
                 let unavailable = |e| {
                     NotifyError::Journal(notify_types::JournalFailure::new(

@@ -83,7 +83,7 @@ use reader::{ReaderConn, ReaderSlot, pg_checksum};
 use schema::Sql;
 use writer::{AppendReq, GroupReq, Job, Writer};
 
-use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
+use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, StorageError};
 use crate::retention::{PurgeStep, SessionState};
 use crate::stats::CommitStats;
@@ -442,7 +442,7 @@ impl PgJournal {
         session: SessionId,
         record: JournalRecord,
     ) -> Result<AppendOutcome, AppendError> {
-        let bytes = crate::encode_for_append(session, &record, self.max_record_bytes)?;
+        let bytes = crate::check_append(session, &record, self.max_record_bytes)?;
         let epoch = lock(&self.leases).get(&session).copied();
         if epoch.is_none() && self.policy == LeasePolicy::Required {
             return Err(AppendError::Fenced { session });
@@ -478,7 +478,7 @@ impl PgJournal {
         records: Vec<JournalRecord>,
         if_head: Option<u64>,
     ) -> Result<Vec<AppendOutcome>, AppendError> {
-        let encoded = crate::encode_group_for_append(session, &records, self.max_record_bytes)?;
+        let encoded = crate::check_group(session, &records, self.max_record_bytes)?;
         if records.is_empty() {
             return Ok(Vec::new());
         }
@@ -563,6 +563,24 @@ impl JournalBackend for PgJournal {
         })
     }
 
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(self.purge_step_inner(ended_before, max_frames))
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        Box::pin(self.drop_tombstones_inner(purged_before, limit))
+    }
+}
+
+impl JournalRead for PgJournal {
     fn lookup(
         &self,
         session: SessionId,
@@ -576,7 +594,7 @@ impl JournalBackend for PgJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
         Box::pin(self.replay_inner(session, from_seq, limit))
     }
 
@@ -601,21 +619,5 @@ impl JournalBackend for PgJournal {
         session: SessionId,
     ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
         Box::pin(self.session_state_inner(session))
-    }
-
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        Box::pin(self.purge_step_inner(ended_before, max_frames))
-    }
-
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(self.drop_tombstones_inner(purged_before, limit))
     }
 }

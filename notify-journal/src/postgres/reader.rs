@@ -12,7 +12,7 @@ use tokio_postgres::{Client, Row, Statement};
 use super::error::{LeaseError, sanitize};
 use super::schema::{PG_SCHEMA_VERSION, Sql, VersionCheck};
 use super::{PgJournal, lock, seq_u64, timed_out};
-use crate::backend::Frame;
+use crate::backend::SeqRecord;
 use crate::error::{Corruption, JournalError, StorageError};
 use crate::verify::{EngineCheck, Problem, VerifyReport};
 
@@ -230,7 +230,7 @@ impl PgJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
+    ) -> Result<Vec<SeqRecord>, JournalError> {
         // A start beyond any storable sequence has no frames; a huge limit is "all".
         let Ok(from) = i64::try_from(from_seq) else {
             return Ok(Vec::new());
@@ -264,7 +264,7 @@ impl PgJournal {
             out.push(decode_row(session, seq, bytes, checksum)?);
         }
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        crate::check_replay_page(session, from_seq, limit, Some(head), &out)?;
+        crate::integrity::check_replay_page(session, from_seq, limit, Some(head), &out)?;
         Ok(out)
     }
 
@@ -592,16 +592,16 @@ pub(super) fn decode_row(
     seq: u64,
     bytes: &[u8],
     checksum: Option<i32>,
-) -> Result<Frame, JournalError> {
+) -> Result<SeqRecord, JournalError> {
     match checksum {
-        Some(sum) => crate::decode_checked_frame(session, seq, bytes, from_pg(sum)),
-        None => crate::decode_frame(session, seq, bytes),
+        Some(sum) => crate::integrity::decode_checked_frame(session, seq, bytes, from_pg(sum)),
+        None => crate::integrity::decode_frame(session, seq, bytes),
     }
 }
 
 /// A frame checksum as PostgreSQL's `int4` (the same 32 bits).
 pub(super) fn pg_checksum(bytes: &[u8]) -> i32 {
-    i32::from_be_bytes(crate::frame_checksum(bytes).to_be_bytes())
+    i32::from_be_bytes(crate::integrity::frame_checksum(bytes).to_be_bytes())
 }
 
 /// A stored `int4` checksum back as the `u32` it is.

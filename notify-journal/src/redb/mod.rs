@@ -34,10 +34,9 @@ use self::options::JournalOptions;
 use self::purge::Chore;
 use self::read::Snapshot;
 use self::writer::{Group, Queue, Queued, Request};
-use crate::backend::{
-    AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, encode_group_for_append,
-};
+use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
+use crate::integrity::{check_append, check_group};
 use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
 use crate::stats::CommitStats;
 use crate::verify::VerifyReport;
@@ -311,7 +310,7 @@ impl RedbJournal {
         session: SessionId,
         record: &JournalRecord,
     ) -> Result<oneshot::Receiver<writer::Reply>, AppendError> {
-        encode_for_append(session, record, self.inner.max_record_bytes)?;
+        check_append(session, record, self.inner.max_record_bytes)?;
         let (request, rx) = request(session, record);
         self.inner.queue.submit(Queued::One(request))?;
         Ok(rx)
@@ -373,7 +372,7 @@ impl RedbJournal {
         records: &[JournalRecord],
         if_head: Option<u64>,
     ) -> Result<Vec<oneshot::Receiver<writer::Reply>>, AppendError> {
-        encode_group_for_append(session, records, self.inner.max_record_bytes)?;
+        check_group(session, records, self.inner.max_record_bytes)?;
         if records.is_empty() {
             return Ok(Vec::new());
         }
@@ -437,7 +436,7 @@ impl RedbJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
+    ) -> Result<Vec<SeqRecord>, JournalError> {
         self.snapshot("a session's log", |s| {
             s.replay(session.as_uuid().as_u128(), from_seq, limit)
         })
@@ -722,6 +721,24 @@ impl JournalBackend for RedbJournal {
         Box::pin(RedbJournal::append_all(self, session, records, if_head))
     }
 
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(RedbJournal::purge_step(self, ended_before, max_frames))
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        Box::pin(RedbJournal::drop_tombstones(self, purged_before, limit))
+    }
+}
+
+impl JournalRead for RedbJournal {
     fn lookup(
         &self,
         session: SessionId,
@@ -735,7 +752,7 @@ impl JournalBackend for RedbJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
         self.read(move |j| j.replay_blocking(session, from_seq, limit))
     }
 
@@ -760,22 +777,6 @@ impl JournalBackend for RedbJournal {
         session: SessionId,
     ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
         self.read(move |j| j.session_state_blocking(session))
-    }
-
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        Box::pin(RedbJournal::purge_step(self, ended_before, max_frames))
-    }
-
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(RedbJournal::drop_tombstones(self, purged_before, limit))
     }
 }
 

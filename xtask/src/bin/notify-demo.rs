@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use notify_session::notify_journal::replay_all;
+use notify_session::notify_journal::{JournalRead, replay_all};
 use notify_session::prelude::*;
 
 /// Counts every answer the demo received, for the summary.
