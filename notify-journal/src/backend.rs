@@ -45,7 +45,7 @@ pub type SeqRecord = (u64, JournalRecord);
 ///   not hold is [`AppendError::SessionEnded`], while a key it holds (a retry of a record
 ///   journaled before the end, the marker included) is still a duplicate or a
 ///   collision, the index being asked before the end — and
-///   [`session_state`](Self::session_state) answers `Ended` with the commit's time;
+///   [`session_state`](JournalRead::session_state) answers `Ended` with the commit's time;
 /// * a purged session answers `Purged` with its tombstone; its log reads are
 ///   [`JournalError::Purged`], its appends `SessionEnded { purged: true }`, and its
 ///   `last_seq` is the tombstone's, so it never restarts at seq 1.

@@ -203,7 +203,7 @@ const QUEUE: usize = 8192;
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use notify_journal::{JournalBackend, PgJournal, PgOptions};
+/// use notify_journal::{JournalRead, PgJournal, PgOptions};
 /// use notify_types::SessionId;
 ///
 /// let journal = PgJournal::connect("host=db.internal user=notify dbname=notify", PgOptions::default()).await?;
