@@ -207,7 +207,7 @@ pub enum JournalError {
         source: Corruption,
     },
     /// The session was purged: its log is gone (or going) and only its tombstone
-    /// remains ([`JournalBackend::session_state`](crate::JournalBackend::session_state)
+    /// remains ([`JournalRead::session_state`](crate::JournalRead::session_state)
     /// answers it). Nothing of the log is answered, never a partial one.
     #[error("session {session} was purged")]
     Purged {

@@ -94,7 +94,8 @@ pub(crate) fn decode_frame(
 /// # Errors
 ///
 /// [`JournalError::Corrupt`] with [`Corruption::Checksum`] when the bytes changed, else
-/// as [`decode_frame`].
+/// as any decoding of a stored frame ([`Corruption::Undecodable`],
+/// [`Corruption::Misplaced`]).
 pub fn decode_checked_frame(
     session: SessionId,
     seq: u64,

@@ -396,7 +396,7 @@ impl RedbJournal {
         read::in_snapshot(&*self.inner.db()?, what, f)
     }
 
-    /// [`JournalBackend::lookup`], on the calling thread (a short blocking read). A hit
+    /// [`JournalRead::lookup`], on the calling thread (a short blocking read). A hit
     /// is confirmed against its frame, and a miss against the session's log (the key
     /// census of `docs/design.md`: the first miss of a session after open reads its log
     /// once).
@@ -423,7 +423,7 @@ impl RedbJournal {
         })
     }
 
-    /// [`JournalBackend::replay`], on the calling thread. Every frame is checked
+    /// [`JournalRead::replay`], on the calling thread. Every frame is checked
     /// (checksum, identity, decoding) and the page is contiguous from `from_seq`, ending
     /// at the session's head when shorter than `limit`.
     ///
@@ -442,7 +442,7 @@ impl RedbJournal {
         })
     }
 
-    /// [`JournalBackend::last_seq`], on the calling thread.
+    /// [`JournalRead::last_seq`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -453,7 +453,7 @@ impl RedbJournal {
         })
     }
 
-    /// [`JournalBackend::session_state`], on the calling thread: one point read of the
+    /// [`JournalRead::session_state`], on the calling thread: one point read of the
     /// session's state row.
     ///
     /// # Errors
@@ -580,7 +580,7 @@ impl RedbJournal {
         }
     }
 
-    /// [`JournalBackend::sessions`], on the calling thread.
+    /// [`JournalRead::sessions`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -589,7 +589,7 @@ impl RedbJournal {
         self.snapshot("the sessions", Snapshot::sessions)
     }
 
-    /// [`JournalBackend::sessions_after`], on the calling thread: one seek per session
+    /// [`JournalRead::sessions_after`], on the calling thread: one seek per session
     /// returned.
     ///
     /// # Errors
