@@ -1,7 +1,7 @@
 //! `cargo xtask`: project automation, in Rust so it runs wherever cargo does.
 //!
 //! * `demo [--journal PATH]`: the main job; builds and runs the end-to-end demo
-//!   (`src/bin/notify-demo.rs`, this crate's second binary). `demo --postgres`: the
+//!   (`src/bin/notify-demo/`, this crate's second binary). `demo --postgres`: the
 //!   failover story on PostgreSQL (`demo_postgres.rs`).
 //! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary
 //!   table (each rate beside its same-run baseline and the ratio to the target), also
@@ -12,7 +12,7 @@
 //! Every task takes `--help`; a help flag never starts a task. Errors are printed once:
 //! when a task's own child process (cargo, the demo, the CI script) fails, it has already
 //! said why, and xtask only passes its exit status on. Relative paths are taken from the
-//! directory `cargo xtask` was run in.
+//! directory `cargo xtask` was run in. The command line itself is `cli.rs`.
 #![allow(clippy::print_stdout, reason = "a command-line tool reports on stdout")]
 #![allow(
     clippy::print_stderr,
@@ -20,6 +20,7 @@
 )]
 
 mod bench;
+mod cli;
 mod demo_postgres;
 
 use std::ffi::OsString;
@@ -28,7 +29,8 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use clap::{Arg, ArgAction, ArgMatches, value_parser};
+
+use crate::cli::{DemoArgs, cli};
 
 /// Why a task failed.
 pub(crate) enum Failure {
@@ -45,105 +47,6 @@ impl From<anyhow::Error> for Failure {
 }
 
 pub(crate) type TaskResult = Result<(), Failure>;
-
-fn cli() -> clap::Command {
-    clap::Command::new("xtask")
-        .bin_name("cargo xtask")
-        .about("Project automation for the notify workspace.")
-        .subcommand_required(true)
-        .arg_required_else_help(true)
-        .subcommand(demo_command())
-        .subcommand(
-            clap::Command::new("bench")
-                .about("Run every benchmark briefly and print the summary table")
-                .long_about(
-                    "Run every benchmark briefly and print each rate beside its same-run \
-                     baseline and the ratio to the project's target. The table is also \
-                     written to target/bench-summary.md.",
-                )
-                .arg(
-                    Arg::new("no-run")
-                        .long("no-run")
-                        .action(ArgAction::SetTrue)
-                        .help("Re-summarise the last run without measuring again"),
-                )
-                .arg(
-                    Arg::new("postgres")
-                        .long("postgres")
-                        .action(ArgAction::SetTrue)
-                        .help(
-                            "Also benchmark the PostgreSQL journal (on by default when \
-                             NOTIFY_TEST_DATABASE_URL is set)",
-                        ),
-                ),
-        )
-        .subcommand(
-            clap::Command::new("soak")
-                .about("Run the model-based test with many more cases than CI runs")
-                .arg(
-                    Arg::new("cases")
-                        .long("cases")
-                        .value_name("N")
-                        .value_parser(value_parser!(u64).range(1..))
-                        .default_value("10000")
-                        .help("How many cases"),
-                ),
-        )
-        .subcommand(
-            clap::Command::new("ci")
-                .about("Run .ci/run: formatting, lints, layering, tests, packaging, the demo"),
-        )
-}
-
-/// `demo`'s arguments.
-fn demo_command() -> clap::Command {
-    clap::Command::new("demo")
-        .about("Build and run the end-to-end demo (the main job)")
-        .long_about(
-            "Build and run the end-to-end demo: a session over a real redb journal, real \
-             processes under a supervisor, every disposition, a real crash (SIGKILL) and \
-             restore. The first run compiles about 50 crates; cargo shows its progress.",
-        )
-        .arg(
-            Arg::new("journal")
-                .long("journal")
-                .value_name("PATH")
-                .value_parser(value_parser!(PathBuf))
-                .help("Keep the journal in this file (relative to the current directory); default: a fresh temp dir"),
-        )
-        .arg(
-            Arg::new("journal-at-crash")
-                .long("journal-at-crash")
-                .value_name("PATH")
-                .value_parser(value_parser!(PathBuf))
-                .conflicts_with("postgres")
-                .help("Also keep a copy of the journal as the crash left it, before restore (relative to the current directory): `notify pending PATH` shows what restore then does"),
-        )
-        .arg(
-            Arg::new("postgres")
-                .long("postgres")
-                .action(ArgAction::SetTrue)
-                .conflicts_with("journal")
-                .help("Run the failover story on PostgreSQL instead: two hosts share a session through its lease; host A dies with notifications pending, host B takes over (database: NOTIFY_TEST_DATABASE_URL, default the local test database)"),
-        )
-}
-
-/// What `demo` was asked to do.
-struct DemoArgs {
-    journal: Option<PathBuf>,
-    journal_at_crash: Option<PathBuf>,
-    postgres: bool,
-}
-
-impl DemoArgs {
-    fn from_matches(m: &ArgMatches) -> Self {
-        Self {
-            journal: m.get_one::<PathBuf>("journal").cloned(),
-            journal_at_crash: m.get_one::<PathBuf>("journal-at-crash").cloned(),
-            postgres: m.get_flag("postgres"),
-        }
-    }
-}
 
 fn main() -> ExitCode {
     // Prints help (exit 0) or one usage error (exit 2) and exits; nothing has started.
@@ -264,73 +167,6 @@ fn soak(cases: u64) -> TaskResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> Result<ArgMatches, clap::Error> {
-        cli().try_get_matches_from(std::iter::once("xtask").chain(args.iter().copied()))
-    }
-
-    #[test]
-    fn the_command_line_is_consistent() {
-        cli().debug_assert();
-    }
-
-    #[test]
-    fn help_on_every_task_starts_nothing() {
-        for task in ["demo", "bench", "soak", "ci"] {
-            let err = parse(&[task, "--help"]).err();
-            let kind = err.map(|e| e.kind());
-            assert_eq!(
-                kind,
-                Some(clap::error::ErrorKind::DisplayHelp),
-                "{task} --help"
-            );
-        }
-        assert_eq!(
-            parse(&["help", "ci"]).err().map(|e| e.kind()),
-            Some(clap::error::ErrorKind::DisplayHelp)
-        );
-    }
-
-    #[test]
-    fn unknown_flags_and_tasks_are_refused() {
-        for args in [
-            &["ci", "--fast"][..],
-            &["demo", "--jornal", "x"],
-            &["bench", "--now"],
-            &["soak", "--cases", "many"],
-            &["soak", "--cases", "0"],
-            &["deploy"],
-            &[],
-        ] {
-            let err = parse(args).err();
-            assert!(
-                err.is_some_and(
-                    |e| e.kind() != clap::error::ErrorKind::DisplayHelp || args.is_empty()
-                ),
-                "{args:?} was accepted"
-            );
-        }
-    }
-
-    #[test]
-    fn demo_takes_a_journal_path() {
-        let m = parse(&["demo", "--journal", "j.redb"]).unwrap();
-        let Some(("demo", m)) = m.subcommand() else {
-            panic!("not demo")
-        };
-        assert_eq!(
-            DemoArgs::from_matches(m).journal,
-            Some(PathBuf::from("j.redb"))
-        );
-        let m = parse(&["demo", "--journal-at-crash", "c.redb"]).unwrap();
-        let Some(("demo", m)) = m.subcommand() else {
-            panic!("not demo")
-        };
-        let args = DemoArgs::from_matches(m);
-        assert_eq!(args.journal_at_crash, Some(PathBuf::from("c.redb")));
-        assert_eq!(args.journal, None);
-        assert!(parse(&["demo", "--postgres", "--journal-at-crash", "c.redb"]).is_err());
-    }
 
     #[test]
     fn relative_paths_resolve_against_the_callers_directory() {

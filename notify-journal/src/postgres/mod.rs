@@ -3,10 +3,25 @@
 //!
 //! Same contract as every [`JournalBackend`]: per-session gap-free sequences from 1,
 //! the idempotency index (duplicate -> original seq, different bytes or kind ->
-//! collision), frame and index entry in one transaction, replay in order. Storage
-//! layout and migrations: see `schema.rs`; the group-commit writer: `writer.rs`;
-//! the shared read connection and the reads: `reader.rs`; leases: `lease.rs`;
-//! session end, purge and tombstones: `retention.rs`; connecting: `connect.rs`.
+//! collision), frame and index entry in one transaction, replay in order. Where
+//! things are (one concern per file; the code map in `docs/postgres.md`):
+//!
+//! * this file: the public facade, [`PgJournal`] and its [`JournalBackend`] impl;
+//!   `open.rs`: connect (options, migration, connections, writers), accessors,
+//!   close; `append.rs`: the append path into the writers' queue;
+//! * `writer/`: the group-commit writers (queue, gathering, commit and retries,
+//!   the batch statement, atomic groups, failure classification);
+//! * `read_conn.rs`: the shared read connection; `reads.rs`: lookup, replay,
+//!   `last_seq`, the listing; `verify.rs`: the deep check; `frame.rs`: a stored
+//!   frame's checksum and decoding, shared by reads, verify and the writer;
+//! * `schema.rs` (tables, [`MigrationMode`], applying migrations), `migrations.rs`
+//!   (the DDL), `version.rs` (the version and the reconnect check), `sql.rs` (every
+//!   statement), `schema_name.rs` (the schema's name, checked and quoted);
+//! * `lease.rs`: leases; `retention.rs`: session end, purge, tombstones, imported
+//!   states; `stats.rs`: counts and compaction;
+//! * `connect.rs`: opening connections; `tls/`: TLS settings, conninfo keys, the
+//!   mode in force, the rustls config, verifiers, refusals; `passfile.rs`:
+//!   passwords; `options.rs`: [`PgOptions`]; `error.rs`: errors and sanitizing.
 //!
 //! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
 //!   connection) take turns gathering every append queued meanwhile and commit
@@ -49,17 +64,25 @@
 //!   whose implicit transaction commits before it answers. See
 //!   `docs/postgres.md`.
 
+mod append;
 mod connect;
 mod error;
+mod frame;
 mod lease;
 mod migrations;
+mod open;
 mod options;
 mod passfile;
-mod reader;
+mod read_conn;
+mod reads;
 mod retention;
 mod schema;
+mod schema_name;
+mod sql;
 mod stats;
 mod tls;
+mod verify;
+mod version;
 mod writer;
 
 use std::collections::HashMap;
@@ -68,28 +91,25 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use error::{LeaseError, PgOpenError, PgTlsRefusal};
 pub use lease::{PgLease, PgLeaseInfo};
-pub use options::{LeasePolicy, MigrationMode, PgOptions};
-pub use schema::PG_SCHEMA_VERSION;
+pub use options::{LeasePolicy, PgOptions};
+pub use schema::MigrationMode;
 pub use stats::PgStats;
 pub use tls::{PgSslMode, PgTls};
+pub use version::PG_SCHEMA_VERSION;
 
 use connect::Connector;
-use reader::{ReaderConn, ReaderSlot, pg_checksum};
-use schema::Sql;
-use writer::{AppendReq, GroupReq, Job, Writer};
+use read_conn::ReaderSlot;
+use sql::Sql;
+use writer::Job;
 
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, StorageError};
 use crate::retention::{PurgeStep, SessionState};
-use crate::stats::CommitStats;
-
-/// How many appends may wait for the writer before `append` waits for room.
-const QUEUE: usize = 8192;
 
 /// A journal stored in PostgreSQL. Implements [`JournalBackend`].
 ///
@@ -266,265 +286,6 @@ fn seq_u64(v: i64) -> Result<u64, StorageError> {
 }
 
 impl PgJournal {
-    /// Connects to the server described by `conninfo` (a libpq-style key/value string
-    /// or a `postgresql://` URL), applies or validates the schema (see
-    /// [`MigrationMode`]) and starts the group-commit writer.
-    ///
-    /// # Errors
-    ///
-    /// [`PgOpenError`]: a bad connection string or option, an unreachable server
-    /// (after at most the connect timeout), a schema newer than
-    /// [`PG_SCHEMA_VERSION`], an outdated schema in validate-only mode, or a
-    /// storage failure while checking or migrating (the version check exceeding
-    /// the operation timeout, a migration exceeding the migration timeout, a lock
-    /// wait on the journal's tables exceeding the operation timeout). Without
-    /// pending migrations, never waits longer than two connect timeouts plus three
-    /// operation timeouts; a migration (and the wait for another opener's) adds
-    /// at most [`PgOptions::migration_timeout`], without limit by default.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future abandons the connection; a migration in progress rolls
-    /// back.
-    pub async fn connect(conninfo: &str, options: PgOptions) -> Result<Self, PgOpenError> {
-        options.check()?;
-        let op_timeout = options.operation_timeout;
-        let connector = Arc::new(Connector::new(
-            conninfo,
-            options.tls.as_ref(),
-            options.connect_timeout,
-            op_timeout,
-            (
-                options.password.as_ref().map(|p| p.0.as_str()),
-                options.passfile.as_deref(),
-            ),
-        )?);
-        let sql = Arc::new(Sql::new(&options.schema));
-
-        let mut write_client = connector
-            .connect()
-            .await
-            .map_err(connect::ConnectFailure::into_open_error)?;
-        // The version check is bounded by the operation timeout, a migration by the
-        // migration timeout (see `schema::migrate`).
-        schema::migrate(
-            &mut write_client,
-            &options.schema,
-            options.migration,
-            op_timeout,
-            options.migration_timeout,
-        )
-        .await?;
-
-        let read_client = connector
-            .connect()
-            .await
-            .map_err(connect::ConnectFailure::into_open_error)?;
-        let reader = ReaderConn::prepare_within(op_timeout, read_client, &sql)
-            .await
-            .map_err(PgOpenError::Storage)?;
-
-        let holder = Uuid::now_v7();
-        // At least the lease, so a stall long enough to lose the lease also frees the
-        // rows; never below 5 s, so a busy host is not aborted.
-        let idle_ms = u64::try_from(
-            options
-                .lease_duration
-                .max(Duration::from_secs(5))
-                .as_millis(),
-        )
-        .unwrap_or(u64::MAX);
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let queue = Arc::new(writer::Queue::new(rx, options.writers));
-        let mut tasks = Vec::with_capacity(options.writers);
-        // The first writer uses the connection that migrated; the others connect
-        // when they first get a batch.
-        let mut client = Some(write_client);
-        for _ in 0..options.writers {
-            let writer = Writer::new(
-                Arc::clone(&connector),
-                Arc::clone(&sql),
-                holder,
-                options.max_batch,
-                idle_ms,
-                op_timeout,
-                client.take(),
-            )
-            .await
-            .map_err(PgOpenError::Storage)?;
-            tasks.push(tokio::spawn(writer.run(Arc::clone(&queue))));
-        }
-
-        Ok(Self {
-            holder,
-            policy: options.lease_policy,
-            max_record_bytes: options.max_record_bytes,
-            lease_ms: options.lease_duration.as_secs_f64() * 1000.0,
-            op_timeout,
-            sql,
-            connector,
-            reader: Mutex::new(ReaderSlot {
-                current: Some(Arc::new(reader)),
-                pending: None,
-            }),
-            queue: Mutex::new(Some(tx)),
-            writers: Mutex::new(tasks),
-            commit_queue: queue,
-            leases: Mutex::new(HashMap::new()),
-            closed: AtomicBool::new(false),
-            page_rows: i64::try_from(options.page_rows).unwrap_or(i64::MAX),
-            read_statements: AtomicU64::new(0),
-        })
-    }
-
-    /// How many statements this journal has run on its read connection since
-    /// [`connect`](Self::connect): reads, lease statements, purge steps and tombstone
-    /// drops, each counted once whatever it returned. A diagnostic figure: with
-    /// [`PgOptions::page_rows`] it shows how many bounded statements a whole-journal
-    /// operation took.
-    #[must_use]
-    pub fn read_statements(&self) -> u64 {
-        self.read_statements.load(Ordering::Relaxed)
-    }
-
-    /// The TLS mode its connections use (see [`PgOptions::tls`]).
-    #[must_use]
-    pub fn ssl_mode(&self) -> PgSslMode {
-        self.connector.mode()
-    }
-
-    /// This journal's identity as a lease holder (fresh for every `connect`).
-    #[must_use]
-    pub fn holder_id(&self) -> Uuid {
-        self.holder
-    }
-
-    /// The largest encoded record this journal accepts (see
-    /// [`PgOptions::max_record_bytes`]).
-    #[must_use]
-    pub fn max_record_bytes(&self) -> usize {
-        self.max_record_bytes
-    }
-
-    /// Group-commit counters since connect, over all of its writers: `appends /
-    /// commits` is the mean batch size (`writer_wakeups` is always 0).
-    #[must_use]
-    pub fn commit_stats(&self) -> CommitStats {
-        self.commit_queue.stats()
-    }
-
-    /// Stops accepting appends, waits until every append already queued has been
-    /// answered, and closes both connections. Later calls get `Closed` errors. Each
-    /// batch still queued is bounded by the operation timeout, so this returns even
-    /// when the database stopped answering.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the journal is closed from the first poll; dropping the future
-    /// only skips waiting for the writer to finish.
-    pub async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        drop(lock(&self.queue).take());
-        let tasks = std::mem::take(&mut *lock(&self.writers));
-        for task in tasks {
-            if let Err(e) = task.await {
-                // A writer that failed to join has nothing left to answer.
-                tracing::error!(error = %e, "journal writer task failed");
-            }
-        }
-        let mut slot = lock(&self.reader);
-        slot.current = None;
-        slot.pending = None;
-    }
-
-    async fn append_inner(
-        &self,
-        session: SessionId,
-        record: JournalRecord,
-    ) -> Result<AppendOutcome, AppendError> {
-        let bytes = crate::check_append(session, &record, self.max_record_bytes)?;
-        let epoch = lock(&self.leases).get(&session).copied();
-        if epoch.is_none() && self.policy == LeasePolicy::Required {
-            return Err(AppendError::Fenced { session });
-        }
-        let Some(queue) = lock(&self.queue).clone() else {
-            return Err(AppendError::Closed);
-        };
-        let (reply, answer) = oneshot::channel();
-        let req = AppendReq {
-            session: *session.as_uuid(),
-            key: record.key(),
-            kind: record.type_name(),
-            checksum: pg_checksum(&bytes),
-            bytes,
-            epoch,
-            reply,
-        };
-        queue
-            .send(Job::One(req))
-            .await
-            .map_err(|_| self.writer_gone())?;
-        drop(queue);
-        // The writer answers every request it took; if it vanished mid-batch the
-        // outcome is unknown.
-        answer.await.map_err(|_| {
-            AppendError::CommitFailed(StorageError::msg("postgres: journal writer stopped"))
-        })?
-    }
-
-    async fn append_all_inner(
-        &self,
-        session: SessionId,
-        records: Vec<JournalRecord>,
-        if_head: Option<u64>,
-    ) -> Result<Vec<AppendOutcome>, AppendError> {
-        let encoded = crate::check_group(session, &records, self.max_record_bytes)?;
-        if records.is_empty() {
-            return Ok(Vec::new());
-        }
-        let epoch = lock(&self.leases).get(&session).copied();
-        if epoch.is_none() && self.policy == LeasePolicy::Required {
-            return Err(AppendError::Fenced { session });
-        }
-        let Some(queue) = lock(&self.queue).clone() else {
-            return Err(AppendError::Closed);
-        };
-        let mut requests = Vec::with_capacity(records.len());
-        let mut answers = Vec::with_capacity(records.len());
-        for (record, bytes) in records.iter().zip(encoded) {
-            let (reply, answer) = oneshot::channel();
-            requests.push(AppendReq {
-                session: *session.as_uuid(),
-                key: record.key(),
-                kind: record.type_name(),
-                checksum: pg_checksum(&bytes),
-                bytes,
-                epoch,
-                reply,
-            });
-            answers.push(answer);
-        }
-        let group = GroupReq {
-            session,
-            requests,
-            if_head,
-        };
-        queue
-            .send(Job::Group(group))
-            .await
-            .map_err(|_| self.writer_gone())?;
-        drop(queue);
-        let mut outcomes = Vec::with_capacity(answers.len());
-        for answer in answers {
-            // Every record of a group is answered alike when the group is refused.
-            let outcome = answer.await.map_err(|_| {
-                AppendError::CommitFailed(StorageError::msg("postgres: journal writer stopped"))
-            })??;
-            outcomes.push(outcome);
-        }
-        Ok(outcomes)
-    }
-
     /// The error for an append the writer task can no longer take: `Closed` after
     /// [`close`](Self::close), else the task crashed and the journal is
     /// [`AppendError::Poisoned`] (reopen it).

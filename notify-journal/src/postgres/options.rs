@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::PgOpenError;
-use super::schema::valid_schema_name;
+use super::schema::MigrationMode;
+use super::schema_name::valid_schema_name;
 use super::tls::PgTls;
 
 /// The largest accepted [`PgOptions::max_batch`].
@@ -17,19 +18,6 @@ pub(crate) const PG_MAX_LEASE_DURATION: Duration = Duration::from_millis(i32::MA
 
 /// The default [`PgOptions::operation_timeout`].
 pub(crate) const PG_DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What [`PgJournal::connect`](super::PgJournal::connect) does with the schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum MigrationMode {
-    /// Create the schema if missing and apply every pending migration (default).
-    /// Concurrent openers serialize on an advisory lock held while migrating.
-    #[default]
-    Apply,
-    /// Only check that the schema is at this code's version; change nothing. For
-    /// deployments where migrations are run by a privileged job.
-    ValidateOnly,
-}
 
 /// Whether appends need a lease held by this journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -156,7 +144,7 @@ impl PgOptions {
     /// operation timeout: a migration that cannot finish within its bound rolls
     /// back, and every later open would try again and roll back again. With a
     /// bound, both sides stop: the client gives up with a
-    /// [`PgOpenError::Storage`](super::PgOpenError::Storage) error and the
+    /// [`PgOpenError::Storage`] error and the
     /// server's `statement_timeout` for the migration stops its work. An opener
     /// that finds another one migrating waits for it as long (the advisory lock).
     /// A migration holds its tables' locks until it commits: appends of other

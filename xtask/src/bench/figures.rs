@@ -1,0 +1,260 @@
+//! The table of absolute figures.
+
+use super::results::Src;
+
+/// The absolute figures, in the order printed.
+pub(super) const FIGURES: &[(&str, Src)] = &[
+    ("append, journal, 1 appender", Src::Crit("append/journal/1")),
+    (
+        "append, journal, 16 appenders",
+        Src::Crit("append/journal/16"),
+    ),
+    (
+        "append, journal, 64 appenders",
+        Src::Crit("append/journal/64"),
+    ),
+    (
+        "append, journal, 256 appenders",
+        Src::Crit("append/journal/256"),
+    ),
+    (
+        "append, journal, 1024 appenders",
+        Src::Crit("append/journal/1024"),
+    ),
+    (
+        "append, journal, quick-repair, 1 appender",
+        Src::Crit("append/journal_quick_repair/1"),
+    ),
+    (
+        "append, journal, quick-repair, 64 appenders",
+        Src::Crit("append/journal_quick_repair/64"),
+    ),
+    (
+        "raw redb minimal layout, 1 per txn",
+        Src::Crit("append/raw_redb_minimal/1"),
+    ),
+    (
+        "raw redb minimal layout, 64 per txn",
+        Src::Crit("append/raw_redb_minimal/64"),
+    ),
+    (
+        "raw redb minimal layout, 1000 per txn",
+        Src::Crit("append/raw_redb_minimal/1000"),
+    ),
+    (
+        "SQLite WAL FULL, 1 per txn",
+        Src::Crit("append/sqlite_wal_full/1"),
+    ),
+    (
+        "SQLite WAL FULL, 64 per txn",
+        Src::Crit("append/sqlite_wal_full/64"),
+    ),
+    (
+        "persistent-queue group, 64 producers",
+        Src::Crit("append/persistent_queue_group/64"),
+    ),
+    ("64 appenders over 1 session", Src::Crit("spread/journal/1")),
+    (
+        "64 appenders over 8 sessions",
+        Src::Crit("spread/journal/8"),
+    ),
+    (
+        "64 appenders over 1,000 sessions",
+        Src::Crit("spread/journal/1000"),
+    ),
+    (
+        "64 appenders over 100,000 sessions",
+        Src::Crit("spread/journal/100000"),
+    ),
+    (
+        "writer CPU per append, 64 appenders, 1 session",
+        Src::Metric("writer_cpu/spread/1"),
+    ),
+    (
+        "writer CPU per append, 64 appenders, 8 sessions",
+        Src::Metric("writer_cpu/spread/8"),
+    ),
+    (
+        "writer CPU per append, 64 appenders, 1,000 sessions",
+        Src::Metric("writer_cpu/spread/1000"),
+    ),
+    (
+        "writer CPU per append, 64 appenders, 100,000 sessions",
+        Src::Metric("writer_cpu/spread/100000"),
+    ),
+    (
+        "append, format 1, 1 appender",
+        Src::Crit("formats/format1/1"),
+    ),
+    (
+        "append, format 2, 1 appender",
+        Src::Crit("formats/format2/1"),
+    ),
+    (
+        "append, format 1, 64 appenders",
+        Src::Crit("formats/format1/64"),
+    ),
+    (
+        "append, format 2, 64 appenders",
+        Src::Crit("formats/format2/64"),
+    ),
+    (
+        "append, format 1, 1024 appenders",
+        Src::Crit("formats/format1/1024"),
+    ),
+    (
+        "append, format 2, 1024 appenders",
+        Src::Crit("formats/format2/1024"),
+    ),
+    (
+        "steady state: purge rate (frames/s of step time)",
+        Src::Metric("retention/purge_rate"),
+    ),
+    (
+        "longest purge step (1,024 frames) under load",
+        Src::Metric("retention/purge_step/max"),
+    ),
+    (
+        "append latency p99 while a backlog is purged, 64 appenders",
+        Src::Metric("retention/append_latency/p99"),
+    ),
+    (
+        "worst append latency while a backlog is purged, 64 appenders",
+        Src::Metric("retention/append_latency/max"),
+    ),
+    (
+        "longest tombstone drop step (1,024 tombstones) while 1M drop under load",
+        Src::Metric("retention/drop/step/max"),
+    ),
+    (
+        "append latency p99 while 1M tombstones drop, 64 appenders",
+        Src::Metric("retention/drop/append_latency/p99"),
+    ),
+    (
+        "worst append latency while 1M tombstones drop, 64 appenders",
+        Src::Metric("retention/drop/append_latency/max"),
+    ),
+    (
+        "tombstones dropped per second under load",
+        Src::Metric("retention/drop/tombstones_per_s"),
+    ),
+    (
+        "steady state: file size after the first 100 sessions",
+        Src::Metric("retention/file_bytes/after_100_sessions"),
+    ),
+    (
+        "steady state: file size after 2,000 sessions",
+        Src::Metric("retention/file_bytes/final"),
+    ),
+    (
+        "append latency p50, 1 appender",
+        Src::Metric("latency/journal/1/p50"),
+    ),
+    (
+        "append latency p99, 1 appender",
+        Src::Metric("latency/journal/1/p99"),
+    ),
+    (
+        "append latency p50, 64 appenders",
+        Src::Metric("latency/journal/64/p50"),
+    ),
+    (
+        "append latency p99, 64 appenders",
+        Src::Metric("latency/journal/64/p99"),
+    ),
+    (
+        "replay, one 64k-frame session (frames)",
+        Src::Crit("replay/session_64k"),
+    ),
+    (
+        "verify, open handle, 100k records",
+        Src::Crit("verify/handle_100k"),
+    ),
+    (
+        "verify_file (with redb's page check), 100k records",
+        Src::Crit("verify/file_100k"),
+    ),
+    (
+        "verify, open handle, 1M records (one pass)",
+        Src::Metric("verify_once/handle_1m"),
+    ),
+    (
+        "verify_file, 1M records (one pass)",
+        Src::Metric("verify_once/file_1m"),
+    ),
+    ("open 10k records, verify off", Src::Crit("open/off_10k")),
+    (
+        "open 10k records, verify pages (default)",
+        Src::Crit("open/pages_10k"),
+    ),
+    ("open 10k records, verify full", Src::Crit("open/full_10k")),
+    ("open 1M records, verify off", Src::Crit("open/off_1m")),
+    (
+        "open 1M records, verify pages (default)",
+        Src::Crit("open/pages_1m"),
+    ),
+    (
+        "open 1M records, verify full (one pass)",
+        Src::Metric("open_once/full_1m"),
+    ),
+    (
+        "open 5M records, verify off (median of 3)",
+        Src::Metric("open_once/off_5m"),
+    ),
+    (
+        "open 5M records, verify pages (default; median of 3)",
+        Src::Metric("open_once/pages_5m"),
+    ),
+    (
+        "first append to a 64k-frame session after open, key census (reads its log once)",
+        Src::Metric("first_append_once/session_64k_census"),
+    ),
+    (
+        "first append to a 64k-frame session after open, no key census",
+        Src::Metric("first_append_once/session_64k_no_census"),
+    ),
+    (
+        "open after crash, 100k records",
+        Src::Crit("open/after_crash_100k"),
+    ),
+    (
+        "open after crash, 100k records, quick-repair",
+        Src::Crit("open/after_crash_100k_quick_repair"),
+    ),
+    (
+        "open after crash, 100k records, verify off",
+        Src::Crit("open/after_crash_100k_off"),
+    ),
+    (
+        "open after crash, 100k records, quick-repair, verify off",
+        Src::Crit("open/after_crash_100k_quick_repair_off"),
+    ),
+    (
+        "bytes per notification, format 2 open fixture (non-durable build), 1M records",
+        Src::Metric("disk/format2_fixture/1m"),
+    ),
+    (
+        "bytes per notification, format 1, 10k records",
+        Src::Metric("disk/format1/10k"),
+    ),
+    (
+        "bytes per notification, format 2, 10k records",
+        Src::Metric("disk/format2/10k"),
+    ),
+    (
+        "bytes per notification, format 1, 1M records",
+        Src::Metric("disk/format1/1m"),
+    ),
+    (
+        "bytes per notification, format 2, 1M records",
+        Src::Metric("disk/format2/1m"),
+    ),
+    (
+        "restore peak RSS, 1 MiB cache (absolute)",
+        Src::Metric("restore/peak_rss_mb/cache_1mib"),
+    ),
+    (
+        "restore peak RSS, default cache (absolute)",
+        Src::Metric("restore/peak_rss_mb/default_cache"),
+    ),
+];
