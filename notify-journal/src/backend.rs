@@ -1,5 +1,6 @@
-//! The backend trait every journal implements (redb here; in-memory in the testkit;
-//! server-backed ones elsewhere). No storage-engine types appear in it.
+//! The traits every journal implements: [`JournalRead`] (what a reader may ask) and
+//! [`JournalBackend`] (that, plus appends and retention). redb and PostgreSQL here,
+//! in-memory in the testkit. No storage-engine types appear in them.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -7,7 +8,6 @@ use std::pin::Pin;
 use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 
 use crate::error::{AppendError, JournalError};
-use crate::integrity::check_replay_page;
 use crate::retention::{PurgeStep, SessionState};
 
 /// A boxed, `Send` future, so the trait stays object safe.
@@ -23,10 +23,12 @@ pub struct AppendOutcome {
     pub appended: bool,
 }
 
-/// One journaled frame: its sequence and its decoded record.
-pub type Frame = (u64, JournalRecord);
+/// One journaled record with its sequence in its session's log, as reads answer it.
+/// (A *frame* is how a backend stores it: the record's encoded bytes and checksum.)
+pub type SeqRecord = (u64, JournalRecord);
 
-/// An append-only, per-session journal with an idempotency index.
+/// An append-only, per-session journal with an idempotency index: the reads of
+/// [`JournalRead`], appends, and retention.
 ///
 /// Contract (the testkit's conformance suite checks every backend against it):
 ///
@@ -43,7 +45,7 @@ pub type Frame = (u64, JournalRecord);
 ///   not hold is [`AppendError::SessionEnded`], while a key it holds (a retry of a record
 ///   journaled before the end, the marker included) is still a duplicate or a
 ///   collision, the index being asked before the end — and
-///   [`session_state`](Self::session_state) answers `Ended` with the commit's time;
+///   [`session_state`](JournalRead::session_state) answers `Ended` with the commit's time;
 /// * a purged session answers `Purged` with its tombstone; its log reads are
 ///   [`JournalError::Purged`], its appends `SessionEnded { purged: true }`, and its
 ///   `last_seq` is the tombstone's, so it never restarts at seq 1.
@@ -51,7 +53,7 @@ pub type Frame = (u64, JournalRecord);
 /// A session takes any backend (`Session::new(id, journal)`); used directly:
 ///
 /// ```
-/// use notify_journal::{JournalBackend, JournalOptions, RedbJournal, replay_all};
+/// use notify_journal::{JournalBackend, JournalOptions, JournalRead, RedbJournal, replay_all};
 /// use notify_types::*;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -77,7 +79,7 @@ pub type Frame = (u64, JournalRecord);
 /// # Ok(())
 /// # }
 /// ```
-pub trait JournalBackend: Send + Sync {
+pub trait JournalBackend: JournalRead {
     /// Appends `record` to `session`'s log under `record.key()`.
     ///
     /// # Cancel safety
@@ -130,50 +132,6 @@ pub trait JournalBackend: Send + Sync {
         if_head: Option<u64>,
     ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>>;
 
-    /// The sequence at which `key` is journaled in `session`, from the index alone.
-    fn lookup(
-        &self,
-        session: SessionId,
-        key: Uuid,
-    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>>;
-
-    /// Frames of `session` with sequence `>= from_seq`, in order (at most `limit`).
-    fn replay(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>>;
-
-    /// The highest sequence of `session` (0 when it has no frames).
-    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>>;
-
-    /// Every session with at least one frame or a tombstone, in ID order. The answer
-    /// holds every session; a backend reads it in bounded pages (a server-backed one
-    /// in statements of bounded size), but callers that must stay bounded in memory
-    /// page with [`sessions_after`](Self::sessions_after) instead.
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
-
-    /// One page of [`sessions`](Self::sessions): at most `limit` sessions with at
-    /// least one frame or a tombstone whose ID is greater than `after` (from the first when `None`),
-    /// in ID order. Page through every session by passing the last ID of each page as
-    /// the next `after`; memory is bounded by `limit`, whatever the number of sessions.
-    ///
-    /// Every backend implements it with a seek (there is no default built on
-    /// [`sessions`](Self::sessions), which would read every session for each page); a
-    /// wrapper forwards it.
-    fn sessions_after(
-        &self,
-        after: Option<SessionId>,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
-
-    /// Whether `session` is live, ended or purged (a session never written is live).
-    fn session_state(
-        &self,
-        session: SessionId,
-    ) -> BoxFuture<'_, Result<SessionState, JournalError>>;
-
     /// One bounded step of a purge, in one transaction: picks one ended session whose
     /// end committed before `ended_before` (a purge left unfinished is finished first,
     /// whatever the horizon) and removes up to `max_frames` of its frames with their
@@ -217,156 +175,74 @@ pub trait JournalBackend: Send + Sync {
     ) -> BoxFuture<'_, Result<u64, JournalError>>;
 }
 
-/// The checks every backend runs before it writes anything, in this order: the record
-/// names `session` ([`AppendError::SessionMismatch`]), encodes to at most
-/// `max_record_bytes` ([`AppendError::TooLarge`]; checked before validation so an
-/// oversized input costs no more than its encoding) and validates
-/// ([`AppendError::Invalid`]: a journal never makes durable a frame restore could not
-/// read). Returns the encoded bytes to store.
+/// The reads of a journal: everything [`JournalBackend`] offers that writes nothing.
 ///
-/// # Errors
+/// A journal opened read-only ([`RedbReader`](crate::RedbReader)) implements this
+/// alone; every [`JournalBackend`] implements it too. Functions that only read (replay,
+/// restore, the command line's read commands) take it, so they accept both.
 ///
-/// The first check that fails; nothing has been written.
-pub fn encode_for_append(
-    session: SessionId,
-    record: &JournalRecord,
-    max_record_bytes: usize,
-) -> Result<Vec<u8>, AppendError> {
-    let named = record.session_id();
-    if named != session {
-        return Err(AppendError::SessionMismatch {
-            session,
-            record: named,
-        });
-    }
-    let bytes = record.encode();
-    if bytes.len() > max_record_bytes {
-        return Err(AppendError::TooLarge {
-            len: bytes.len(),
-            max: max_record_bytes,
-        });
-    }
-    record.validate().map_err(AppendError::Invalid)?;
-    Ok(bytes)
-}
-
-/// [`encode_for_append`] for every record of an atomic group
-/// ([`JournalBackend::append_all`]), in order.
+/// ```
+/// use notify_journal::{JournalOptions, JournalRead, RedbJournal, RedbReader};
+/// use notify_types::SessionId;
 ///
-/// # Errors
+/// async fn head(journal: &dyn JournalRead, session: SessionId) -> u64 {
+///     journal.last_seq(session).await.unwrap_or(0)
+/// }
 ///
-/// The first record that fails its checks, as [`AppendError::GroupRefused`] naming its
-/// index; nothing has been written.
-pub fn encode_group_for_append(
-    session: SessionId,
-    records: &[JournalRecord],
-    max_record_bytes: usize,
-) -> Result<Vec<Vec<u8>>, AppendError> {
-    records
-        .iter()
-        .enumerate()
-        .map(|(index, record)| {
-            encode_for_append(session, record, max_record_bytes).map_err(|e| {
-                AppendError::GroupRefused {
-                    index,
-                    source: Box::new(e),
-                }
-            })
-        })
-        .collect()
-}
-
-/// Replays a whole session through any backend, page by page.
-///
-/// Every page is checked to continue the one before it, so a backend whose pages do
-/// not join up is reported [`JournalError::Corrupt`] naming the first missing seq.
-///
-/// # Errors
-///
-/// The first [`JournalError`] any page returns.
-pub async fn replay_all<B: JournalBackend + ?Sized>(
-    backend: &B,
-    session: SessionId,
-) -> Result<Vec<Frame>, JournalError> {
-    const PAGE: usize = 4096;
-    let mut out = Vec::new();
-    let mut from = 1;
-    loop {
-        let page = backend.replay(session, from, PAGE).await?;
-        check_replay_page(session, from, PAGE, None, &page)?;
-        let n = page.len();
-        if let Some((seq, _)) = page.last() {
-            from = seq.saturating_add(1);
-        }
-        out.extend(page);
-        if n < PAGE {
-            return Ok(out);
-        }
-    }
-}
-
-impl<T: JournalBackend + ?Sized> JournalBackend for std::sync::Arc<T> {
-    fn append(
-        &self,
-        session: SessionId,
-        record: JournalRecord,
-    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-        (**self).append(session, record)
-    }
-    fn append_all(
-        &self,
-        session: SessionId,
-        records: Vec<JournalRecord>,
-        if_head: Option<u64>,
-    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
-        (**self).append_all(session, records, if_head)
-    }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("notify.redb");
+/// let journal = RedbJournal::open(&path, JournalOptions::default())?;
+/// assert_eq!(head(&journal, SessionId::new()).await, 0);
+/// journal.close();
+/// let reader = RedbReader::open(&path)?; // reads only: no appends to refuse
+/// assert_eq!(head(&reader, SessionId::new()).await, 0);
+/// # Ok(())
+/// # }
+/// ```
+pub trait JournalRead: Send + Sync {
+    /// The sequence at which `key` is journaled in `session`, from the index alone.
     fn lookup(
         &self,
         session: SessionId,
         key: Uuid,
-    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
-        (**self).lookup(session, key)
-    }
+    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>>;
+
+    /// Frames of `session` with sequence `>= from_seq`, in order (at most `limit`).
     fn replay(
         &self,
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
-        (**self).replay(session, from_seq, limit)
-    }
-    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-        (**self).last_seq(session)
-    }
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        (**self).sessions()
-    }
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>>;
+
+    /// The highest sequence of `session` (0 when it has no frames).
+    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>>;
+
+    /// Every session with at least one frame or a tombstone, in ID order. The answer
+    /// holds every session; a backend reads it in bounded pages (a server-backed one
+    /// in statements of bounded size), but callers that must stay bounded in memory
+    /// page with [`sessions_after`](Self::sessions_after) instead.
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
+
+    /// One page of [`sessions`](Self::sessions): at most `limit` sessions with at
+    /// least one frame or a tombstone whose ID is greater than `after` (from the first when `None`),
+    /// in ID order. Page through every session by passing the last ID of each page as
+    /// the next `after`; memory is bounded by `limit`, whatever the number of sessions.
+    ///
+    /// Every backend implements it with a seek (there is no default built on
+    /// [`sessions`](Self::sessions), which would read every session for each page); a
+    /// wrapper forwards it.
     fn sessions_after(
         &self,
         after: Option<SessionId>,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        (**self).sessions_after(after, limit)
-    }
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>>;
+
+    /// Whether `session` is live, ended or purged (a session never written is live).
     fn session_state(
         &self,
         session: SessionId,
-    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
-        (**self).session_state(session)
-    }
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        (**self).purge_step(ended_before, max_frames)
-    }
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        (**self).drop_tombstones(purged_before, limit)
-    }
+    ) -> BoxFuture<'_, Result<SessionState, JournalError>>;
 }

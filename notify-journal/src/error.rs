@@ -3,9 +3,7 @@
 use std::error::Error as StdError;
 use std::sync::Arc;
 
-use notify_types::{
-    CommandId, DecodeError, JournalFailure, JournalFailureKind, NotifyError, SessionId, Uuid,
-};
+use notify_types::{DecodeError, SessionId, Uuid};
 
 pub use crate::corruption::Corruption;
 
@@ -189,42 +187,6 @@ impl AppendError {
             other => other,
         }
     }
-
-    /// Converts to the notifier's error for a command `command_id`.
-    #[must_use]
-    pub fn into_notify_error(self, command_id: CommandId) -> NotifyError {
-        let kind = match &self {
-            Self::SessionEnded { session, purged } => {
-                return NotifyError::SessionEnded {
-                    session_id: *session,
-                    purged: *purged,
-                };
-            }
-            Self::Collision { seq, .. } => {
-                return NotifyError::Collision {
-                    command_id,
-                    seq: *seq,
-                };
-            }
-            Self::CommitFailed(_)
-            | Self::SchemaTooNew {
-                outcome_unknown: true,
-                ..
-            } => JournalFailureKind::OutcomeUnknown,
-            Self::SchemaTooNew { .. } => JournalFailureKind::Unavailable,
-            Self::Poisoned => JournalFailureKind::Poisoned,
-            Self::Fenced { .. } => JournalFailureKind::Fenced,
-            Self::TooLarge { .. } => JournalFailureKind::TooLarge,
-            Self::Closed => JournalFailureKind::Unavailable,
-            Self::Invalid(_)
-            | Self::SessionMismatch { .. }
-            | Self::Storage(_)
-            | Self::Corrupt { .. }
-            | Self::GroupRefused { .. }
-            | Self::HeadMoved { .. } => JournalFailureKind::Other,
-        };
-        NotifyError::Journal(JournalFailure::new(kind, self))
-    }
 }
 
 /// Why a read (replay, lookup, listing) failed.
@@ -245,7 +207,7 @@ pub enum JournalError {
         source: Corruption,
     },
     /// The session was purged: its log is gone (or going) and only its tombstone
-    /// remains ([`JournalBackend::session_state`](crate::JournalBackend::session_state)
+    /// remains ([`JournalRead::session_state`](crate::JournalRead::session_state)
     /// answers it). Nothing of the log is answered, never a partial one.
     #[error("session {session} was purged")]
     Purged {

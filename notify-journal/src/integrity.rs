@@ -1,10 +1,68 @@
-//! The checks every backend runs on what it reads back, so damage is named the same way
-//! whatever the storage: a frame's checksum, its decoding, and the contiguity of a log.
+//! The checks every backend runs, so refusals and damage are named the same way
+//! whatever the storage: on a record before it is written ([`check_append`]), and on
+//! what is read back (a frame's checksum, its decoding, the contiguity of a log).
 
 use notify_types::{JournalRecord, SessionId};
 
-use crate::backend::Frame;
-use crate::error::{Corruption, JournalError};
+use crate::backend::SeqRecord;
+use crate::error::{AppendError, Corruption, JournalError};
+
+/// The checks every backend runs before it writes anything, in this order: the record
+/// names `session` ([`AppendError::SessionMismatch`]), encodes to at most
+/// `max_record_bytes` ([`AppendError::TooLarge`]; checked before validation so an
+/// oversized input costs no more than its encoding) and validates
+/// ([`AppendError::Invalid`]: a journal never makes durable a frame restore could not
+/// read). Returns the encoded bytes it checked, the bytes to store.
+///
+/// # Errors
+///
+/// The first check that fails; nothing has been written.
+pub fn check_append(
+    session: SessionId,
+    record: &JournalRecord,
+    max_record_bytes: usize,
+) -> Result<Vec<u8>, AppendError> {
+    let named = record.session_id();
+    if named != session {
+        return Err(AppendError::SessionMismatch {
+            session,
+            record: named,
+        });
+    }
+    let bytes = record.encode();
+    if bytes.len() > max_record_bytes {
+        return Err(AppendError::TooLarge {
+            len: bytes.len(),
+            max: max_record_bytes,
+        });
+    }
+    record.validate().map_err(AppendError::Invalid)?;
+    Ok(bytes)
+}
+
+/// [`check_append`] for every record of an atomic group
+/// ([`JournalBackend::append_all`](crate::JournalBackend::append_all)), in order.
+///
+/// # Errors
+///
+/// The first record that fails its checks, as [`AppendError::GroupRefused`] naming its
+/// index; nothing has been written.
+pub fn check_group(
+    session: SessionId,
+    records: &[JournalRecord],
+    max_record_bytes: usize,
+) -> Result<Vec<Vec<u8>>, AppendError> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(index, record)| {
+            check_append(session, record, max_record_bytes).map_err(|e| AppendError::GroupRefused {
+                index,
+                source: Box::new(e),
+            })
+        })
+        .collect()
+}
 
 /// The frame checksum every backend stores with a record's encoded bytes: CRC-32C
 /// (Castagnoli), hardware-accelerated where the CPU has it.
@@ -19,7 +77,11 @@ pub fn frame_checksum(bytes: &[u8]) -> u32 {
 /// # Errors
 ///
 /// [`JournalError::Corrupt`] with [`Corruption::Undecodable`].
-pub fn decode_frame(session: SessionId, seq: u64, bytes: &[u8]) -> Result<Frame, JournalError> {
+pub(crate) fn decode_frame(
+    session: SessionId,
+    seq: u64,
+    bytes: &[u8],
+) -> Result<SeqRecord, JournalError> {
     let record = JournalRecord::decode(bytes)
         .map_err(|e| corrupt(session, seq, Corruption::Undecodable(e)))?;
     check_identity(session, seq, &record)?;
@@ -32,13 +94,14 @@ pub fn decode_frame(session: SessionId, seq: u64, bytes: &[u8]) -> Result<Frame,
 /// # Errors
 ///
 /// [`JournalError::Corrupt`] with [`Corruption::Checksum`] when the bytes changed, else
-/// as [`decode_frame`].
+/// as any decoding of a stored frame ([`Corruption::Undecodable`],
+/// [`Corruption::Misplaced`]).
 pub fn decode_checked_frame(
     session: SessionId,
     seq: u64,
     bytes: &[u8],
     stored_checksum: u32,
-) -> Result<Frame, JournalError> {
+) -> Result<SeqRecord, JournalError> {
     let computed = frame_checksum(bytes);
     if computed != stored_checksum {
         return Err(corrupt(
@@ -85,7 +148,7 @@ pub fn check_replay_page(
     from_seq: u64,
     limit: usize,
     head: Option<u64>,
-    page: &[Frame],
+    page: &[SeqRecord],
 ) -> Result<(), JournalError> {
     let mut expected = from_seq.max(1);
     for (seq, _) in page {

@@ -1,5 +1,5 @@
 //! The durable journal: per-session, append-only, gap-free logs with an idempotency
-//! index, behind the [`JournalBackend`] trait.
+//! index, behind the [`JournalBackend`] trait (and its read half, [`JournalRead`]).
 //!
 //! [`RedbJournal`] keeps the journals of many sessions in one redb file. A single
 //! writer thread group-commits concurrent appends (across sessions) into one write
@@ -13,27 +13,35 @@
 //! The engines sit side by side: `redb/` here, `postgres/` (`PgJournal`, feature
 //! `postgres`) beside it, sharing the trait, the errors and the integrity checks.
 //!
+//! What is built on the traits comes with them: whole replays and purges
+//! ([`replay_all`], [`purge`]), and [`layer`] for wrappers that change a method or two.
+//!
 //! **Architecture Invariant:** no redb type appears in [`JournalBackend`]; only
 //! [`RedbJournal::open_with_backend`] (a test seam) names one.
 #![deny(unsafe_code)]
 
 mod backend;
 mod corruption;
+mod deprecated;
 mod error;
 mod integrity;
+pub mod layer;
 mod metrics;
+mod ops;
 mod redb;
 mod retention;
 mod stats;
 mod verify;
 
-pub use backend::{
-    AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, encode_group_for_append,
-    replay_all,
+pub use backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
+#[allow(deprecated)]
+pub use deprecated::{
+    Frame, check_replay_page, decode_checked_frame, decode_frame, encode_for_append,
+    encode_group_for_append, frame_checksum, record_append,
 };
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
-pub use integrity::{check_replay_page, decode_checked_frame, decode_frame, frame_checksum};
-pub use metrics::record_append;
+pub use integrity::{check_append, check_group};
+pub use ops::{purge, purge_with, replay_all, replay_page};
 pub use redb::options::{
     DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen,
 };
@@ -41,7 +49,6 @@ pub use redb::read_only::{RedbReader, RedbStats};
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{
     DEFAULT_PURGE_STEP_FRAMES, ImportStateError, PurgeReport, PurgeStep, SessionState, Tombstone,
-    purge, purge_with,
 };
 pub use stats::CommitStats;
 pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
@@ -57,3 +64,12 @@ pub use postgres::{
     LeaseError, LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
     PgOpenError, PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
 };
+
+/// Plumbing for the workspace's own crates (the testkit's in-memory journal, the
+/// command line): the integrity checks and the append counter a backend built outside
+/// this crate uses. Not part of the API: it may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::integrity::{check_replay_page, decode_checked_frame, frame_checksum};
+    pub use crate::metrics::record_append;
+}

@@ -7,18 +7,21 @@
 //! append of a key the log does not hold is refused
 //! ([`AppendError::SessionEnded`](crate::AppendError::SessionEnded)), while a retry of
 //! a record journaled before the end is still answered truthfully, a duplicate or a
-//! collision. Once the end is older than a retention horizon, [`purge`] removes the log in
-//! bounded steps ([`JournalBackend::purge_step`], each its own transaction) and leaves a
-//! [`Tombstone`], so that a late retry for the session still fails closed instead of
-//! starting a fresh log at seq 1. Tombstones can be dropped after a second, longer
-//! horizon ([`JournalBackend::drop_tombstones`]); after that the session is unknown again,
-//! and a late append would start a new log: the trade-off is the tombstones' space
-//! (about a hundred bytes a session in the redb journal) against how late a retry may come.
+//! collision. Once the end is older than a retention horizon, [`purge`](crate::purge)
+//! removes the log in bounded steps ([`JournalBackend::purge_step`], each its own
+//! transaction) and leaves a [`Tombstone`], so that a late retry for the session still
+//! fails closed instead of starting a fresh log at seq 1. Tombstones can be dropped
+//! after a second, longer horizon ([`JournalBackend::drop_tombstones`]); after that the
+//! session is unknown again, and a late append would start a new log: the trade-off is
+//! the tombstones' space (about a hundred bytes a session in the redb journal) against
+//! how late a retry may come.
+//!
+//! [`JournalBackend::purge_step`]: crate::JournalBackend::purge_step
+//! [`JournalBackend::drop_tombstones`]: crate::JournalBackend::drop_tombstones
 
 use notify_types::{SessionId, Timestamp};
 
-use crate::backend::JournalBackend;
-use crate::error::{JournalError, StorageError};
+use crate::error::JournalError;
 
 /// What a journal says of a session's life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,7 +71,7 @@ pub struct Tombstone {
     pub frames: u64,
 }
 
-/// What one [`JournalBackend::purge_step`] did.
+/// What one [`JournalBackend::purge_step`](crate::JournalBackend::purge_step) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PurgeStep {
     /// The session this step worked on; `None` when no ended session is due.
@@ -88,7 +91,7 @@ impl PurgeStep {
     };
 }
 
-/// What a whole [`purge`] did.
+/// What a whole [`purge`](crate::purge) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct PurgeReport {
     /// Sessions whose log was removed entirely.
@@ -101,74 +104,6 @@ pub struct PurgeReport {
 
 /// The default bound of one purge step: frames removed per transaction.
 pub const DEFAULT_PURGE_STEP_FRAMES: usize = 1024;
-
-/// Purges every session that ended before `ended_before`, one bounded step at a time
-/// (at most `max_frames_per_step` frames per transaction), until none is due; see
-/// [`purge_with`] to watch progress.
-///
-/// Appends to live sessions wait for at most one step. A purge cut short (an error, a
-/// crash, a dropped future) leaves each session either whole or tombstoned with part of
-/// its log still to remove, which the next purge finishes first; reads never present a
-/// partly removed log.
-///
-/// # Errors
-///
-/// The first error a step answers; the steps before it are committed.
-///
-/// # Cancel safety
-///
-/// Dropping the future stops between or inside a step; every committed step stays
-/// committed, and a step in flight either commits or not. Calling again continues.
-pub async fn purge<B: JournalBackend + ?Sized>(
-    backend: &B,
-    ended_before: Timestamp,
-    max_frames_per_step: usize,
-) -> Result<PurgeReport, JournalError> {
-    purge_with(backend, ended_before, max_frames_per_step, |_, _| {}).await
-}
-
-/// [`purge`], calling `progress` after every step with the step and the running totals.
-///
-/// # Errors
-///
-/// As [`purge`].
-///
-/// # Cancel safety
-///
-/// As [`purge`].
-pub async fn purge_with<B, F>(
-    backend: &B,
-    ended_before: Timestamp,
-    max_frames_per_step: usize,
-    mut progress: F,
-) -> Result<PurgeReport, JournalError>
-where
-    B: JournalBackend + ?Sized,
-    F: FnMut(&PurgeStep, &PurgeReport),
-{
-    let max = max_frames_per_step.max(1);
-    let mut report = PurgeReport::default();
-    let mut last_finished = None;
-    loop {
-        let step = backend.purge_step(ended_before, max).await?;
-        let Some(session) = step.session else {
-            return Ok(report);
-        };
-        if (step.frames_removed == 0 && !step.finished) || last_finished == Some(session) {
-            // A backend that names a session but makes no progress would loop forever.
-            return Err(JournalError::Storage(StorageError::msg(format!(
-                "purge step on session {session} made no progress"
-            ))));
-        }
-        if step.finished {
-            last_finished = Some(session);
-        }
-        report.steps += 1;
-        report.frames += step.frames_removed;
-        report.sessions += u64::from(step.finished);
-        progress(&step, &report);
-    }
-}
 
 /// Why an import of session states ([`RedbJournal::import_states`],
 /// `PgJournal::import_states`) was refused. Nothing of the import was written.

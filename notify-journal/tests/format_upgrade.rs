@@ -12,7 +12,7 @@ use std::path::Path;
 
 use common::{command, open, session, three_frames};
 use notify_journal::{
-    Corruption, EngineCheck, JournalBackend, JournalOptions, OpenError, Problem, RedbJournal,
+    Corruption, EngineCheck, JournalOptions, JournalRead, OpenError, Problem, RedbJournal,
     replay_all,
 };
 use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};

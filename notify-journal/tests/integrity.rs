@@ -10,7 +10,7 @@ mod common;
 
 use common::{command, key_of, open, session, three_frames, u};
 use notify_journal::{
-    AppendError, Corruption, EngineCheck, JournalBackend, JournalError, JournalOptions, OpenError,
+    AppendError, Corruption, EngineCheck, JournalError, JournalOptions, JournalRead, OpenError,
     Problem, RedbJournal, VerifyOnOpen, replay_all,
 };
 use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, PG_SCHEMA_VERSION, PgJournal, PgOptions, replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalRead, PG_SCHEMA_VERSION, PgJournal,
+    PgOptions, replay_all,
 };
 use notify_types::{SessionId, Uuid};
 use postgres_support::{

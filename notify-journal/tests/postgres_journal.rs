@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, JournalError, LeaseError, MigrationMode,
-    PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalError, JournalRead, LeaseError,
+    MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, replay_all,
 };
 use notify_types::{CommandId, SessionId, Uuid, consumed_event_id};
 use postgres_support::{

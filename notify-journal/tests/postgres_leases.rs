@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, LeaseError, LeasePolicy, PgJournal, PgOptions,
-    replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalRead, LeaseError, LeasePolicy, PgJournal,
+    PgOptions, replay_all,
 };
 use notify_types::{SessionId, Uuid};
 use postgres_support::{command, conninfo_with, database_url, journal, not_over_tcp, raw_client};

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use notify_journal::{JournalBackend, PgOptions, replay_all};
+use notify_journal::{JournalBackend, JournalRead, PgOptions, replay_all};
 use notify_types::{SessionId, Uuid};
 use postgres_support::{DATABASE_URL_VAR, command, database_url, journal};
 

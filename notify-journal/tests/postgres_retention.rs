@@ -17,8 +17,8 @@ mod postgres_support;
 use std::sync::Arc;
 
 use notify_journal::{
-    AppendError, JournalBackend, JournalError, PgOptions, PurgeStep, SessionState, purge,
-    replay_all,
+    AppendError, JournalBackend, JournalError, JournalRead, PgOptions, PurgeStep, SessionState,
+    purge, replay_all,
 };
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::retention::{appended, duplicate, ended_at, is_ended, just_after};

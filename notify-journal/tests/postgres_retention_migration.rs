@@ -12,7 +12,8 @@
 mod postgres_support;
 
 use notify_journal::{
-    AppendError, JournalBackend, PG_SCHEMA_VERSION, PgOptions, SessionState, purge, replay_all,
+    AppendError, JournalBackend, JournalRead, PG_SCHEMA_VERSION, PgOptions, SessionState, purge,
+    replay_all,
 };
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::retention::{appended, duplicate, is_ended};
@@ -167,7 +168,7 @@ async fn a_version_4_schema_is_migrated_to_truthful_retries_after_the_end() {
                     &vec![retry.encode()],
                     &vec![None::<i64>],
                     &vec![i32::from_be_bytes(
-                        notify_journal::frame_checksum(&retry.encode()).to_be_bytes(),
+                        notify_journal::__private::frame_checksum(&retry.encode()).to_be_bytes(),
                     )],
                 ],
             )

@@ -14,7 +14,7 @@ mod postgres_support;
 
 use std::sync::Arc;
 
-use notify_journal::{JournalBackend, PgOptions, SessionState, purge};
+use notify_journal::{JournalBackend, JournalRead, PgOptions, SessionState, purge};
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::retention::appended;
 use postgres_support::{

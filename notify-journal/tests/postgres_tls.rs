@@ -14,7 +14,8 @@
 mod postgres_support;
 
 use notify_journal::{
-    JournalBackend, PgJournal, PgOpenError, PgOptions, PgSslMode, PgTls, PgTlsRefusal, replay_all,
+    JournalBackend, JournalRead, PgJournal, PgOpenError, PgOptions, PgSslMode, PgTls, PgTlsRefusal,
+    replay_all,
 };
 use notify_types::{SessionId, Uuid};
 use postgres_support::command;

@@ -26,8 +26,8 @@ mod postgres_support;
 use std::time::Duration;
 
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, JournalError, LeaseError, PG_SCHEMA_VERSION,
-    PgJournal, PgOpenError, PgOptions, SessionState, replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalError, JournalRead, LeaseError,
+    PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, SessionState, replay_all,
 };
 use notify_types::{CommandId, JournalRecord, SessionId, Uuid};
 use postgres_support::{

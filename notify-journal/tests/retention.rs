@@ -13,7 +13,7 @@ use std::path::Path;
 
 use common::{command, command_with, earlier, ended, ended_session, key_of, later, open, session};
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, JournalError, PurgeStep, RedbJournal, SessionState,
+    AppendError, AppendOutcome, JournalError, JournalRead, PurgeStep, RedbJournal, SessionState,
     purge, purge_with, replay_all,
 };
 use notify_testkit::tamper::{self, RETENTION, SESSIONS};

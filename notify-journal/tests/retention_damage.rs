@@ -12,7 +12,7 @@ use std::path::Path;
 
 use common::{command, ended, ended_session, key_of, later, open, session, u};
 use notify_journal::{
-    AppendError, Corruption, JournalBackend, JournalError, Problem, RedbJournal, SessionState,
+    AppendError, Corruption, JournalError, JournalRead, Problem, RedbJournal, SessionState,
 };
 use notify_testkit::tamper::{self, RETENTION, SESSIONS};
 use notify_types::SessionId;

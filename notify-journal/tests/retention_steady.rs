@@ -9,7 +9,7 @@ mod common;
 
 use common::{command, ended, later, open, session};
 use notify_journal::{
-    AppendError, JournalBackend, OpenError, RedbJournal, SessionState, purge, replay_all,
+    AppendError, JournalRead, OpenError, RedbJournal, SessionState, purge, replay_all,
 };
 use notify_types::SessionId;
 

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use common::*;
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, JournalError, JournalOptions, OpenError,
-    RedbJournal, replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalError, JournalOptions, JournalRead,
+    OpenError, RedbJournal, replay_all,
 };
 use notify_types::{CommandId, JournalRecord, SessionId};
 use redb::TableDefinition;

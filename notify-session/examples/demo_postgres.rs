@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail, ensure};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use notify_journal::{AppendError, JournalBackend, LeaseError, PgJournal, PgOptions};
+use notify_journal::{AppendError, JournalBackend, JournalRead, LeaseError, PgJournal, PgOptions};
 use notify_loop::LoopConfig;
 use notify_session::{AckError, RetryPolicy, Session, notify_with_retry, restore};
 use notify_types::{

@@ -1,7 +1,10 @@
 //! The session's error types, one per operation.
 
 use notify_journal::{AppendError, JournalError};
-use notify_types::{EventId, LoopId, SessionId, ValidationField};
+use notify_types::{
+    CommandId, EventId, JournalFailure, JournalFailureKind, LoopId, NotifyError, SessionId,
+    ValidationField,
+};
 
 /// Why a loop could not be registered.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -126,4 +129,42 @@ pub enum EndError {
     /// stays; ending again continues where this stopped.
     #[error("journaling the end failed")]
     Journal(#[source] AppendError),
+}
+
+/// The notifier's answer for a notification `command_id` whose append failed: the
+/// session's ended and collision refusals as such, every other failure a journal
+/// failure of the kind a caller acts on (retry, reopen, give up).
+pub(crate) fn notify_error(command_id: CommandId, e: AppendError) -> NotifyError {
+    let kind = match &e {
+        AppendError::SessionEnded { session, purged } => {
+            return NotifyError::SessionEnded {
+                session_id: *session,
+                purged: *purged,
+            };
+        }
+        AppendError::Collision { seq, .. } => {
+            return NotifyError::Collision {
+                command_id,
+                seq: *seq,
+            };
+        }
+        AppendError::CommitFailed(_)
+        | AppendError::SchemaTooNew {
+            outcome_unknown: true,
+            ..
+        } => JournalFailureKind::OutcomeUnknown,
+        AppendError::SchemaTooNew { .. } | AppendError::Closed => JournalFailureKind::Unavailable,
+        AppendError::Poisoned => JournalFailureKind::Poisoned,
+        AppendError::Fenced { .. } => JournalFailureKind::Fenced,
+        AppendError::TooLarge { .. } => JournalFailureKind::TooLarge,
+        AppendError::Invalid(_)
+        | AppendError::SessionMismatch { .. }
+        | AppendError::Storage(_)
+        | AppendError::Corrupt { .. }
+        | AppendError::GroupRefused { .. }
+        | AppendError::HeadMoved { .. } => JournalFailureKind::Other,
+        // A variant added to the journal later (the enum is non-exhaustive).
+        _ => JournalFailureKind::Other,
+    };
+    NotifyError::Journal(JournalFailure::new(kind, e))
 }

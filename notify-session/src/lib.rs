@@ -130,7 +130,7 @@ pub mod prelude {
     //! # }
     //! ```
 
-    pub use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
+    pub use notify_journal::{JournalBackend, JournalOptions, JournalRead, RedbJournal};
     pub use notify_loop::LoopConfig;
     pub use notify_types::{
         CommandId, Disposition, EventId, ExecutionId, LoopId, Notified, NotifyError,

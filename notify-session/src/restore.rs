@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use notify_journal::{JournalBackend, JournalError, SessionState, check_replay_page};
+use notify_journal::{JournalError, JournalRead, SessionState, replay_page};
 use notify_types::{
     CommandId, JournalRecord, LoopId, Notified, NotifyError, ProcessCompletionNotification,
     ProcessLifecycleKind, ProcessLifecycleMetadata, ProcessLifecycleState, ProcessNotification,
@@ -137,21 +137,19 @@ impl RestoreReport {
 /// [`RestoreError::Replay`] if the journal cannot be read or a frame is damaged.
 pub async fn restore(
     session_id: SessionId,
-    journal: &dyn JournalBackend,
+    journal: &dyn JournalRead,
 ) -> Result<RestoreReport, RestoreError> {
     let span = tracing::info_span!("restore", session = %session_id);
     async move {
         let mut state = Reduction::default();
         let mut from = 1;
         loop {
-            let page = match journal.replay(session_id, from, RESTORE_PAGE).await {
+            let page = match replay_page(journal, session_id, from, RESTORE_PAGE).await {
                 Err(JournalError::Purged { .. }) => {
                     return ended_report(session_id, journal).await;
                 }
                 page => page.map_err(RestoreError::Replay)?,
             };
-            check_replay_page(session_id, from, RESTORE_PAGE, None, &page)
-                .map_err(RestoreError::Replay)?;
             let n = page.len();
             for (seq, record) in page {
                 state.apply(seq, record);
@@ -181,7 +179,7 @@ pub async fn restore(
 /// The report of an ended or purged session: its state and last seq, nothing pending.
 async fn ended_report(
     session_id: SessionId,
-    journal: &dyn JournalBackend,
+    journal: &dyn JournalRead,
 ) -> Result<RestoreReport, RestoreError> {
     let state = journal
         .session_state(session_id)
@@ -353,7 +351,7 @@ impl Reduction {
 ///
 /// [`RestoreError::Replay`] if the journal cannot be read or a frame does not decode.
 pub async fn completed_event(
-    journal: &dyn JournalBackend,
+    journal: &dyn JournalRead,
     notification: &ProcessCompletionNotification,
 ) -> Result<Option<ProcessLifecycleMetadata>, RestoreError> {
     let session = notification.session_id;
@@ -363,11 +361,8 @@ pub async fn completed_event(
     let mut after_completion = false;
     let mut from = 1;
     loop {
-        let page = journal
-            .replay(session, from, RESTORE_PAGE)
+        let page = replay_page(journal, session, from, RESTORE_PAGE)
             .await
-            .map_err(RestoreError::Replay)?;
-        check_replay_page(session, from, RESTORE_PAGE, None, &page)
             .map_err(RestoreError::Replay)?;
         let n = page.len();
         for (seq, record) in page {

@@ -316,12 +316,12 @@ impl Session {
             )
             .await
             .map(|_| Notified::Duplicate)
-            .map_err(|e| e.into_notify_error(command_id));
+            .map_err(|e| crate::error::notify_error(command_id, e));
         }
         if let Some(journal) = &self.shared.journal {
             let outcome = append(journal.as_ref(), self.shared.id, command.clone().into())
                 .await
-                .map_err(|e| e.into_notify_error(command_id))?;
+                .map_err(|e| crate::error::notify_error(command_id, e))?;
             if !outcome.appended {
                 let unavailable = |e| {
                     NotifyError::Journal(notify_types::JournalFailure::new(

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use notify_journal::{
-    JournalBackend, JournalOptions, RedbJournal, SessionState, purge, replay_all,
+    JournalBackend, JournalOptions, JournalRead, RedbJournal, SessionState, purge, replay_all,
 };
 use notify_loop::LoopConfig;
 use notify_session::{
@@ -652,7 +652,14 @@ struct Interloper {
     foreign: std::sync::Mutex<std::collections::VecDeque<JournalRecord>>,
 }
 
-impl JournalBackend for Interloper {
+impl notify_journal::layer::JournalReadLayer for Interloper {
+    type Inner = MemoryJournal;
+    fn inner(&self) -> &MemoryJournal {
+        &self.inner
+    }
+}
+
+impl notify_journal::layer::JournalLayer for Interloper {
     fn append(
         &self,
         session: SessionId,
@@ -693,65 +700,6 @@ impl JournalBackend for Interloper {
             }
             self.inner.append_all(session, records, if_head).await
         })
-    }
-    fn lookup(
-        &self,
-        session: SessionId,
-        key: notify_types::Uuid,
-    ) -> notify_journal::BoxFuture<'_, Result<Option<u64>, notify_journal::JournalError>> {
-        self.inner.lookup(session, key)
-    }
-    fn replay(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<Vec<notify_journal::Frame>, notify_journal::JournalError>,
-    > {
-        self.inner.replay(session, from_seq, limit)
-    }
-    fn last_seq(
-        &self,
-        session: SessionId,
-    ) -> notify_journal::BoxFuture<'_, Result<u64, notify_journal::JournalError>> {
-        self.inner.last_seq(session)
-    }
-    fn sessions(
-        &self,
-    ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
-        self.inner.sessions()
-    }
-    fn sessions_after(
-        &self,
-        after: Option<SessionId>,
-        limit: usize,
-    ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
-        self.inner.sessions_after(after, limit)
-    }
-    fn session_state(
-        &self,
-        session: SessionId,
-    ) -> notify_journal::BoxFuture<'_, Result<SessionState, notify_journal::JournalError>> {
-        self.inner.session_state(session)
-    }
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<notify_journal::PurgeStep, notify_journal::JournalError>,
-    > {
-        self.inner.purge_step(ended_before, max_frames)
-    }
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> notify_journal::BoxFuture<'_, Result<u64, notify_journal::JournalError>> {
-        self.inner.drop_tombstones(purged_before, limit)
     }
 }
 
@@ -1069,7 +1017,14 @@ impl HoldTheEnd {
     }
 }
 
-impl JournalBackend for HoldTheEnd {
+impl notify_journal::layer::JournalReadLayer for HoldTheEnd {
+    type Inner = MemoryJournal;
+    fn inner(&self) -> &MemoryJournal {
+        &self.inner
+    }
+}
+
+impl notify_journal::layer::JournalLayer for HoldTheEnd {
     fn append(
         &self,
         session: SessionId,
@@ -1104,65 +1059,6 @@ impl JournalBackend for HoldTheEnd {
             self.land().await;
             self.inner.append_all(session, records, if_head).await
         })
-    }
-    fn lookup(
-        &self,
-        session: SessionId,
-        key: notify_types::Uuid,
-    ) -> notify_journal::BoxFuture<'_, Result<Option<u64>, notify_journal::JournalError>> {
-        self.inner.lookup(session, key)
-    }
-    fn replay(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<Vec<notify_journal::Frame>, notify_journal::JournalError>,
-    > {
-        self.inner.replay(session, from_seq, limit)
-    }
-    fn last_seq(
-        &self,
-        session: SessionId,
-    ) -> notify_journal::BoxFuture<'_, Result<u64, notify_journal::JournalError>> {
-        self.inner.last_seq(session)
-    }
-    fn sessions(
-        &self,
-    ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
-        self.inner.sessions()
-    }
-    fn sessions_after(
-        &self,
-        after: Option<SessionId>,
-        limit: usize,
-    ) -> notify_journal::BoxFuture<'_, Result<Vec<SessionId>, notify_journal::JournalError>> {
-        self.inner.sessions_after(after, limit)
-    }
-    fn session_state(
-        &self,
-        session: SessionId,
-    ) -> notify_journal::BoxFuture<'_, Result<SessionState, notify_journal::JournalError>> {
-        self.inner.session_state(session)
-    }
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<notify_journal::PurgeStep, notify_journal::JournalError>,
-    > {
-        self.inner.purge_step(ended_before, max_frames)
-    }
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> notify_journal::BoxFuture<'_, Result<u64, notify_journal::JournalError>> {
-        self.inner.drop_tombstones(purged_before, limit)
     }
 }
 

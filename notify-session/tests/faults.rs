@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use notify_journal::{AppendError, JournalBackend, replay_all};
+use notify_journal::{AppendError, JournalRead, replay_all};
 use notify_loop::LoopConfig;
 use notify_session::{AckError, PublishError, Session, SessionConsumer};
 use notify_testkit::sample::{lifecycle, notification};

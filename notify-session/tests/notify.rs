@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use notify_journal::JournalBackend;
+use notify_journal::{JournalBackend, JournalRead};
 use notify_loop::LoopConfig;
 use notify_session::{Session, SessionConsumer};
 use notify_testkit::MemoryJournal;

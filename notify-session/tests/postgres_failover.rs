@@ -33,7 +33,9 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use notify_journal::{AppendError, JournalBackend, LeaseError, PgJournal, PgOptions, replay_all};
+use notify_journal::{
+    AppendError, JournalBackend, JournalRead, LeaseError, PgJournal, PgOptions, replay_all,
+};
 use notify_loop::LoopConfig;
 use notify_session::{AckError, RetryPolicy, Session, notify_with_retry, restore};
 use notify_testkit::postgres::{DATABASE_URL_VAR, database_url};

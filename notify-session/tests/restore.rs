@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use notify_journal::{JournalBackend, JournalOptions, RedbJournal, replay_all};
+use notify_journal::{JournalBackend, JournalOptions, JournalRead, RedbJournal, replay_all};
 use notify_loop::LoopConfig;
 use notify_session::{RestoreReport, Session, restore};
 use notify_testkit::MemoryJournal;

@@ -4,11 +4,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use notify_journal::layer::{JournalLayer, JournalReadLayer};
 use notify_journal::{
-    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, PurgeStep,
-    SessionState, StorageError,
+    AppendError, AppendOutcome, BoxFuture, JournalBackend, JournalError, SeqRecord, SessionState,
+    StorageError,
 };
-use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
+use notify_types::{JournalRecord, SessionId, Uuid};
 
 /// What an injected append fault does.
 #[derive(Debug, Clone)]
@@ -264,7 +265,8 @@ async fn delay(latency: Duration) {
     }
 }
 
-impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
+// Purges and tombstone drops are forwarded as they are: no fault is injected there.
+impl<B: JournalBackend> JournalLayer for FaultyJournal<B> {
     fn append(
         &self,
         session: SessionId,
@@ -332,6 +334,14 @@ impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
             result
         })
     }
+}
+
+impl<B: JournalBackend> JournalReadLayer for FaultyJournal<B> {
+    type Inner = B;
+
+    fn inner(&self) -> &B {
+        &self.inner
+    }
 
     fn lookup(
         &self,
@@ -353,7 +363,7 @@ impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
         let (latency, error) = self.control.on_read(|s| &mut s.replays);
         Box::pin(async move {
             delay(latency).await;
@@ -412,21 +422,5 @@ impl<B: JournalBackend> JournalBackend for FaultyJournal<B> {
                 None => self.inner.session_state(session).await,
             }
         })
-    }
-
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        self.inner.purge_step(ended_before, max_frames)
-    }
-
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        self.inner.drop_tombstones(purged_before, limit)
     }
 }

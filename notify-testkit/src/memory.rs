@@ -4,10 +4,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use notify_journal::__private::{
+    check_replay_page, decode_checked_frame, frame_checksum, record_append,
+};
 use notify_journal::{
-    AppendError, AppendOutcome, BoxFuture, CommitStats, Corruption, Frame, JournalBackend,
-    JournalError, PurgeStep, SessionState, Tombstone, check_replay_page, decode_checked_frame,
-    frame_checksum, record_append,
+    AppendError, AppendOutcome, BoxFuture, CommitStats, Corruption, JournalBackend, JournalError,
+    JournalRead, PurgeStep, SeqRecord, SessionState, Tombstone, check_append, check_group,
 };
 use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid};
 
@@ -23,7 +25,7 @@ use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid};
 ///   another session is [`AppendError::SessionMismatch`]; a record
 ///   whose encoding exceeds [`max_record_bytes`](Self::max_record_bytes) is
 ///   [`AppendError::TooLarge`].
-/// * Frames are kept as encoded bytes with their [`frame_checksum`] and checked and
+/// * Frames are kept as encoded bytes with their checksum (CRC-32C) and checked and
 ///   decoded on every read, like a real backend, so a frame whose bytes changed
 ///   ([`corrupt_frame`](Self::corrupt_frame)) or that went missing
 ///   ([`remove_frame`](Self::remove_frame)) is [`JournalError::Corrupt`] on replay, and
@@ -203,8 +205,7 @@ impl MemoryJournal {
         session: SessionId,
         record: &JournalRecord,
     ) -> Result<AppendOutcome, AppendError> {
-        let bytes =
-            notify_journal::encode_for_append(session, record, self.inner.max_record_bytes)?;
+        let bytes = check_append(session, record, self.inner.max_record_bytes)?;
         let mut sessions = self.lock();
         self.resolve(&mut sessions, session, record, bytes)
     }
@@ -218,8 +219,7 @@ impl MemoryJournal {
         records: &[JournalRecord],
         if_head: Option<u64>,
     ) -> Result<Vec<AppendOutcome>, AppendError> {
-        let encoded =
-            notify_journal::encode_group_for_append(session, records, self.inner.max_record_bytes)?;
+        let encoded = check_group(session, records, self.inner.max_record_bytes)?;
         let mut sessions = self.lock();
         let before = sessions.get(&session).map(|log| (log.head, log.ended_at));
         let mut outcomes = Vec::with_capacity(records.len());
@@ -331,7 +331,7 @@ impl MemoryJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
+    ) -> Result<Vec<SeqRecord>, JournalError> {
         let sessions = self.lock();
         let Some(log) = sessions.get(&session) else {
             return Ok(Vec::new());
@@ -344,7 +344,7 @@ impl MemoryJournal {
             .range(from_seq.max(1)..)
             .take(limit)
             .map(|(seq, (sum, bytes))| decode_checked_frame(session, *seq, bytes, *sum))
-            .collect::<Result<Vec<Frame>, JournalError>>()?;
+            .collect::<Result<Vec<SeqRecord>, JournalError>>()?;
         check_replay_page(session, from_seq, limit, Some(log.head), &frames)?;
         Ok(frames)
     }
@@ -356,35 +356,7 @@ impl Default for MemoryJournal {
     }
 }
 
-impl JournalBackend for MemoryJournal {
-    fn append(
-        &self,
-        session: SessionId,
-        record: JournalRecord,
-    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-        let result = self.append_now(session, &record);
-        record_append("memory", &result);
-        Box::pin(std::future::ready(result))
-    }
-
-    fn append_all(
-        &self,
-        session: SessionId,
-        records: Vec<JournalRecord>,
-        if_head: Option<u64>,
-    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
-        let result = self.append_all_now(session, &records, if_head);
-        match &result {
-            Ok(outcomes) => {
-                for outcome in outcomes {
-                    record_append("memory", &Ok(*outcome));
-                }
-            }
-            Err(e) => record_append("memory", &Err(e.clone())),
-        }
-        Box::pin(std::future::ready(result))
-    }
-
+impl JournalRead for MemoryJournal {
     fn lookup(
         &self,
         session: SessionId,
@@ -431,7 +403,7 @@ impl JournalBackend for MemoryJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
         Box::pin(std::future::ready(
             self.replay_now(session, from_seq, limit),
         ))
@@ -475,6 +447,36 @@ impl JournalBackend for MemoryJournal {
             .get(&session)
             .map_or(SessionState::Live, SessionLog::state);
         Box::pin(std::future::ready(Ok(state)))
+    }
+}
+
+impl JournalBackend for MemoryJournal {
+    fn append(
+        &self,
+        session: SessionId,
+        record: JournalRecord,
+    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
+        let result = self.append_now(session, &record);
+        record_append("memory", &result);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn append_all(
+        &self,
+        session: SessionId,
+        records: Vec<JournalRecord>,
+        if_head: Option<u64>,
+    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
+        let result = self.append_all_now(session, &records, if_head);
+        match &result {
+            Ok(outcomes) => {
+                for outcome in outcomes {
+                    record_append("memory", &Ok(*outcome));
+                }
+            }
+            Err(e) => record_append("memory", &Err(e.clone())),
+        }
+        Box::pin(std::future::ready(result))
     }
 
     fn purge_step(

@@ -3,13 +3,11 @@
 //! journal that can be damaged behind its back between operations.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
-use notify_journal::{
-    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, JournalOptions,
-    OpenError, PurgeStep, RedbJournal, SessionState,
-};
-use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
+use notify_journal::layer::{JournalLayer, JournalReadLayer};
+use notify_journal::{BoxFuture, JournalOptions, OpenError, RedbJournal};
+use notify_types::{JournalRecord, SessionId, Uuid};
 use redb::{ReadableTable, TableDefinition};
 
 use crate::conformance::Tamper;
@@ -220,7 +218,30 @@ pub fn sha256_file(path: &Path) -> Result<String, TamperError> {
 pub struct RedbTamper {
     path: PathBuf,
     options: JournalOptions,
-    journal: Mutex<Option<RedbJournal>>,
+    /// The first opening; each damage links the next after the newest.
+    first: Opening,
+    /// One damage at a time.
+    damaging: Mutex<()>,
+}
+
+/// One opening of the file. The openings stay linked (closed ones answer `Closed`), so
+/// the newest is lent out by reference for as long as the tamper lives.
+#[derive(Debug)]
+struct Opening {
+    journal: RedbJournal,
+    /// The reopen after this opening was damaged failed: `journal` is closed.
+    failed: bool,
+    next: OnceLock<Box<Opening>>,
+}
+
+impl Opening {
+    fn new(journal: RedbJournal, failed: bool) -> Self {
+        Self {
+            journal,
+            failed,
+            next: OnceLock::new(),
+        }
+    }
 }
 
 impl RedbTamper {
@@ -235,8 +256,17 @@ impl RedbTamper {
         Ok(Self {
             path,
             options,
-            journal: Mutex::new(Some(journal)),
+            first: Opening::new(journal, false),
+            damaging: Mutex::new(()),
         })
+    }
+
+    fn newest(&self) -> &Opening {
+        let mut opening = &self.first;
+        while let Some(next) = opening.next.get() {
+            opening = next;
+        }
+        opening
     }
 
     /// The journal as it is now (reopened after each damage).
@@ -245,25 +275,31 @@ impl RedbTamper {
     ///
     /// The reopen after a damage failed.
     pub fn journal(&self) -> Result<RedbJournal, TamperError> {
-        self.journal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| TamperError("the journal did not reopen".to_owned()))
+        let newest = self.newest();
+        if newest.failed {
+            return Err(TamperError("the journal did not reopen".to_owned()));
+        }
+        Ok(newest.journal.clone())
     }
 
     fn damage(
         &self,
         edit: impl FnOnce(&Path) -> Result<(), TamperError>,
     ) -> Result<(), TamperError> {
-        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(j) = slot.take() {
-            j.close();
-        }
+        let _one = self.damaging.lock().unwrap_or_else(PoisonError::into_inner);
+        let newest = self.newest();
+        newest.journal.close();
         let edited = edit(&self.path);
-        *slot = Some(
-            RedbJournal::open(&self.path, self.options.clone()).map_err(|e| err("reopen", e))?,
-        );
+        let (next, reopened) = match RedbJournal::open(&self.path, self.options.clone()) {
+            Ok(journal) => (Opening::new(journal, false), Ok(())),
+            Err(e) => (
+                Opening::new(newest.journal.clone(), true),
+                Err(err("reopen", e)),
+            ),
+        };
+        // Damages are serialised, so the newest has no next yet.
+        let _ = newest.next.set(Box::new(next));
+        reopened?;
         edited
     }
 }
@@ -297,107 +333,12 @@ impl Tamper for RedbTamper {
     }
 }
 
-impl JournalBackend for RedbTamper {
-    fn append(
-        &self,
-        session: SessionId,
-        record: JournalRecord,
-    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { j.append(session, record).await }),
-            Err(_) => Box::pin(std::future::ready(Err(AppendError::Closed))),
-        }
-    }
+impl JournalReadLayer for RedbTamper {
+    type Inner = RedbJournal;
 
-    fn append_all(
-        &self,
-        session: SessionId,
-        records: Vec<JournalRecord>,
-        if_head: Option<u64>,
-    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { j.append_all(session, records, if_head).await }),
-            Err(_) => Box::pin(std::future::ready(Err(AppendError::Closed))),
-        }
-    }
-
-    fn lookup(
-        &self,
-        session: SessionId,
-        key: Uuid,
-    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { JournalBackend::lookup(&j, session, key).await }),
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
-    }
-
-    fn replay(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
-        match self.journal() {
-            Ok(j) => {
-                Box::pin(async move { JournalBackend::replay(&j, session, from_seq, limit).await })
-            }
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
-    }
-
-    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { JournalBackend::last_seq(&j, session).await }),
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
-    }
-
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { JournalBackend::sessions(&j).await }),
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
-    }
-    fn sessions_after(
-        &self,
-        after: Option<SessionId>,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { j.sessions_after(after, limit).await }),
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
-    }
-    fn session_state(
-        &self,
-        session: SessionId,
-    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { JournalBackend::session_state(&j, session).await }),
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
-    }
-
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { j.purge_step(ended_before, max_frames).await }),
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
-    }
-
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        match self.journal() {
-            Ok(j) => Box::pin(async move { j.drop_tombstones(purged_before, limit).await }),
-            Err(_) => Box::pin(std::future::ready(Err(JournalError::Closed))),
-        }
+    fn inner(&self) -> &RedbJournal {
+        &self.newest().journal
     }
 }
+
+impl JournalLayer for RedbTamper {}

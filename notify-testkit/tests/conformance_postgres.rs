@@ -57,11 +57,10 @@ mod small_cap {
 mod integrity {
     //! Rows changed or deleted behind the journal's back are named, never answered.
     use notify_journal::{
-        AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, PgJournal,
-        PgOptions, Problem, PurgeStep, SessionState,
+        BoxFuture, JournalBackend, JournalError, JournalRead, PgJournal, PgOptions, Problem,
     };
     use notify_testkit::conformance::Tamper;
-    use notify_types::{JournalRecord, LoopId, SessionId, Timestamp, Uuid};
+    use notify_types::{LoopId, SessionId};
 
     /// The journal, and a plain connection to damage its rows with.
     pub(super) struct PgTamper {
@@ -124,71 +123,14 @@ mod integrity {
         }
     }
 
-    impl JournalBackend for PgTamper {
-        fn append(
-            &self,
-            session: SessionId,
-            record: JournalRecord,
-        ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-            self.journal.append(session, record)
-        }
-        fn append_all(
-            &self,
-            session: SessionId,
-            records: Vec<JournalRecord>,
-            if_head: Option<u64>,
-        ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
-            self.journal.append_all(session, records, if_head)
-        }
-        fn lookup(
-            &self,
-            session: SessionId,
-            key: Uuid,
-        ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
-            self.journal.lookup(session, key)
-        }
-        fn replay(
-            &self,
-            session: SessionId,
-            from_seq: u64,
-            limit: usize,
-        ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
-            self.journal.replay(session, from_seq, limit)
-        }
-        fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-            self.journal.last_seq(session)
-        }
-        fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-            self.journal.sessions()
-        }
-        fn sessions_after(
-            &self,
-            after: Option<SessionId>,
-            limit: usize,
-        ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-            self.journal.sessions_after(after, limit)
-        }
-        fn session_state(
-            &self,
-            session: SessionId,
-        ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
-            self.journal.session_state(session)
-        }
-        fn purge_step(
-            &self,
-            ended_before: Timestamp,
-            max_frames: usize,
-        ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-            self.journal.purge_step(ended_before, max_frames)
-        }
-        fn drop_tombstones(
-            &self,
-            purged_before: Timestamp,
-            limit: usize,
-        ) -> BoxFuture<'_, Result<u64, JournalError>> {
-            self.journal.drop_tombstones(purged_before, limit)
+    impl notify_journal::layer::JournalReadLayer for PgTamper {
+        type Inner = PgJournal;
+        fn inner(&self) -> &PgJournal {
+            &self.journal
         }
     }
+
+    impl notify_journal::layer::JournalLayer for PgTamper {}
 
     notify_testkit::conformance_integrity_tests! {
         setup = match open().await {

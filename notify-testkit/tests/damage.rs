@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use notify_journal::{
-    Durability, JournalBackend, JournalOptions, OpenError, RedbJournal, VerifyOnOpen, replay_all,
+    Durability, JournalOptions, JournalRead, OpenError, RedbJournal, VerifyOnOpen, replay_all,
 };
 use notify_session::{RestoreReport, restore};
 use notify_testkit::sample;

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify_journal::{AppendError, AppendOutcome, JournalBackend, JournalError, StorageError};
+use notify_journal::{
+    AppendError, AppendOutcome, JournalBackend, JournalError, JournalRead, StorageError,
+};
 use notify_testkit::{AppendFault, FaultyJournal, MemoryJournal, sample};
 use notify_types::{LoopId, SessionId};
 

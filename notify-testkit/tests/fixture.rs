@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use notify_journal::JournalBackend;
+use notify_journal::JournalRead;
 use notify_testkit::MemoryJournal;
 use notify_testkit::fixture::{self, FixtureBuilder, FixtureError, SessionFixture};
 use notify_types::{Notified, NotifyError, ProcessNotification, StopCause};

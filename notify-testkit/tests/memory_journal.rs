@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use notify_journal::{
-    AppendError, AppendOutcome, BoxFuture, Frame, JournalBackend, JournalError, replay_all,
+    AppendError, AppendOutcome, BoxFuture, JournalBackend, JournalError, JournalRead, SeqRecord,
+    replay_all,
 };
 use notify_testkit::{MemoryJournal, conformance, sample};
 use notify_types::{JournalRecord, LoopId, SessionId, Uuid};
@@ -85,7 +86,57 @@ enum Bug {
     GroupOneByOne,
 }
 
-impl JournalBackend for Broken {
+impl notify_journal::layer::JournalReadLayer for Broken {
+    type Inner = MemoryJournal;
+    fn inner(&self) -> &MemoryJournal {
+        &self.inner
+    }
+    fn lookup(
+        &self,
+        session: SessionId,
+        key: Uuid,
+    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
+        match self.bug {
+            Bug::LookupAlwaysNone => Box::pin(async { Ok(None) }),
+            _ => self.inner.lookup(session, key),
+        }
+    }
+    fn replay(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
+        match self.bug {
+            Bug::ReplayIgnoresLimit => self.inner.replay(session, from_seq, usize::MAX),
+            _ => self.inner.replay(session, from_seq, limit),
+        }
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
+        Box::pin(async move {
+            let mut ids = self.inner.sessions().await?;
+            if matches!(self.bug, Bug::SessionsUnsorted) {
+                ids.reverse();
+            }
+            Ok(ids)
+        })
+    }
+    fn session_state(
+        &self,
+        session: SessionId,
+    ) -> BoxFuture<'_, Result<notify_journal::SessionState, JournalError>> {
+        Box::pin(async move {
+            match (self.bug, self.inner.session_state(session).await?) {
+                (Bug::PurgedLooksLive, notify_journal::SessionState::Purged(_)) => {
+                    Ok(notify_journal::SessionState::Live)
+                }
+                (_, state) => Ok(state),
+            }
+        })
+    }
+}
+
+impl notify_journal::layer::JournalLayer for Broken {
     fn append(
         &self,
         session: SessionId,
@@ -134,59 +185,6 @@ impl JournalBackend for Broken {
             Ok(outcomes)
         })
     }
-    fn lookup(
-        &self,
-        session: SessionId,
-        key: Uuid,
-    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
-        match self.bug {
-            Bug::LookupAlwaysNone => Box::pin(async { Ok(None) }),
-            _ => self.inner.lookup(session, key),
-        }
-    }
-    fn replay(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
-        match self.bug {
-            Bug::ReplayIgnoresLimit => self.inner.replay(session, from_seq, usize::MAX),
-            _ => self.inner.replay(session, from_seq, limit),
-        }
-    }
-    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-        self.inner.last_seq(session)
-    }
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        Box::pin(async move {
-            let mut ids = self.inner.sessions().await?;
-            if matches!(self.bug, Bug::SessionsUnsorted) {
-                ids.reverse();
-            }
-            Ok(ids)
-        })
-    }
-    fn sessions_after(
-        &self,
-        after: Option<SessionId>,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        self.inner.sessions_after(after, limit)
-    }
-    fn session_state(
-        &self,
-        session: SessionId,
-    ) -> BoxFuture<'_, Result<notify_journal::SessionState, JournalError>> {
-        Box::pin(async move {
-            match (self.bug, self.inner.session_state(session).await?) {
-                (Bug::PurgedLooksLive, notify_journal::SessionState::Purged(_)) => {
-                    Ok(notify_journal::SessionState::Live)
-                }
-                (_, state) => Ok(state),
-            }
-        })
-    }
     fn purge_step(
         &self,
         ended_before: notify_types::Timestamp,
@@ -196,13 +194,6 @@ impl JournalBackend for Broken {
             Bug::PurgeUnbounded => self.inner.purge_step(ended_before, usize::MAX),
             _ => self.inner.purge_step(ended_before, max_frames),
         }
-    }
-    fn drop_tombstones(
-        &self,
-        purged_before: notify_types::Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        self.inner.drop_tombstones(purged_before, limit)
     }
 }
 

@@ -17,7 +17,7 @@ impl PgJournal {
         session: SessionId,
         record: JournalRecord,
     ) -> Result<AppendOutcome, AppendError> {
-        let bytes = crate::encode_for_append(session, &record, self.max_record_bytes)?;
+        let bytes = crate::check_append(session, &record, self.max_record_bytes)?;
         let epoch = lock(&self.leases).get(&session).copied();
         if epoch.is_none() && self.policy == LeasePolicy::Required {
             return Err(AppendError::Fenced { session });
@@ -53,7 +53,7 @@ impl PgJournal {
         records: Vec<JournalRecord>,
         if_head: Option<u64>,
     ) -> Result<Vec<AppendOutcome>, AppendError> {
-        let encoded = crate::encode_group_for_append(session, &records, self.max_record_bytes)?;
+        let encoded = crate::check_group(session, &records, self.max_record_bytes)?;
         if records.is_empty() {
             return Ok(Vec::new());
         }

@@ -4,7 +4,7 @@
 
 use notify_types::SessionId;
 
-use crate::backend::Frame;
+use crate::backend::SeqRecord;
 use crate::error::JournalError;
 
 /// A stored frame checked and decoded: against its checksum when it has one (frames
@@ -14,16 +14,16 @@ pub(super) fn decode_row(
     seq: u64,
     bytes: &[u8],
     checksum: Option<i32>,
-) -> Result<Frame, JournalError> {
+) -> Result<SeqRecord, JournalError> {
     match checksum {
-        Some(sum) => crate::decode_checked_frame(session, seq, bytes, from_pg(sum)),
-        None => crate::decode_frame(session, seq, bytes),
+        Some(sum) => crate::integrity::decode_checked_frame(session, seq, bytes, from_pg(sum)),
+        None => crate::integrity::decode_frame(session, seq, bytes),
     }
 }
 
 /// A frame checksum as PostgreSQL's `int4` (the same 32 bits).
 pub(super) fn pg_checksum(bytes: &[u8]) -> i32 {
-    i32::from_be_bytes(crate::frame_checksum(bytes).to_be_bytes())
+    i32::from_be_bytes(crate::integrity::frame_checksum(bytes).to_be_bytes())
 }
 
 /// A stored `int4` checksum back as the `u32` it is.

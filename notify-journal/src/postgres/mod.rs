@@ -107,7 +107,7 @@ use read_conn::ReaderSlot;
 use sql::Sql;
 use writer::Job;
 
-use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
+use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, StorageError};
 use crate::retention::{PurgeStep, SessionState};
 
@@ -223,7 +223,7 @@ use crate::retention::{PurgeStep, SessionState};
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use notify_journal::{JournalBackend, PgJournal, PgOptions};
+/// use notify_journal::{JournalRead, PgJournal, PgOptions};
 /// use notify_types::SessionId;
 ///
 /// let journal = PgJournal::connect("host=db.internal user=notify dbname=notify", PgOptions::default()).await?;
@@ -324,6 +324,24 @@ impl JournalBackend for PgJournal {
         })
     }
 
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(self.purge_step_inner(ended_before, max_frames))
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        Box::pin(self.drop_tombstones_inner(purged_before, limit))
+    }
+}
+
+impl JournalRead for PgJournal {
     fn lookup(
         &self,
         session: SessionId,
@@ -337,7 +355,7 @@ impl JournalBackend for PgJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
         Box::pin(self.replay_inner(session, from_seq, limit))
     }
 
@@ -362,21 +380,5 @@ impl JournalBackend for PgJournal {
         session: SessionId,
     ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
         Box::pin(self.session_state_inner(session))
-    }
-
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        Box::pin(self.purge_step_inner(ended_before, max_frames))
-    }
-
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(self.drop_tombstones_inner(purged_before, limit))
     }
 }

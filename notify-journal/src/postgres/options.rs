@@ -259,7 +259,7 @@ impl PgOptions {
     /// statement. So no statement's work grows with the journal, and each stays well
     /// inside the operation timeout.
     ///
-    /// [`sessions`]: crate::JournalBackend::sessions
+    /// [`sessions`]: crate::JournalRead::sessions
     /// [`drop_tombstones`]: crate::JournalBackend::drop_tombstones
     #[must_use]
     pub fn page_rows(mut self, rows: usize) -> Self {

@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 use super::error::sanitize;
 use super::frame::decode_row;
 use super::{PgJournal, seq_u64};
-use crate::backend::Frame;
+use crate::backend::SeqRecord;
 use crate::error::{Corruption, JournalError};
 
 impl PgJournal {
@@ -56,7 +56,7 @@ impl PgJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
+    ) -> Result<Vec<SeqRecord>, JournalError> {
         // A start beyond any storable sequence has no frames; a huge limit is "all".
         let Ok(from) = i64::try_from(from_seq) else {
             return Ok(Vec::new());
@@ -90,7 +90,7 @@ impl PgJournal {
             out.push(decode_row(session, seq, bytes, checksum)?);
         }
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        crate::check_replay_page(session, from_seq, limit, Some(head), &out)?;
+        crate::integrity::check_replay_page(session, from_seq, limit, Some(head), &out)?;
         Ok(out)
     }
 

@@ -35,10 +35,9 @@ pub use self::compact::CompactReport;
 use self::options::JournalOptions;
 use self::read::Snapshot;
 use self::writer::{Chore, Group, Queue, Queued, Request};
-use crate::backend::{
-    AppendOutcome, BoxFuture, Frame, JournalBackend, encode_for_append, encode_group_for_append,
-};
+use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
+use crate::integrity::{check_append, check_group};
 use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
 use crate::stats::CommitStats;
 use crate::verify::VerifyReport;
@@ -312,7 +311,7 @@ impl RedbJournal {
         session: SessionId,
         record: &JournalRecord,
     ) -> Result<oneshot::Receiver<writer::Reply>, AppendError> {
-        encode_for_append(session, record, self.inner.max_record_bytes)?;
+        check_append(session, record, self.inner.max_record_bytes)?;
         let (request, rx) = request(session, record);
         self.inner.queue.submit(Queued::One(request))?;
         Ok(rx)
@@ -374,7 +373,7 @@ impl RedbJournal {
         records: &[JournalRecord],
         if_head: Option<u64>,
     ) -> Result<Vec<oneshot::Receiver<writer::Reply>>, AppendError> {
-        encode_group_for_append(session, records, self.inner.max_record_bytes)?;
+        check_group(session, records, self.inner.max_record_bytes)?;
         if records.is_empty() {
             return Ok(Vec::new());
         }
@@ -398,7 +397,7 @@ impl RedbJournal {
         read::in_snapshot(&*self.inner.db()?, what, f)
     }
 
-    /// [`JournalBackend::lookup`], on the calling thread (a short blocking read). A hit
+    /// [`JournalRead::lookup`], on the calling thread (a short blocking read). A hit
     /// is confirmed against its frame, and a miss against the session's log (the key
     /// census of `docs/design.md`: the first miss of a session after open reads its log
     /// once).
@@ -425,7 +424,7 @@ impl RedbJournal {
         })
     }
 
-    /// [`JournalBackend::replay`], on the calling thread. Every frame is checked
+    /// [`JournalRead::replay`], on the calling thread. Every frame is checked
     /// (checksum, identity, decoding) and the page is contiguous from `from_seq`, ending
     /// at the session's head when shorter than `limit`.
     ///
@@ -438,13 +437,13 @@ impl RedbJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
+    ) -> Result<Vec<SeqRecord>, JournalError> {
         self.snapshot("a session's log", |s| {
             s.replay(session.as_uuid().as_u128(), from_seq, limit)
         })
     }
 
-    /// [`JournalBackend::last_seq`], on the calling thread.
+    /// [`JournalRead::last_seq`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -455,7 +454,7 @@ impl RedbJournal {
         })
     }
 
-    /// [`JournalBackend::session_state`], on the calling thread: one point read of the
+    /// [`JournalRead::session_state`], on the calling thread: one point read of the
     /// session's state row.
     ///
     /// # Errors
@@ -582,7 +581,7 @@ impl RedbJournal {
         }
     }
 
-    /// [`JournalBackend::sessions`], on the calling thread.
+    /// [`JournalRead::sessions`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -591,7 +590,7 @@ impl RedbJournal {
         self.snapshot("the sessions", Snapshot::sessions)
     }
 
-    /// [`JournalBackend::sessions_after`], on the calling thread: one seek per session
+    /// [`JournalRead::sessions_after`], on the calling thread: one seek per session
     /// returned.
     ///
     /// # Errors
@@ -723,6 +722,24 @@ impl JournalBackend for RedbJournal {
         Box::pin(RedbJournal::append_all(self, session, records, if_head))
     }
 
+    fn purge_step(
+        &self,
+        ended_before: Timestamp,
+        max_frames: usize,
+    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
+        Box::pin(RedbJournal::purge_step(self, ended_before, max_frames))
+    }
+
+    fn drop_tombstones(
+        &self,
+        purged_before: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<u64, JournalError>> {
+        Box::pin(RedbJournal::drop_tombstones(self, purged_before, limit))
+    }
+}
+
+impl JournalRead for RedbJournal {
     fn lookup(
         &self,
         session: SessionId,
@@ -736,7 +753,7 @@ impl JournalBackend for RedbJournal {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
         self.read(move |j| j.replay_blocking(session, from_seq, limit))
     }
 
@@ -761,22 +778,6 @@ impl JournalBackend for RedbJournal {
         session: SessionId,
     ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
         self.read(move |j| j.session_state_blocking(session))
-    }
-
-    fn purge_step(
-        &self,
-        ended_before: Timestamp,
-        max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        Box::pin(RedbJournal::purge_step(self, ended_before, max_frames))
-    }
-
-    fn drop_tombstones(
-        &self,
-        purged_before: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(RedbJournal::drop_tombstones(self, purged_before, limit))
     }
 }
 

@@ -12,7 +12,7 @@ use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
 use super::keys::{log_head, sid};
 use super::state::SessionRow;
 use super::{body, frame};
-use crate::backend::Frame;
+use crate::backend::SeqRecord;
 use crate::error::{Corruption, JournalError, StorageError};
 use crate::integrity::{check_identity, check_replay_page, corrupt};
 use crate::retention::SessionState;
@@ -115,7 +115,7 @@ impl Snapshot {
         seq: u64,
         key: Option<u128>,
         pos: u64,
-    ) -> Result<Frame, JournalError> {
+    ) -> Result<SeqRecord, JournalError> {
         let s = sid(session);
         let guard = self
             .log
@@ -231,7 +231,7 @@ impl Snapshot {
         session: u128,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
+    ) -> Result<Vec<SeqRecord>, JournalError> {
         let s = sid(session);
         self.refuse_purged(session)?;
         let head = self.head(session)?;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
+use notify_types::{SessionId, Uuid};
 use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata};
 
 use super::census::Census;
@@ -14,9 +14,9 @@ use super::format::{FORMAT_KEY, META};
 use super::open::{self, contain};
 use super::read::{Snapshot, in_snapshot, storage};
 use super::verify;
-use crate::backend::{AppendOutcome, BoxFuture, Frame, JournalBackend};
-use crate::error::{AppendError, JournalError, OpenError, StorageError};
-use crate::retention::{PurgeStep, SessionState};
+use crate::backend::{BoxFuture, JournalRead, SeqRecord};
+use crate::error::{JournalError, OpenError, StorageError};
+use crate::retention::SessionState;
 use crate::verify::VerifyReport;
 
 /// A redb journal file opened read-only: every read of [`RedbJournal`] and its deep
@@ -25,9 +25,8 @@ use crate::verify::VerifyReport;
 /// Opening takes redb's shared lock, so any number of readers may have the file at
 /// once, but not while a [`RedbJournal`] (a writer, in this or another process) has
 /// it: then the open is [`OpenError::AlreadyOpen`], at once, never a wait. The reads
-/// check every frame as [`RedbJournal`]'s do. Appends through [`JournalBackend`] are
-/// refused ([`AppendError::Storage`], "opened read-only"), and so are purges; they
-/// write nothing.
+/// check every frame as [`RedbJournal`]'s do. It implements [`JournalRead`] alone: it
+/// has no append or purge to refuse.
 ///
 /// ```
 /// use notify_journal::{JournalOptions, OpenError, RedbJournal, RedbReader};
@@ -146,7 +145,7 @@ impl RedbReader {
         in_snapshot(&*self.db, what, f)
     }
 
-    /// [`JournalBackend::lookup`], on the calling thread.
+    /// [`JournalRead::lookup`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -166,7 +165,7 @@ impl RedbReader {
         })
     }
 
-    /// [`JournalBackend::replay`], on the calling thread; every frame checked.
+    /// [`JournalRead::replay`], on the calling thread; every frame checked.
     ///
     /// # Errors
     ///
@@ -176,13 +175,13 @@ impl RedbReader {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Frame>, JournalError> {
+    ) -> Result<Vec<SeqRecord>, JournalError> {
         self.snapshot("a session's log", |s| {
             s.replay(session.as_uuid().as_u128(), from_seq, limit)
         })
     }
 
-    /// [`JournalBackend::last_seq`], on the calling thread.
+    /// [`JournalRead::last_seq`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -193,7 +192,7 @@ impl RedbReader {
         })
     }
 
-    /// [`JournalBackend::session_state`], on the calling thread.
+    /// [`JournalRead::session_state`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -204,7 +203,7 @@ impl RedbReader {
         })
     }
 
-    /// [`JournalBackend::sessions`], on the calling thread.
+    /// [`JournalRead::sessions`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -213,7 +212,7 @@ impl RedbReader {
         self.snapshot("the sessions", Snapshot::sessions)
     }
 
-    /// [`JournalBackend::sessions_after`], on the calling thread.
+    /// [`JournalRead::sessions_after`], on the calling thread.
     ///
     /// # Errors
     ///
@@ -307,32 +306,7 @@ impl RedbReader {
     }
 }
 
-impl JournalBackend for RedbReader {
-    fn append(
-        &self,
-        _session: SessionId,
-        _record: JournalRecord,
-    ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
-        Box::pin(async {
-            Err(AppendError::Storage(StorageError::msg(
-                "the journal is opened read-only; nothing was written",
-            )))
-        })
-    }
-
-    fn append_all(
-        &self,
-        _session: SessionId,
-        _records: Vec<JournalRecord>,
-        _if_head: Option<u64>,
-    ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
-        Box::pin(async {
-            Err(AppendError::Storage(StorageError::msg(
-                "the journal is opened read-only; nothing was written",
-            )))
-        })
-    }
-
+impl JournalRead for RedbReader {
     fn lookup(
         &self,
         session: SessionId,
@@ -346,7 +320,7 @@ impl JournalBackend for RedbReader {
         session: SessionId,
         from_seq: u64,
         limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<Frame>, JournalError>> {
+    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
         self.read(move |r| r.replay_blocking(session, from_seq, limit))
     }
 
@@ -366,37 +340,12 @@ impl JournalBackend for RedbReader {
         self.read(move |r| r.sessions_after_blocking(after, limit))
     }
 
-    // As `RedbJournal`'s, until session end and purge land in this engine: every
-    // session is live.
     fn session_state(
         &self,
         session: SessionId,
     ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
         self.read(move |r| r.session_state_blocking(session))
     }
-
-    fn purge_step(
-        &self,
-        _ended_before: Timestamp,
-        _max_frames: usize,
-    ) -> BoxFuture<'_, Result<PurgeStep, JournalError>> {
-        Box::pin(async { Err(read_only_refusal()) })
-    }
-
-    fn drop_tombstones(
-        &self,
-        _purged_before: Timestamp,
-        _limit: usize,
-    ) -> BoxFuture<'_, Result<u64, JournalError>> {
-        Box::pin(async { Err(read_only_refusal()) })
-    }
-}
-
-/// A write asked of a reader: refused, nothing written.
-fn read_only_refusal() -> JournalError {
-    JournalError::Storage(StorageError::msg(
-        "the journal is opened read-only; nothing was written",
-    ))
 }
 
 /// redb's refusals of a read-only open, as [`OpenError`]s.

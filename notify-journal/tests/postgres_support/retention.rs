@@ -1,6 +1,8 @@
 //! Helpers of the PostgreSQL retention tests (`postgres_retention*.rs`).
 
-use notify_journal::{AppendError, AppendOutcome, JournalBackend, PgJournal, SessionState};
+use notify_journal::{
+    AppendError, AppendOutcome, JournalBackend, JournalRead, PgJournal, SessionState,
+};
 use notify_types::{SessionId, Timestamp};
 
 pub fn appended(seq: u64) -> AppendOutcome {

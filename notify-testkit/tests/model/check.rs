@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use notify_journal::{Frame, JournalBackend, JournalError, SessionState, replay_all};
+use notify_journal::{JournalBackend, JournalError, SeqRecord, SessionState, replay_all};
 use notify_session::RestoreReport;
 use notify_types::{CommandId, EventId, JournalRecord, SessionId, Uuid};
 use proptest::prelude::*;
@@ -82,7 +82,7 @@ async fn check_log(
     session: SessionId,
     want: &[MFrame],
     state: MState,
-) -> Result<Vec<Frame>, TestCaseError> {
+) -> Result<Vec<SeqRecord>, TestCaseError> {
     let len = want.len() as u64;
     let got_state = journal.session_state(session).await.unwrap();
     check_state(got_state, state, len)?;

@@ -16,7 +16,7 @@ pub(crate) struct AppendReq {
     pub(crate) key: Uuid,
     pub(crate) kind: &'static str,
     pub(crate) bytes: Vec<u8>,
-    /// [`frame_checksum`](crate::frame_checksum) of `bytes`, as PostgreSQL's `int4`.
+    /// [`frame_checksum`](crate::integrity::frame_checksum) of `bytes`, as PostgreSQL's `int4`.
     pub(crate) checksum: i32,
     /// The epoch of this journal's lease on the session when the append was made;
     /// `None` when it held none.

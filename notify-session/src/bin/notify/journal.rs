@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use notify_session::notify_journal::{
-    JournalBackend, JournalOptions, MigrationMode, PgJournal, PgOptions, RedbJournal, RedbReader,
+    JournalBackend, JournalOptions, JournalRead, MigrationMode, PgJournal, PgOptions, RedbJournal,
+    RedbReader,
 };
 use notify_session::notify_types::SessionId;
 
@@ -86,12 +87,21 @@ impl Journal {
         }
     }
 
-    /// The journal as the backend trait every library function takes.
-    pub(crate) fn backend(&self) -> &dyn JournalBackend {
+    /// The journal's reads, whichever way it was opened.
+    pub(crate) fn reader(&self) -> &dyn JournalRead {
         match self {
             Self::Reader(r) => r,
             Self::Writer(w) => w,
             Self::Postgres(p) => p,
+        }
+    }
+
+    /// The journal as a backend that writes; `None` when it was opened read-only.
+    pub(crate) fn writer(&self) -> Option<&dyn JournalBackend> {
+        match self {
+            Self::Reader(_) => None,
+            Self::Writer(w) => Some(w),
+            Self::Postgres(p) => Some(p),
         }
     }
 
@@ -124,7 +134,7 @@ impl SessionPages {
             return Ok(None);
         }
         let page = journal
-            .backend()
+            .reader()
             .sessions_after(self.after, PAGE)
             .await
             .map_err(|e| CliError::journal(what, &e))?;
@@ -145,7 +155,7 @@ pub(crate) async fn selected(
         return Ok(Selection::All(SessionPages::default()));
     };
     let head = journal
-        .backend()
+        .reader()
         .last_seq(session)
         .await
         .map_err(|e| CliError::journal(what, &e))?;

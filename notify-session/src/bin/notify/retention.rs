@@ -66,9 +66,16 @@ pub(crate) async fn purge(
                 .map_err(|e| CliError::postgres(schema, &e))?
         }
     };
+    let Some(backend) = journal.writer() else {
+        // Opened for writing above: never a reader.
+        return Err(CliError::new(
+            Exit::Failed,
+            format!("{what} is opened read-only"),
+        ));
+    };
     let mut progress = Progress::new();
     let result = purge_with(
-        journal.backend(),
+        backend,
         ended_before,
         max_frames_per_step.unwrap_or(DEFAULT_PURGE_STEP_FRAMES),
         |_, report| {

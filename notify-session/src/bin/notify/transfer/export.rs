@@ -37,9 +37,9 @@ pub(crate) async fn export(
             // Pages of frames until the session's head, then its state; a session that
             // ends meanwhile gets its last frames read too.
             let state = loop {
-                let frames_page = match journal.backend().replay(session, from, PAGE).await {
+                let frames_page = match journal.reader().replay(session, from, PAGE).await {
                     Err(JournalError::Purged { .. }) if from == 1 => {
-                        match journal.backend().session_state(session).await {
+                        match journal.reader().session_state(session).await {
                             Ok(state @ SessionState::Purged(_)) => break state,
                             Ok(_) => return Err(changed(session, from, "purged")),
                             Err(e) => return Err(CliError::journal(what, &e)),
@@ -68,7 +68,7 @@ pub(crate) async fn export(
                     continue;
                 }
                 let state = journal
-                    .backend()
+                    .reader()
                     .session_state(session)
                     .await
                     .map_err(|e| CliError::journal(what, &e))?;

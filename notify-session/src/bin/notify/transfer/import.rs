@@ -192,7 +192,7 @@ async fn import_into(
     reader: Box<dyn BufRead>,
 ) -> Result<Imported, CliError> {
     let existing = journal
-        .backend()
+        .reader()
         .sessions_after(None, 1)
         .await
         .map_err(|e| CliError::journal(what, &e))?;
@@ -287,7 +287,10 @@ async fn import_into(
                     }
                 }
                 _ => {
-                    let outcome = journal.backend().append(line.session, line.record).await;
+                    let outcome = match journal.writer() {
+                        Some(w) => w.append(line.session, line.record).await,
+                        None => Err(AppendError::Closed),
+                    };
                     landed(n, line.session, line.seq, outcome)?;
                 }
             }

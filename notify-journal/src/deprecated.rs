@@ -1,0 +1,79 @@
+//! Names of earlier releases, each kept as a deprecated alias of what replaced it.
+
+use notify_types::{JournalRecord, SessionId};
+
+use crate::backend::{AppendOutcome, SeqRecord};
+use crate::error::{AppendError, JournalError};
+
+/// The old name of [`SeqRecord`].
+#[deprecated(note = "renamed `SeqRecord` (a frame is the stored bytes)")]
+pub type Frame = SeqRecord;
+
+/// The old name of [`check_append`](crate::check_append).
+#[deprecated(note = "renamed `check_append`")]
+#[doc(hidden)]
+pub fn encode_for_append(
+    session: SessionId,
+    record: &JournalRecord,
+    max_record_bytes: usize,
+) -> Result<Vec<u8>, AppendError> {
+    crate::integrity::check_append(session, record, max_record_bytes)
+}
+
+/// The old name of [`check_group`](crate::check_group).
+#[deprecated(note = "renamed `check_group`")]
+#[doc(hidden)]
+pub fn encode_group_for_append(
+    session: SessionId,
+    records: &[JournalRecord],
+    max_record_bytes: usize,
+) -> Result<Vec<Vec<u8>>, AppendError> {
+    crate::integrity::check_group(session, records, max_record_bytes)
+}
+
+/// The check [`replay_page`](crate::replay_page) runs on a page.
+#[deprecated(note = "use `replay_page`, which replays and checks the page")]
+#[doc(hidden)]
+pub fn check_replay_page(
+    session: SessionId,
+    from_seq: u64,
+    limit: usize,
+    head: Option<u64>,
+    page: &[SeqRecord],
+) -> Result<(), JournalError> {
+    crate::integrity::check_replay_page(session, from_seq, limit, head, page)
+}
+
+/// Decodes a stored frame after checking its checksum.
+#[deprecated(note = "a backend's own plumbing: no longer part of the API")]
+#[doc(hidden)]
+pub fn decode_checked_frame(
+    session: SessionId,
+    seq: u64,
+    bytes: &[u8],
+    stored_checksum: u32,
+) -> Result<SeqRecord, JournalError> {
+    crate::integrity::decode_checked_frame(session, seq, bytes, stored_checksum)
+}
+
+/// Decodes a stored frame.
+#[deprecated(note = "a backend's own plumbing: no longer part of the API")]
+#[doc(hidden)]
+pub fn decode_frame(session: SessionId, seq: u64, bytes: &[u8]) -> Result<SeqRecord, JournalError> {
+    crate::integrity::decode_frame(session, seq, bytes)
+}
+
+/// The checksum a backend stores with a frame.
+#[deprecated(note = "a backend's own plumbing: no longer part of the API")]
+#[doc(hidden)]
+#[must_use]
+pub fn frame_checksum(bytes: &[u8]) -> u32 {
+    crate::integrity::frame_checksum(bytes)
+}
+
+/// Counts one append's answer in the journal's metrics.
+#[deprecated(note = "a backend's own plumbing: no longer part of the API")]
+#[doc(hidden)]
+pub fn record_append(backend: &'static str, result: &Result<AppendOutcome, AppendError>) {
+    crate::metrics::record_append(backend, result);
+}
