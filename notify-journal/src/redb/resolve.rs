@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use notify_types::{SessionId, Timestamp, Uuid, ended_event_id};
 use redb::ReadableTable;
 
-use super::census::{Census, Miss, confirm_miss};
+use super::census::{Census, Miss, confirm_head, confirm_miss};
 use super::format::RETENTION;
 use super::frame;
 use super::state::SessionRow;
@@ -229,6 +229,17 @@ impl<'txn> Tables<'txn, '_> {
                             .transpose()
                             .map_err(before("read position"))?
                             .map_or(0, |(k, _)| k.value().1);
+                        // Believed only if the frame it names agrees (`census.rs`).
+                        if let Some((seq, source)) =
+                            confirm_head(&self.positions, &self.log, req.session, h)
+                                .map_err(before("read the session's head"))?
+                        {
+                            return Ok(Err(AppendError::Corrupt {
+                                session,
+                                seq,
+                                source,
+                            }));
+                        }
                         // A committed value: safe to remember whatever this batch's fate.
                         if committed.len() < HEADS_CACHE_MAX {
                             committed.insert(req.session, h);
@@ -251,12 +262,29 @@ impl<'txn> Tables<'txn, '_> {
         };
         let pos = *next_pos;
         frame::write(self.frame, req.session, seq, req.key, &req.body);
-        self.log
+        // An entry replaced here means a damaged page hid it (the log's end or the
+        // session's head): the whole batch is abandoned, nothing of it written.
+        let replaced = |what: &str| {
+            BatchFailure::BeforeCommit(StorageError::msg(format!(
+                "damage: writing {what} found one already there (a damaged page hid it); nothing written"
+            )))
+        };
+        if self
+            .log
             .insert(pos, self.frame.as_slice())
-            .map_err(before("write frame"))?;
-        self.positions
+            .map_err(before("write frame"))?
+            .is_some()
+        {
+            return Err(replaced(&format!("log position {pos}")));
+        }
+        if self
+            .positions
             .insert((req.session, seq), pos)
-            .map_err(before("write position"))?;
+            .map_err(before("write position"))?
+            .is_some()
+        {
+            return Err(replaced("the session's next seq"));
+        }
         self.keys
             .insert((req.key, req.session), pos)
             .map_err(before("write index"))?;
