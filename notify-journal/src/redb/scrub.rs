@@ -230,9 +230,7 @@ fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: 
             shared.lock().status.entries = entries;
             shared.sleep(ahead)
         };
-        let found = verify::contained(|| {
-            verify::logical_paced(db, SCRUB_PROBLEMS, &mut keep_pace)
-        });
+        let found = verify::contained(|| verify::logical_paced(db, SCRUB_PROBLEMS, &mut keep_pace));
         let detail = match found {
             Err(JournalError::Closed) => return,
             Ok(report) if report.is_clean() => None,
