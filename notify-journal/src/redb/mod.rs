@@ -169,9 +169,12 @@ const BACKEND_LABEL: &str = "<custom storage backend>";
 impl RedbJournal {
     /// Opens the journal at `path`, creating the file if it is missing. After a crash,
     /// redb's recovery runs first. What else opening reads is
-    /// [`JournalOptions::verify_on_open`]'s choice: by default redb checks every page
-    /// against its checksum; with [`VerifyOnOpen::Off`](options::VerifyOnOpen::Off) it
-    /// reads only the metadata, never the log. A format-1 file is upgraded in place
+    /// [`JournalOptions::verify_on_open`]'s choice: by default
+    /// ([`VerifyOnOpen::Background`](options::VerifyOnOpen::Background)) only the
+    /// metadata, never the log, and a background scrub then checks the journal while it
+    /// runs (see [`scrub_status`](Self::scrub_status)); with
+    /// [`VerifyOnOpen::Pages`](options::VerifyOnOpen::Pages) redb checks every page
+    /// against its checksum first. A format-1 file is upgraded in place
     /// first (`docs/design.md`), after a read-only check of everything the upgrade will
     /// move: a damaged format-1 file is refused before anything is written.
     ///
@@ -714,8 +717,9 @@ impl RedbJournal {
     /// redb's `compact` moves pages toward the start of the file and truncates the
     /// freed end. A running journal reuses the pages purges free, so its file stops
     /// growing under a steady state; this gives the space back to the file system.
-    /// Opening checks the file as [`open`](Self::open) does by default (redb's page
-    /// check; a format-1 file is checked and upgraded first, a damaged one refused with
+    /// Opening checks the file as [`open`](Self::open) does with
+    /// [`VerifyOnOpen::Pages`](options::VerifyOnOpen::Pages) (redb's page check: a
+    /// compaction moves every page, so it trusts none unchecked; a format-1 file is checked and upgraded first, a damaged one refused with
     /// [`OpenError::UpgradeRefused`] and left as it was).
     ///
     /// redb compacts in its own transactions (two-phase commits): a crash during it
