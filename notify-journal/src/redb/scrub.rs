@@ -218,15 +218,16 @@ fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: 
         let mut entries = 0u64;
         let mut keep_pace = || {
             entries += 1;
-            if entries % STEP != 0 {
+            if !entries.is_multiple_of(STEP) {
                 return true;
             }
-            let ahead = if pace == 0 {
-                Duration::ZERO
-            } else {
-                Duration::from_micros(entries.saturating_mul(1_000_000) / pace)
-                    .saturating_sub(started.elapsed())
-            };
+            // Unpaced (0): never ahead.
+            let ahead = entries
+                .saturating_mul(1_000_000)
+                .checked_div(pace)
+                .map_or(Duration::ZERO, |us| {
+                    Duration::from_micros(us).saturating_sub(started.elapsed())
+                });
             shared.lock().status.entries = entries;
             shared.sleep(ahead)
         };
