@@ -28,6 +28,9 @@
 //!   `paired/census_vs_off_spread_1000`): the default journal, which confirms every
 //!   index miss against the session's log before a new frame is written, against
 //!   `confirm_misses(false)`, in alternating rounds of one run.
+//! * Not criterion: the background scrub's cost (`paired/scrub_vs_off_{1,64}`): the
+//!   default journal scrubbing continuously (`scrub_interval(0)`, default pace)
+//!   against `VerifyOnOpen::Off`, in alternating rounds of one run.
 //! * Not criterion: every ratio with a target measured again as paired rounds (10
 //!   rounds alternating the two sides, `paired/NAME/{a,b}` metrics, appends/s): on a
 //!   machine whose load drifts, the two sides of a ratio see the same load.
@@ -43,7 +46,7 @@ use common::{metric, paired, record, runtime, scale, session, split};
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{JournalOptions, RedbJournal, VerifyOnOpen};
 use redb::TableDefinition;
 
 const RECORDS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("records");
@@ -456,6 +459,24 @@ fn bench_paired(_: &mut Criterion) {
         &mut |i| append_journal(&rt, &d, 64, i),
     );
     bench_census(&rt);
+    bench_scrub(&rt);
+}
+
+/// The background scrub (the default `VerifyOnOpen::Background`) scrubbing without a
+/// pause between passes, at its default pace, against no scrub (`VerifyOnOpen::Off`):
+/// the most appends pay for it.
+fn bench_scrub(rt: &tokio::runtime::Runtime) {
+    let scrubbing = JournalOptions::default().scrub_interval(Duration::ZERO);
+    let off = JournalOptions::default().verify_on_open(VerifyOnOpen::Off);
+    for (name, appenders, iters) in [("scrub_vs_off_1", 1, 400), ("scrub_vs_off_64", 64, 6_400)] {
+        paired(
+            name,
+            10,
+            iters,
+            &mut |i| append_journal(rt, &scrubbing, appenders, i),
+            &mut |i| append_journal(rt, &off, appenders, i),
+        );
+    }
 }
 
 /// The key census (`confirm_misses`, on by default) against the journal without it.

@@ -4,20 +4,24 @@
 //! Fixtures are built once per run over 16 sessions by 1,024 concurrent appenders
 //! (non-durable commits made durable by the clean close).
 //!
-//! * `open/{off,pages,full}_{10k,1m}`: opening a clean 10,240- and 1,024,000-record
-//!   journal with `VerifyOnOpen::Off`, `Pages` (the default) and `Full`; `Full` on 1M
-//!   takes seconds, so it is one timed pass (`open_once/full_1m` metric, ms).
+//! * `open/{off,pages,full,background}_{10k,1m}`: opening a clean 10,240- and
+//!   1,024,000-record journal with `VerifyOnOpen::Off`, `Pages`, `Full` and
+//!   `Background` (the default: the open itself reads only the metadata; the scrub it
+//!   starts is stopped by the close outside the timing); `Full` on 1M takes seconds,
+//!   so it is one timed pass (`open_once/full_1m` metric, ms).
 //! * `open/after_crash_100k[_quick_repair][_off]`: opening a crash image (a byte copy
 //!   of the file while open, after a durable commit) of a 102,400-record journal,
-//!   without and with quick-repair, with the default `VerifyOnOpen::Pages` (which reads
-//!   every page anyway) and with `_off`.
+//!   without and with quick-repair, with `VerifyOnOpen::Pages` (which reads every page
+//!   anyway) and with `_off`.
 //! * `verify/handle_100k`, `verify/file_100k`: `RedbJournal::verify_blocking` on an
 //!   open handle and `RedbJournal::verify_file` on the closed file (redb's page check
 //!   too) of the 102,400-record journal, as file bytes per second; on the 1M journal
 //!   one timed pass each (`verify_once/{handle,file}_1m` metrics, MB/s).
 //! * `replay/session_64k`: frames per second replaying one 64,000-frame session of the
 //!   1M journal in pages of 4,096.
-//! * `open_once/{off,pages}_5m` (ms): opening a clean 5,120,000-record journal, the
+//! * `scrub_once/pass_1m` (ms): one unpaced background scrub pass over the 1M journal,
+//!   from open to its first clean pass.
+//! * `open_once/{off,pages,background}_5m` (ms): opening a clean 5,120,000-record journal, the
 //!   median of three opens (one timed pass each: `Pages` reads the whole file).
 //! * `first_append_once/session_64k_{census,no_census}` (ms): the first append to a
 //!   64,000-frame session of the 1M journal after an open with `VerifyOnOpen::Off`, with
@@ -45,7 +49,8 @@ fn fixture(dir: &Path, name: &str, records: u64, quick_repair: bool) -> PathBuf 
             &path,
             JournalOptions::default()
                 .durability(Durability::NonDurableForTestsOnly)
-                .quick_repair(quick_repair),
+                .quick_repair(quick_repair)
+                .verify_on_open(VerifyOnOpen::Off),
         )
         .unwrap(),
     );
@@ -75,7 +80,9 @@ fn fixture(dir: &Path, name: &str, records: u64, quick_repair: bool) -> PathBuf 
 /// commit (redb's recovery flag is set in it).
 fn crash_image(dir: &Path, source: &Path, name: &str, quick_repair: bool) -> PathBuf {
     let rt = runtime();
-    let options = JournalOptions::default().quick_repair(quick_repair);
+    let options = JournalOptions::default()
+        .quick_repair(quick_repair)
+        .verify_on_open(VerifyOnOpen::Pages);
     let j = RedbJournal::open(source, options).unwrap();
     let s = session(0);
     rt.block_on(j.append(s, record(s, u64::MAX >> 1))).unwrap();
@@ -114,6 +121,7 @@ fn bench_open_verify_replay(c: &mut Criterion) {
         ("off", VerifyOnOpen::Off),
         ("pages", VerifyOnOpen::Pages),
         ("full", VerifyOnOpen::Full),
+        ("background", VerifyOnOpen::Background),
     ] {
         let options = JournalOptions::default().verify_on_open(check);
         for (size, path) in [("10k", &small), ("1m", &large)] {
@@ -200,6 +208,18 @@ fn bench_open_verify_replay(c: &mut Criterion) {
     metric("verify_once/handle_1m", mb / secs, "MB/s");
     let secs = once(&|| assert!(RedbJournal::verify_file(&large, 16).unwrap().is_clean()));
     metric("verify_once/file_1m", mb / secs, "MB/s");
+    // One unpaced background scrub pass over the 1M journal (the default pace reads
+    // 200,000 entries a second instead).
+    let scrubbing = JournalOptions::default().scrub_pace(0);
+    let secs = once(&|| {
+        let j = RedbJournal::open(&large, scrubbing.clone()).unwrap();
+        while j.scrub_status().clean_passes == 0 {
+            assert!(!j.is_poisoned(), "{:?}", j.scrub_status());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        j.close();
+    });
+    metric("scrub_once/pass_1m", secs * 1e3, "ms");
 
     let j = RedbJournal::open(&large, options).unwrap();
     let s = session(3);
@@ -246,7 +266,11 @@ fn bench_open_verify_replay(c: &mut Criterion) {
 
     // 5M records: seconds to build, so a few timed opens, not criterion samples.
     let huge = fixture(dir.path(), "5m.redb", 5_120_000, false);
-    for (mode, check) in [("off", VerifyOnOpen::Off), ("pages", VerifyOnOpen::Pages)] {
+    for (mode, check) in [
+        ("off", VerifyOnOpen::Off),
+        ("pages", VerifyOnOpen::Pages),
+        ("background", VerifyOnOpen::Background),
+    ] {
         let options = JournalOptions::default().verify_on_open(check);
         let mut t: Vec<f64> = (0..3)
             .map(|_| timed_open(&huge, &options).as_secs_f64() * 1e3)

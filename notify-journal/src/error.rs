@@ -169,6 +169,17 @@ pub enum AppendError {
         /// newer schema's code).
         outcome_unknown: bool,
     },
+    /// The journal's background scrub
+    /// ([`VerifyOnOpen::Background`](crate::VerifyOnOpen::Background)) found its file
+    /// damaged: this handle refuses every later append, and nothing of this one was
+    /// written. `detail` names what the scrub found. Verify the file (`notify verify`)
+    /// and repair it (export what reads, import into a new file) before writing again;
+    /// [`RedbJournal::scrub_status`](crate::RedbJournal::scrub_status) says the same.
+    #[error("the journal's scrub found its file damaged ({detail}); nothing was written")]
+    Damaged {
+        /// What the scrub found.
+        detail: String,
+    },
 }
 
 impl AppendError {

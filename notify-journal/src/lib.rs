@@ -43,9 +43,11 @@ pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_append, check_group};
 pub use ops::{purge, purge_with, replay_all, replay_page};
 pub use redb::options::{
-    DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, Durability, JournalOptions, VerifyOnOpen,
+    DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
+    Durability, JournalOptions, VerifyOnOpen,
 };
 pub use redb::read_only::{RedbReader, RedbStats};
+pub use redb::scrub::{ScrubState, ScrubStatus};
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{
     DEFAULT_PURGE_STEP_FRAMES, ImportStateError, PurgeReport, PurgeStep, SessionState, Tombstone,

@@ -154,7 +154,7 @@ pub(crate) fn notify_error(command_id: CommandId, e: AppendError) -> NotifyError
             ..
         } => JournalFailureKind::OutcomeUnknown,
         AppendError::SchemaTooNew { .. } | AppendError::Closed => JournalFailureKind::Unavailable,
-        AppendError::Poisoned => JournalFailureKind::Poisoned,
+        AppendError::Poisoned | AppendError::Damaged { .. } => JournalFailureKind::Poisoned,
         AppendError::Fenced { .. } => JournalFailureKind::Fenced,
         AppendError::TooLarge { .. } => JournalFailureKind::TooLarge,
         AppendError::Invalid(_)

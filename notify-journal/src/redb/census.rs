@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use notify_types::Uuid;
+use notify_types::{SessionId, Uuid, ended_event_id};
 use redb::ReadableTable;
 
 use super::frame;
@@ -312,6 +312,59 @@ where
         Ok(f) if f.key == key => Miss::Damaged(seq, unindexed(key, seq)),
         // Another key with the same fingerprint: the miss is true.
         Ok(_) => Miss::Confirmed,
+    })
+}
+
+/// Confirms a live session's head `head`, as the positions table gave it, before the
+/// writer appends at `head + 1`: its position names a frame of that session and seq
+/// (a damaged positions page cannot make the writer start a log again or write a
+/// second frame at a seq), and that frame is not the session's end marker (a damaged
+/// sessions page cannot hide an end). One point read of each table, once per session
+/// whose head the writer loads. `None` when the head is believed.
+///
+/// A head understated by a damaged page (later positions hidden) is caught when the
+/// new position is written: redb's insert answers the entry it replaced.
+///
+/// # Errors
+///
+/// The storage engine's errors reading the tables.
+pub(crate) fn confirm_head<P, L>(
+    positions: &P,
+    log: &L,
+    session: u128,
+    head: u64,
+) -> Result<Option<(u64, Corruption)>, redb::StorageError>
+where
+    P: ReadableTable<(u128, u64), u64>,
+    L: ReadableTable<u64, &'static [u8]>,
+{
+    if head == 0 {
+        return Ok(None);
+    }
+    let Some(pos) = positions.get((session, head))?.map(|g| g.value()) else {
+        return Ok(Some((head, Corruption::Missing)));
+    };
+    let Some(guard) = log.get(pos)? else {
+        return Ok(Some((head, Corruption::Missing)));
+    };
+    Ok(match frame::parse(guard.value()) {
+        Err(c) => Some((head, c)),
+        Ok(f) if f.session != session || f.seq != head => Some((
+            head,
+            Corruption::Misplaced {
+                found: f.describe(),
+            },
+        )),
+        Ok(f) if f.key == ended_event_id(SessionId::from_uuid(Uuid::from_u128(session))).as_uuid().as_u128() => {
+            Some((
+                head,
+                Corruption::Inconsistent(
+                    "the session's log ends in its end marker but the session is not ended (a damaged sessions page)"
+                        .to_owned(),
+                ),
+            ))
+        }
+        Ok(_) => None,
     })
 }
 

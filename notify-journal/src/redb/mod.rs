@@ -16,6 +16,7 @@ mod overlay;
 mod purge;
 mod read;
 pub(crate) mod read_only;
+pub(crate) mod scrub;
 mod state;
 mod upgrade;
 mod verify;
@@ -49,7 +50,8 @@ use crate::verify::VerifyReport;
 /// the last clone is dropped (both wait for the commit in flight).
 ///
 /// After a failed commit the journal is poisoned: every later append fails with
-/// [`AppendError::Poisoned`]. Close it and open the file again (redb then runs its
+/// [`AppendError::Poisoned`] (after damage the background scrub found, with
+/// [`AppendError::Damaged`]; see [`scrub_status`](Self::scrub_status)). Close it and open the file again (redb then runs its
 /// crash recovery); it never writes through a handle that has failed.
 ///
 /// ```
@@ -98,6 +100,10 @@ struct Inner {
     /// Confirms index misses against the sessions' logs (`census.rs`); shared with the
     /// writer. `None` when [`JournalOptions::confirm_misses`] is off.
     census: Option<Arc<census::Census>>,
+    /// The background scrub (`scrub.rs`), with [`VerifyOnOpen::Background`].
+    ///
+    /// [`VerifyOnOpen::Background`]: options::VerifyOnOpen::Background
+    scrub: Option<scrub::Scrub>,
 }
 
 impl Drop for Inner {
@@ -108,6 +114,9 @@ impl Drop for Inner {
 
 impl Inner {
     fn close(&self) {
+        if let Some(scrub) = &self.scrub {
+            scrub.stop();
+        }
         self.queue.close();
         let handle = self
             .writer
@@ -160,9 +169,12 @@ const BACKEND_LABEL: &str = "<custom storage backend>";
 impl RedbJournal {
     /// Opens the journal at `path`, creating the file if it is missing. After a crash,
     /// redb's recovery runs first. What else opening reads is
-    /// [`JournalOptions::verify_on_open`]'s choice: by default redb checks every page
-    /// against its checksum; with [`VerifyOnOpen::Off`](options::VerifyOnOpen::Off) it
-    /// reads only the metadata, never the log. A format-1 file is upgraded in place
+    /// [`JournalOptions::verify_on_open`]'s choice: by default
+    /// ([`VerifyOnOpen::Background`](options::VerifyOnOpen::Background)) only the
+    /// metadata, never the log, and a background scrub then checks the journal while it
+    /// runs (see [`scrub_status`](Self::scrub_status)); with
+    /// [`VerifyOnOpen::Pages`](options::VerifyOnOpen::Pages) redb checks every page
+    /// against its checksum first. A format-1 file is upgraded in place
     /// first (`docs/design.md`), after a read-only check of everything the upgrade will
     /// move: a damaged format-1 file is refused before anything is written.
     ///
@@ -237,6 +249,24 @@ impl RedbJournal {
                     source: StorageError::new("spawn the writer thread", e),
                 })?
         };
+        let scrub = match options.verify_on_open {
+            options::VerifyOnOpen::Background => Some(
+                scrub::Scrub::start(
+                    Arc::clone(&db),
+                    Arc::clone(&queue),
+                    options.scrub_interval,
+                    options.scrub_pace,
+                )
+                .map_err(|e| {
+                    queue.close();
+                    OpenError::Storage {
+                        path: path.clone(),
+                        source: StorageError::new("spawn the scrub thread", e),
+                    }
+                })?,
+            ),
+            _ => None,
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
@@ -245,6 +275,7 @@ impl RedbJournal {
                 writer: Mutex::new(Some(writer)),
                 max_record_bytes: options.max_record_bytes,
                 census,
+                scrub,
             }),
         })
     }
@@ -255,10 +286,29 @@ impl RedbJournal {
         &self.inner.path
     }
 
-    /// Whether an earlier commit failure has poisoned this handle.
+    /// Whether an earlier commit failure, or damage the background scrub found, has
+    /// poisoned this handle.
     #[must_use]
     pub fn is_poisoned(&self) -> bool {
         self.inner.queue.is_poisoned()
+    }
+
+    /// What the background scrub ([`VerifyOnOpen::Background`], the default) is doing
+    /// and has found: [`ScrubState::Damaged`](scrub::ScrubState::Damaged) once it found
+    /// the file damaged (appends then fail with [`AppendError::Damaged`]);
+    /// [`ScrubState::Off`](scrub::ScrubState::Off) when no scrub runs.
+    ///
+    /// [`VerifyOnOpen::Background`]: options::VerifyOnOpen::Background
+    #[must_use]
+    pub fn scrub_status(&self) -> scrub::ScrubStatus {
+        match &self.inner.scrub {
+            Some(s) => s.status(),
+            None => scrub::ScrubStatus {
+                state: scrub::ScrubState::Off,
+                clean_passes: 0,
+                entries: 0,
+            },
+        }
     }
 
     /// Group-commit counters since open: `appends / commits` is the mean batch size.
@@ -667,8 +717,9 @@ impl RedbJournal {
     /// redb's `compact` moves pages toward the start of the file and truncates the
     /// freed end. A running journal reuses the pages purges free, so its file stops
     /// growing under a steady state; this gives the space back to the file system.
-    /// Opening checks the file as [`open`](Self::open) does by default (redb's page
-    /// check; a format-1 file is checked and upgraded first, a damaged one refused with
+    /// Opening checks the file as [`open`](Self::open) does with
+    /// [`VerifyOnOpen::Pages`](options::VerifyOnOpen::Pages) (redb's page check: a
+    /// compaction moves every page, so it trusts none unchecked; a format-1 file is checked and upgraded first, a damaged one refused with
     /// [`OpenError::UpgradeRefused`] and left as it was).
     ///
     /// redb compacts in its own transactions (two-phase commits): a crash during it

@@ -70,7 +70,10 @@ pub(crate) fn contain<T>(
 pub(crate) fn builder(options: &JournalOptions) -> redb::Builder {
     let mut b = Database::builder();
     b.set_cache_size(options.cache_size);
-    b.set_check_integrity_on_open(options.verify_on_open != VerifyOnOpen::Off);
+    b.set_check_integrity_on_open(matches!(
+        options.verify_on_open,
+        VerifyOnOpen::Pages | VerifyOnOpen::Full
+    ));
     b
 }
 

@@ -135,11 +135,22 @@ pub(crate) fn logical(
     db: &impl ReadableDatabase,
     max_problems: usize,
 ) -> Result<VerifyReport, JournalError> {
+    logical_paced(db, max_problems, &mut || true)
+}
+
+/// [`logical`], calling `pace` before each table entry it reads: the background scrub
+/// (`scrub.rs`) sleeps there to keep its pace, and stops the check by answering
+/// `false` (the check then fails with [`JournalError::Closed`]).
+pub(crate) fn logical_paced(
+    db: &impl ReadableDatabase,
+    max_problems: usize,
+    pace: Pace<'_>,
+) -> Result<VerifyReport, JournalError> {
     let txn = db.begin_read().map_err(storage("begin read"))?;
     let snap = Snapshot::open(&txn)?;
     let mut report = VerifyReport::new(max_problems);
     let mut unreadable = Unreadable::new(max_problems);
-    let linked = check_log(&snap, &mut report, &mut unreadable)?;
+    let linked = check_log(&snap, &mut report, &mut unreadable, pace)?;
     let positions = snap.positions.len().map_err(storage("count positions"))?;
     let keys = snap.keys.len().map_err(storage("count keys"))?;
     // Every frame is named by its own position and index entry, and neither table
@@ -147,16 +158,28 @@ pub(crate) fn logical(
     // correspondence, so each entry's look-up of its frame would find it and is
     // skipped (the point look-ups are most of a verify's cost).
     let one_to_one = linked == report.frames && positions == report.frames && keys == report.frames;
-    check_positions(&snap, &mut report, !one_to_one, &mut unreadable)?;
+    check_positions(&snap, &mut report, !one_to_one, &mut unreadable, pace)?;
     // Frames so damaged they do not say whose they are, and that no position names.
     unreadable.report_unnamed(&mut report);
     if one_to_one {
         report.keys = keys;
     } else {
-        check_keys(&snap, &mut report)?;
+        check_keys(&snap, &mut report, pace)?;
     }
-    check_rows(&txn, &snap, &mut report)?;
+    check_rows(&txn, &snap, &mut report, pace)?;
     Ok(report)
+}
+
+/// Called before each table entry a check reads; `false` stops the check.
+pub(crate) type Pace<'a> = &'a mut dyn FnMut() -> bool;
+
+/// One more entry read: stops the check when `pace` says so.
+fn step(pace: &mut dyn FnMut() -> bool) -> Result<(), JournalError> {
+    if pace() {
+        Ok(())
+    } else {
+        Err(JournalError::Closed)
+    }
 }
 
 /// The frames so damaged they do not say whose they are, for [`check_positions`] to
@@ -225,9 +248,11 @@ fn check_log(
     snap: &Snapshot,
     report: &mut VerifyReport,
     unreadable: &mut Unreadable,
+    pace: Pace<'_>,
 ) -> Result<u64, JournalError> {
     let mut linked = 0;
     for entry in snap.log.iter().map_err(storage("read log"))? {
+        step(pace)?;
         let (k, v) = entry.map_err(storage("read log entry"))?;
         let (pos, bytes) = (k.value(), v.value());
         report.frames += 1;
@@ -342,10 +367,12 @@ fn check_positions(
     report: &mut VerifyReport,
     look_up: bool,
     unreadable: &mut Unreadable,
+    pace: Pace<'_>,
 ) -> Result<(), JournalError> {
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
     for entry in snap.positions.iter().map_err(storage("read positions"))? {
+        step(pace)?;
         let (k, v) = entry.map_err(storage("read position"))?;
         let ((s, seq), pos) = (k.value(), v.value());
         if current != Some(s) {
@@ -411,8 +438,13 @@ fn check_positions(
 }
 
 /// Every index entry names a frame carrying its key.
-fn check_keys(snap: &Snapshot, report: &mut VerifyReport) -> Result<(), JournalError> {
+fn check_keys(
+    snap: &Snapshot,
+    report: &mut VerifyReport,
+    pace: Pace<'_>,
+) -> Result<(), JournalError> {
     for entry in snap.keys.iter().map_err(storage("read keys"))? {
+        step(pace)?;
         let (k, v) = entry.map_err(storage("read key"))?;
         let ((key, s), pos) = (k.value(), v.value());
         report.keys += 1;
@@ -445,6 +477,7 @@ fn check_rows(
     txn: &ReadTransaction,
     snap: &Snapshot,
     report: &mut VerifyReport,
+    pace: Pace<'_>,
 ) -> Result<(), JournalError> {
     let retention = match txn.open_table(RETENTION) {
         Ok(t) => Some(t),
@@ -453,6 +486,7 @@ fn check_rows(
         Err(e) => return Err(storage("open retention")(e)),
     };
     for entry in snap.sessions.iter().map_err(storage("read sessions"))? {
+        step(pace)?;
         let (k, v) = entry.map_err(storage("read session row"))?;
         let s = k.value();
         let session = sid(s);
@@ -530,6 +564,7 @@ fn check_rows(
     };
     // Each entry must be exactly its row's (so a session has one entry, its row's).
     for entry in retention.iter().map_err(storage("read retention"))? {
+        step(pace)?;
         let (k, _) = entry.map_err(storage("read retention entry"))?;
         let key = k.value();
         match snap.row(key.2) {

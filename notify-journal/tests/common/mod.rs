@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use notify_journal::{AppendOutcome, JournalOptions, RedbJournal};
+use notify_journal::{AppendOutcome, JournalOptions, RedbJournal, VerifyOnOpen};
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEnded, SessionEvent,
@@ -70,8 +70,15 @@ pub fn ended(session: SessionId) -> JournalRecord {
     JournalRecord::from(SessionEvent::SessionEnded(SessionEnded::new(session)))
 }
 
+/// Opens with redb's page check at open and no background scrub: the tests that plant
+/// damage before opening check each read's own answer, which a scrub finding the
+/// damage first would turn into `AppendError::Damaged` (`tests/scrub.rs` tests that).
 pub fn open(path: &Path) -> RedbJournal {
-    RedbJournal::open(path, JournalOptions::default()).unwrap()
+    RedbJournal::open(
+        path,
+        JournalOptions::default().verify_on_open(VerifyOnOpen::Pages),
+    )
+    .unwrap()
 }
 
 /// The session's UUID as a number, as the tamper helpers take it.

@@ -184,14 +184,23 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
     ),
     ("open 10k records, verify off", Src::Crit("open/off_10k")),
     (
-        "open 10k records, verify pages (default)",
+        "open 10k records, background scrub (default)",
+        Src::Crit("open/background_10k"),
+    ),
+    (
+        "open 10k records, verify pages",
         Src::Crit("open/pages_10k"),
     ),
     ("open 10k records, verify full", Src::Crit("open/full_10k")),
     ("open 1M records, verify off", Src::Crit("open/off_1m")),
     (
-        "open 1M records, verify pages (default)",
-        Src::Crit("open/pages_1m"),
+        "open 1M records, background scrub (default)",
+        Src::Crit("open/background_1m"),
+    ),
+    ("open 1M records, verify pages", Src::Crit("open/pages_1m")),
+    (
+        "background scrub, one unpaced pass over 1M records",
+        Src::Metric("scrub_once/pass_1m"),
     ),
     (
         "open 1M records, verify full (one pass)",
@@ -202,7 +211,11 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("open_once/off_5m"),
     ),
     (
-        "open 5M records, verify pages (default; median of 3)",
+        "open 5M records, background scrub (default; median of 3)",
+        Src::Metric("open_once/background_5m"),
+    ),
+    (
+        "open 5M records, verify pages (median of 3)",
         Src::Metric("open_once/pages_5m"),
     ),
     (

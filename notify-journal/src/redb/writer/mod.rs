@@ -41,7 +41,7 @@ use super::census::Census;
 use super::contain::contain;
 use super::failure::{BatchFailure, before, poisoned};
 use super::options::{Durability, JournalOptions};
-use crate::error::{AppendError, StorageError};
+use crate::error::StorageError;
 
 /// The writer thread's state.
 struct Writer {
@@ -107,8 +107,9 @@ pub(crate) fn run(
     while w.queue.wait_for_work(&mut w.tuning) {
         if w.queue.is_poisoned() {
             w.queue.take(&mut w.batch, w.tuning.max_batch);
+            let refusal = w.queue.refusal();
             for queued in w.batch.drain(..) {
-                queued.refuse(&AppendError::Poisoned);
+                queued.refuse(&refusal);
             }
             while let Some(chore) = w.queue.take_chore() {
                 chore.refuse(poisoned());

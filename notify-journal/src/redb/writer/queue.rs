@@ -135,6 +135,8 @@ pub(crate) struct Queue {
     closing: AtomicBool,
     /// Set after a failed commit; every later append is refused with `Poisoned`.
     poisoned: AtomicBool,
+    /// What the background scrub found damaged (`scrub.rs`); set with `poisoned`.
+    damage: std::sync::OnceLock<String>,
     /// Successful commits, for [`CommitStats`].
     commits: AtomicU64,
     /// Appends answered by successful commits, for [`CommitStats`].
@@ -162,6 +164,7 @@ impl Queue {
             pending: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
+            damage: std::sync::OnceLock::new(),
             commits: AtomicU64::new(0),
             committed_appends: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
@@ -184,6 +187,24 @@ impl Queue {
         self.poisoned.load(Ordering::Acquire)
     }
 
+    /// Poisons the handle for damage the scrub found: every later append is refused
+    /// with [`AppendError::Damaged`].
+    pub(crate) fn mark_damaged(&self, detail: String) {
+        let _ = self.damage.set(detail);
+        self.poisoned.store(true, Ordering::Release);
+        self.ready.notify_all();
+    }
+
+    /// What a poisoned handle answers an append.
+    pub(crate) fn refusal(&self) -> AppendError {
+        match self.damage.get() {
+            Some(detail) => AppendError::Damaged {
+                detail: detail.clone(),
+            },
+            None => AppendError::Poisoned,
+        }
+    }
+
     /// Queues a request or a group; refuses it if the journal is closed or poisoned.
     pub(crate) fn submit(&self, request: Queued) -> Result<(), AppendError> {
         let mut st = lock(&self.state);
@@ -191,7 +212,7 @@ impl Queue {
             return Err(AppendError::Closed);
         }
         if self.is_poisoned() {
-            return Err(AppendError::Poisoned);
+            return Err(self.refusal());
         }
         st.items.push_back(request);
         self.pending.store(st.items.len(), Ordering::Release);

@@ -14,7 +14,7 @@ use redb::ReadableTable;
 use super::queue::{Group, Queued, Reply, Request};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
-use crate::redb::census::{Census, Miss, confirm_miss};
+use crate::redb::census::{Census, Miss, confirm_head, confirm_miss};
 use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::RETENTION;
 use crate::redb::frame;
@@ -228,6 +228,17 @@ impl<'txn> Tables<'txn, '_> {
                     Some(h) => *h,
                     None => {
                         let h = log_head(&self.positions, req.session, before)?;
+                        // Believed only if the frame it names agrees (`census.rs`).
+                        if let Some((seq, source)) =
+                            confirm_head(&self.positions, &self.log, req.session, h)
+                                .map_err(before("read the session's head"))?
+                        {
+                            return Ok(Err(AppendError::Corrupt {
+                                session,
+                                seq,
+                                source,
+                            }));
+                        }
                         // A committed value: safe to remember whatever this batch's fate.
                         if committed.len() < HEADS_CACHE_MAX {
                             committed.insert(req.session, h);
@@ -250,12 +261,29 @@ impl<'txn> Tables<'txn, '_> {
         };
         let pos = *next_pos;
         frame::write(self.frame, req.session, seq, req.key, &req.body);
-        self.log
+        // An entry replaced here means a damaged page hid it (the log's end or the
+        // session's head): the whole batch is abandoned, nothing of it written.
+        let replaced = |what: &str| {
+            BatchFailure::BeforeCommit(StorageError::msg(format!(
+                "damage: writing {what} found one already there (a damaged page hid it); nothing written"
+            )))
+        };
+        if self
+            .log
             .insert(pos, self.frame.as_slice())
-            .map_err(before("write frame"))?;
-        self.positions
+            .map_err(before("write frame"))?
+            .is_some()
+        {
+            return Err(replaced(&format!("log position {pos}")));
+        }
+        if self
+            .positions
             .insert((req.session, seq), pos)
-            .map_err(before("write position"))?;
+            .map_err(before("write position"))?
+            .is_some()
+        {
+            return Err(replaced("the session's next seq"));
+        }
         self.keys
             .insert((req.key, req.session), pos)
             .map_err(before("write index"))?;

@@ -1,0 +1,265 @@
+//! The background scrub of [`VerifyOnOpen::Background`](super::options::VerifyOnOpen):
+//! the journal's deep check (`verify::logical`) run again and again on read snapshots
+//! while appends go on, at a bounded pace, by one thread started at open.
+//!
+//! Damage it finds (or a pass that cannot read the file: a damaged page makes the
+//! storage engine fail or panic) poisons the writer's queue, so every later append is
+//! refused with `AppendError::Damaged`; the status, a metric and an error log say what
+//! it found. It never dies silently: every way a pass ends lands in the status.
+//!
+//! Stopping: `close` (and the last drop) raises `stop`; the thread looks at it before
+//! every [`STEP`] entries and while it sleeps, so it exits within one step's reads.
+//! A pass holds one read transaction: pages the writer frees meanwhile are reused only
+//! once the pass ends (redb's MVCC), so a pass is kept short by the pace, not longer.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use redb::Database;
+
+use super::verify;
+use super::writer::Queue;
+use crate::error::JournalError;
+
+/// Counter, labels `backend`, `outcome` (`clean`, `damaged`): scrub passes finished.
+pub(crate) const SCRUB_PASSES: &str = "notify_journal_scrub_passes_total";
+
+/// The scrub looks at its stop flag (and keeps its pace) every this many entries.
+const STEP: u64 = 1024;
+
+/// How long `close` waits for the scrub thread to stop before leaving it behind.
+const STOP_BOUND: Duration = Duration::from_secs(10);
+
+/// How many problems a scrub pass that finds damage names.
+const SCRUB_PROBLEMS: usize = 8;
+
+/// What the background scrub of a [`RedbJournal`](crate::RedbJournal) is doing and has
+/// found ([`RedbJournal::scrub_status`](crate::RedbJournal::scrub_status)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScrubStatus {
+    /// Where the scrub is.
+    pub state: ScrubState,
+    /// Passes finished clean since open.
+    pub clean_passes: u64,
+    /// Table entries read by the pass under way (or the last one).
+    pub entries: u64,
+}
+
+/// Where the background scrub is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ScrubState {
+    /// No scrub runs: the journal was opened with another
+    /// [`VerifyOnOpen`](crate::VerifyOnOpen) than `Background`.
+    Off,
+    /// A pass is under way.
+    Scrubbing,
+    /// Between passes: the last one was clean.
+    Waiting,
+    /// A pass found the file damaged, or could not read it: the journal is poisoned
+    /// (appends fail with [`AppendError::Damaged`](crate::AppendError::Damaged)) and the
+    /// scrub has ended. What it found.
+    Damaged(String),
+    /// The journal was closed and the scrub stopped.
+    Stopped,
+}
+
+struct Control {
+    stop: bool,
+    exited: bool,
+    status: ScrubStatus,
+}
+
+struct Shared {
+    control: Mutex<Control>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Control> {
+        // Every critical section is a few field stores: the data stays consistent.
+        self.control.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sleeps up to `d`; `false` once asked to stop.
+    fn sleep(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut c = self.lock();
+        loop {
+            if c.stop {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            c = self
+                .wake
+                .wait_timeout(c, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// The handle of a running scrub.
+pub(crate) struct Scrub {
+    shared: Arc<Shared>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Scrub {
+    /// Starts the scrub thread: a first pass at once, then one every `interval`, each
+    /// reading at most `pace` entries a second (0: unpaced).
+    pub(crate) fn start(
+        db: Arc<Database>,
+        queue: Arc<Queue>,
+        interval: Duration,
+        pace: u64,
+    ) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            control: Mutex::new(Control {
+                stop: false,
+                exited: false,
+                status: ScrubStatus {
+                    state: ScrubState::Scrubbing,
+                    clean_passes: 0,
+                    entries: 0,
+                },
+            }),
+            wake: Condvar::new(),
+        });
+        let handle = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("notify-journal-scrub".into())
+                .spawn(move || {
+                    let _exit = Exit(Arc::clone(&shared));
+                    run(&shared, &db, &queue, interval, pace);
+                })?
+        };
+        Ok(Self {
+            shared,
+            handle: Mutex::new(Some(handle)),
+        })
+    }
+
+    pub(crate) fn status(&self) -> ScrubStatus {
+        self.shared.lock().status.clone()
+    }
+
+    /// Stops the scrub and waits for it, at most [`STOP_BOUND`] (it stops within one
+    /// step's reads, so the bound is only a guard against a storage engine stuck in a
+    /// read). Idempotent.
+    pub(crate) fn stop(&self) {
+        let mut c = self.shared.lock();
+        c.stop = true;
+        self.shared.wake.notify_all();
+        let deadline = Instant::now() + STOP_BOUND;
+        while !c.exited {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            c = self
+                .shared
+                .wake
+                .wait_timeout(c, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let exited = c.exited;
+        drop(c);
+        let handle = self
+            .handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match handle {
+            Some(h) if exited => {
+                let _ = h.join();
+            }
+            Some(_) => tracing::error!(
+                "the journal's scrub did not stop within {STOP_BOUND:?}; left running until its read ends"
+            ),
+            None => {}
+        }
+    }
+}
+
+/// Marks the thread's end, however it ends (a panic included).
+struct Exit(Arc<Shared>);
+
+impl Drop for Exit {
+    fn drop(&mut self) {
+        let mut c = self.0.lock();
+        c.exited = true;
+        if matches!(c.status.state, ScrubState::Scrubbing | ScrubState::Waiting) {
+            c.status.state = if c.stop {
+                ScrubState::Stopped
+            } else {
+                ScrubState::Damaged("the scrub thread ended unexpectedly".to_owned())
+            };
+        }
+        self.0.wake.notify_all();
+    }
+}
+
+fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: u64) {
+    loop {
+        {
+            let mut c = shared.lock();
+            c.status.state = ScrubState::Scrubbing;
+            c.status.entries = 0;
+        }
+        let started = Instant::now();
+        let mut entries = 0u64;
+        let mut keep_pace = || {
+            entries += 1;
+            if !entries.is_multiple_of(STEP) {
+                return true;
+            }
+            // Unpaced (0): never ahead.
+            let ahead = entries
+                .saturating_mul(1_000_000)
+                .checked_div(pace)
+                .map_or(Duration::ZERO, |us| {
+                    Duration::from_micros(us).saturating_sub(started.elapsed())
+                });
+            shared.lock().status.entries = entries;
+            shared.sleep(ahead)
+        };
+        let found = verify::contained(|| verify::logical_paced(db, SCRUB_PROBLEMS, &mut keep_pace));
+        let detail = match found {
+            Err(JournalError::Closed) => return,
+            Ok(report) if report.is_clean() => None,
+            Ok(report) => Some(format!("the scrub found: {report}")),
+            Err(e) => Some(format!("the scrub could not read the file: {e}")),
+        };
+        match detail {
+            None => {
+                metrics::counter!(SCRUB_PASSES, "backend" => crate::metrics::REDB, "outcome" => "clean")
+                    .increment(1);
+                let mut c = shared.lock();
+                c.status.clean_passes += 1;
+                c.status.entries = entries;
+                c.status.state = ScrubState::Waiting;
+            }
+            Some(detail) => {
+                metrics::counter!(SCRUB_PASSES, "backend" => crate::metrics::REDB, "outcome" => "damaged")
+                    .increment(1);
+                tracing::error!(%detail, "journal scrub found damage; appends are refused");
+                queue.mark_damaged(detail.clone());
+                let mut c = shared.lock();
+                c.status.entries = entries;
+                c.status.state = ScrubState::Damaged(detail);
+                return;
+            }
+        }
+        if !shared.sleep(interval) {
+            return;
+        }
+    }
+}
