@@ -11,7 +11,7 @@ mod end_support;
 
 use std::sync::Arc;
 
-use end_support::{assert_ended, kinds, one_loop};
+use end_support::{assert_ended, end_abandoning, kinds, one_loop};
 use notify_journal::{JournalRead, SessionState};
 use notify_loop::LoopConfig;
 use notify_session::{AckError, EndError, IfPending, PublishError, Session, restore};
@@ -158,16 +158,7 @@ async fn restore_names_an_end_marker_without_its_session_row() {
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     {
         let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
-        let session = Session::new(session_id, journal.clone());
-        let _inbox = session
-            .register_loop(LoopConfig::new(session_id, loop_id))
-            .unwrap();
-        session
-            .notify_process_completion(notification(session_id, loop_id))
-            .await
-            .unwrap();
-        session.end(IfPending::Abandon).await.unwrap();
-        drop(session);
+        end_abandoning(journal.clone(), notification(session_id, loop_id)).await;
         journal.close();
     }
     tamper::with_txn(&path, |txn| {

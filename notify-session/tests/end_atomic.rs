@@ -10,12 +10,13 @@ mod end_support;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use end_support::hooked::{BeforeAppend, Hooked};
 use end_support::{drop_schema, kinds, one_loop};
 use notify_journal::{JournalBackend, JournalOptions, RedbJournal, replay_all};
-use notify_session::{EndError, IfPending, SessionConsumer};
+use notify_session::{EndError, IfPending, Session, SessionConsumer};
 use notify_testkit::sample::notification;
 use notify_testkit::{AppendFault, FaultyJournal, MemoryJournal};
-use notify_types::{CommandId, JournalRecord, SessionEvent, SessionId};
+use notify_types::{CommandId, JournalRecord, LoopId, SessionEvent, SessionId};
 
 /// The commands of `session`'s log journaled both as consumed and as abandoned.
 async fn consumed_and_abandoned(
@@ -50,6 +51,47 @@ async fn receive_after_a_failed_end(consumer: &mut SessionConsumer) -> Option<Co
     Some(id)
 }
 
+/// The kinds of an ended session's frames: two notifications, both abandoned, then
+/// the end marker.
+const ENDED: [&str; 5] = [
+    "ProcessNotification",
+    "ProcessNotification",
+    "NotificationAbandoned",
+    "NotificationAbandoned",
+    "SessionEnded",
+];
+
+/// Notifies two notifications on `session`'s loop `loop_id`: their command IDs.
+async fn two_pending(session: &Session, loop_id: LoopId) -> Vec<CommandId> {
+    let mut pending = Vec::new();
+    for _ in 0..2 {
+        let n = notification(session.id(), loop_id);
+        session.notify_process_completion(n.clone()).await.unwrap();
+        pending.push(n.command_id);
+    }
+    pending
+}
+
+/// After `after` (an end that failed or was dropped), the consumer receives nothing
+/// and no command of `session` is journaled both as consumed and as abandoned.
+async fn nothing_delivered(
+    consumer: &mut SessionConsumer,
+    journal: &dyn JournalBackend,
+    session: SessionId,
+    after: &str,
+) {
+    let delivered = receive_after_a_failed_end(consumer).await;
+    let twice = consumed_and_abandoned(journal, session).await;
+    assert!(
+        twice.is_empty(),
+        "after {after}: consumed and abandoned both journaled for {twice:?}"
+    );
+    assert_eq!(
+        delivered, None,
+        "a notification was delivered after {after}"
+    );
+}
+
 /// `end(Abandon)` whose group (abandonments and marker) the journal fails, then the
 /// same end again; on any backend, with the failure `fault`.
 async fn a_failed_end_is_whole_or_nothing<B>(journal: B, fault: AppendFault)
@@ -59,12 +101,7 @@ where
     let faulty = FaultyJournal::new(journal.clone());
     let control = faulty.control();
     let (session, loop_id, mut consumer) = one_loop(Arc::new(faulty));
-    let mut pending = Vec::new();
-    for _ in 0..2 {
-        let n = notification(session.id(), loop_id);
-        session.notify_process_completion(n.clone()).await.unwrap();
-        pending.push(n.command_id);
-    }
+    let pending = two_pending(&session, loop_id).await;
     let persisted = matches!(fault, AppendFault::PersistedButFailed);
     control.fail_key(*notify_types::ended_event_id(session.id()).as_uuid(), fault);
     match session.end(IfPending::Abandon).await {
@@ -73,26 +110,11 @@ where
     }
     assert_eq!(control.stats().faults_injected, 1, "the fault never fired");
     // Nothing abandoned (perhaps) is delivered after the failed end.
-    let delivered = receive_after_a_failed_end(&mut consumer).await;
-    let twice = consumed_and_abandoned(&journal, session.id()).await;
-    assert!(
-        twice.is_empty(),
-        "consumed and abandoned both journaled for {twice:?}"
-    );
-    assert_eq!(
-        delivered, None,
-        "a notification was delivered after the failed end"
-    );
+    nothing_delivered(&mut consumer, &journal, session.id(), "the failed end").await;
     // The abandonments and the marker committed together, or neither did.
     let journaled = kinds(&journal, session.id()).await;
     let head = if persisted {
-        vec![
-            "ProcessNotification",
-            "ProcessNotification",
-            "NotificationAbandoned",
-            "NotificationAbandoned",
-            "SessionEnded",
-        ]
+        ENDED.to_vec()
     } else {
         vec!["ProcessNotification", "ProcessNotification"]
     };
@@ -104,16 +126,7 @@ where
         assert_eq!(ended.abandoned, pending);
     }
     assert_eq!(ended.seq, 5);
-    assert_eq!(
-        kinds(&journal, session.id()).await,
-        [
-            "ProcessNotification",
-            "ProcessNotification",
-            "NotificationAbandoned",
-            "NotificationAbandoned",
-            "SessionEnded",
-        ]
-    );
+    assert_eq!(kinds(&journal, session.id()).await, ENDED);
     assert!(consumer.recv().await.is_none());
     assert!(
         consumed_and_abandoned(&journal, session.id())
@@ -177,12 +190,10 @@ enum Commit {
     Later,
 }
 
-/// A journal that holds the append carrying a session's end marker forever (once,
-/// while armed), committing it as `commit` says: an `end` whose future is dropped
-/// right there.
-#[derive(Clone)]
+/// A hook that holds the append carrying a session's end marker forever (once, while
+/// armed), committing it as `commit` says: an `end` whose future is dropped right
+/// there.
 struct HoldTheEnd {
-    inner: MemoryJournal,
     commit: Commit,
     armed: Arc<std::sync::atomic::AtomicBool>,
     reached: Arc<tokio::sync::Notify>,
@@ -194,17 +205,12 @@ struct HoldTheEnd {
 type HeldWrite = (SessionId, Vec<JournalRecord>);
 
 impl HoldTheEnd {
-    fn holds(&self, records: &[JournalRecord]) -> bool {
-        records.iter().any(|r| r.type_name() == "SessionEnded")
-            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
-    }
-
     /// Commits (or, with `Commit::Later`, keeps for later) the held write, then
     /// holds forever.
-    async fn hold(&self, session: SessionId, records: Vec<JournalRecord>) {
+    async fn hold(&self, journal: &MemoryJournal, session: SessionId, records: Vec<JournalRecord>) {
         match self.commit {
             Commit::Before => {
-                self.inner.append_all(session, records, None).await.unwrap();
+                journal.append_all(session, records, None).await.unwrap();
             }
             Commit::Later => *self.later.lock().unwrap() = Some((session, records)),
             Commit::Never => {}
@@ -214,56 +220,34 @@ impl HoldTheEnd {
     }
 
     /// Lets a write kept for later land.
-    async fn land(&self) {
+    async fn land(&self, journal: &MemoryJournal) {
         let later = self.later.lock().unwrap().take();
         if let Some((session, records)) = later {
-            self.inner.append_all(session, records, None).await.unwrap();
+            journal.append_all(session, records, None).await.unwrap();
         }
     }
 }
 
-impl notify_journal::layer::JournalReadLayer for HoldTheEnd {
-    type Inner = MemoryJournal;
-    fn inner(&self) -> &MemoryJournal {
-        &self.inner
-    }
-}
+impl BeforeAppend for HoldTheEnd {
+    /// Whether this append is the one held.
+    type Due = bool;
 
-impl notify_journal::layer::JournalLayer for HoldTheEnd {
-    fn append(
-        &self,
-        session: SessionId,
-        record: JournalRecord,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<notify_journal::AppendOutcome, notify_journal::AppendError>,
-    > {
-        let hold = self.holds(std::slice::from_ref(&record));
-        Box::pin(async move {
-            if hold {
-                self.hold(session, vec![record.clone()]).await;
-            }
-            self.land().await;
-            self.inner.append(session, record).await
-        })
+    fn due(&self, records: &[JournalRecord]) -> bool {
+        records.iter().any(|r| r.type_name() == "SessionEnded")
+            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
     }
-    fn append_all(
+
+    async fn run(
         &self,
+        journal: &MemoryJournal,
         session: SessionId,
-        records: Vec<JournalRecord>,
-        if_head: Option<u64>,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<Vec<notify_journal::AppendOutcome>, notify_journal::AppendError>,
-    > {
-        let hold = self.holds(&records);
-        Box::pin(async move {
-            if hold {
-                self.hold(session, records.clone()).await;
-            }
-            self.land().await;
-            self.inner.append_all(session, records, if_head).await
-        })
+        records: &[JournalRecord],
+        hold: bool,
+    ) {
+        if hold {
+            self.hold(journal, session, records.to_vec()).await;
+        }
+        self.land(journal).await;
     }
 }
 
@@ -279,21 +263,19 @@ impl notify_journal::layer::JournalLayer for HoldTheEnd {
 async fn an_end_dropped_midway_delivers_nothing_abandoned() {
     for commit in [Commit::Never, Commit::Before, Commit::Later] {
         let memory = MemoryJournal::new();
-        let journal = HoldTheEnd {
-            inner: memory.clone(),
+        let hold = HoldTheEnd {
             commit,
             armed: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             reached: Arc::new(tokio::sync::Notify::new()),
             later: Arc::new(std::sync::Mutex::new(None)),
         };
-        let reached = Arc::clone(&journal.reached);
+        let reached = Arc::clone(&hold.reached);
+        let journal = Hooked {
+            journal: memory.clone(),
+            hook: hold,
+        };
         let (session, loop_id, mut consumer) = one_loop(Arc::new(journal));
-        let mut pending = Vec::new();
-        for _ in 0..2 {
-            let n = notification(session.id(), loop_id);
-            session.notify_process_completion(n.clone()).await.unwrap();
-            pending.push(n.command_id);
-        }
+        let pending = two_pending(&session, loop_id).await;
         {
             let end = session.end(IfPending::Abandon);
             tokio::select! {
@@ -302,16 +284,8 @@ async fn an_end_dropped_midway_delivers_nothing_abandoned() {
             }
             // The end future is dropped here, its marker's append in flight.
         }
-        let delivered = receive_after_a_failed_end(&mut consumer).await;
-        let twice = consumed_and_abandoned(&memory, session.id()).await;
-        assert!(
-            twice.is_empty(),
-            "{commit:?}: consumed and abandoned both journaled for {twice:?}"
-        );
-        assert_eq!(
-            delivered, None,
-            "{commit:?}: delivered after the dropped end"
-        );
+        let after = format!("the dropped end ({commit:?})");
+        nothing_delivered(&mut consumer, &memory, session.id(), &after).await;
         let ended = session.end(IfPending::Abandon).await.unwrap();
         assert_eq!(
             ended.already,
@@ -322,16 +296,7 @@ async fn an_end_dropped_midway_delivers_nothing_abandoned() {
             assert_eq!(ended.abandoned, pending);
         }
         assert_eq!(ended.seq, 5, "{commit:?}: {ended:?}");
-        assert_eq!(
-            kinds(&memory, session.id()).await,
-            [
-                "ProcessNotification",
-                "ProcessNotification",
-                "NotificationAbandoned",
-                "NotificationAbandoned",
-                "SessionEnded",
-            ]
-        );
+        assert_eq!(kinds(&memory, session.id()).await, ENDED);
         assert!(consumer.recv().await.is_none());
     }
 }

@@ -10,10 +10,10 @@ mod end_support;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use end_support::{assert_ended, kinds, one_loop};
+use end_support::hooked::{BeforeAppend, Hooked};
+use end_support::{assert_ended, end_abandoning, kinds, one_loop};
 use notify_journal::{JournalBackend, replay_all};
-use notify_loop::LoopConfig;
-use notify_session::{IfPending, Session};
+use notify_session::IfPending;
 use notify_testkit::MemoryJournal;
 use notify_testkit::sample::notification;
 use notify_types::{CommandId, JournalRecord, LoopId, NotifyError, SessionEvent, SessionId};
@@ -172,17 +172,18 @@ async fn race_the_end() -> usize {
     during
 }
 
-/// Another handle of the session (another process, in effect): a journal wrapper that,
-/// just before it forwards an append of kind `on`, appends the next of `foreign` itself
+/// Another handle of the session (another process, in effect): a hook that, just
+/// before an append of kind `on` is forwarded, appends the next of `foreign` itself
 /// (one each time, while any is left).
 struct Interloper {
-    inner: MemoryJournal,
     on: &'static str,
     foreign: std::sync::Mutex<std::collections::VecDeque<JournalRecord>>,
 }
 
-impl Interloper {
-    /// The next foreign record, if `records` hold one of kind `on` and any is left.
+impl BeforeAppend for Interloper {
+    /// The next foreign record, if the append holds one of kind `on` and any is left.
+    type Due = Option<JournalRecord>;
+
     fn due(&self, records: &[JournalRecord]) -> Option<JournalRecord> {
         if records.iter().any(|r| r.type_name() == self.on) {
             self.foreign.lock().unwrap().pop_front()
@@ -191,50 +192,16 @@ impl Interloper {
         }
     }
 
-    /// Appends `foreign`, if any, as the other handle.
-    async fn interlope(&self, session: SessionId, foreign: Option<JournalRecord>) {
+    async fn run(
+        &self,
+        journal: &MemoryJournal,
+        session: SessionId,
+        _: &[JournalRecord],
+        foreign: Option<JournalRecord>,
+    ) {
         if let Some(foreign) = foreign {
-            self.inner.append(session, foreign).await.unwrap();
+            journal.append(session, foreign).await.unwrap();
         }
-    }
-}
-
-impl notify_journal::layer::JournalReadLayer for Interloper {
-    type Inner = MemoryJournal;
-    fn inner(&self) -> &MemoryJournal {
-        &self.inner
-    }
-}
-
-impl notify_journal::layer::JournalLayer for Interloper {
-    fn append(
-        &self,
-        session: SessionId,
-        record: JournalRecord,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<notify_journal::AppendOutcome, notify_journal::AppendError>,
-    > {
-        let foreign = self.due(std::slice::from_ref(&record));
-        Box::pin(async move {
-            self.interlope(session, foreign).await;
-            self.inner.append(session, record).await
-        })
-    }
-    fn append_all(
-        &self,
-        session: SessionId,
-        records: Vec<JournalRecord>,
-        if_head: Option<u64>,
-    ) -> notify_journal::BoxFuture<
-        '_,
-        Result<Vec<notify_journal::AppendOutcome>, notify_journal::AppendError>,
-    > {
-        let foreign = self.due(&records);
-        Box::pin(async move {
-            self.interlope(session, foreign).await;
-            self.inner.append_all(session, records, if_head).await
-        })
     }
 }
 
@@ -250,25 +217,19 @@ async fn end_with_interloper(
     let foreign: Vec<_> = (0..foreign)
         .map(|_| notification(session_id, loop_id))
         .collect();
-    let journal = Interloper {
-        inner: memory.clone(),
-        on,
-        foreign: std::sync::Mutex::new(
-            foreign
-                .iter()
-                .map(|n| JournalRecord::Command(n.clone().into()))
-                .collect(),
-        ),
+    let journal = Hooked {
+        journal: memory.clone(),
+        hook: Interloper {
+            on,
+            foreign: std::sync::Mutex::new(
+                foreign
+                    .iter()
+                    .map(|n| JournalRecord::Command(n.clone().into()))
+                    .collect(),
+            ),
+        },
     };
-    let session = Session::new(session_id, journal);
-    let _inbox = session
-        .register_loop(LoopConfig::new(session_id, loop_id))
-        .unwrap();
-    session
-        .notify_process_completion(notification(session_id, loop_id))
-        .await
-        .unwrap();
-    let ended = session.end(IfPending::Abandon).await.unwrap();
+    let ended = end_abandoning(journal, notification(session_id, loop_id)).await;
     (
         ended,
         foreign.iter().map(|n| n.command_id).collect(),

@@ -9,7 +9,7 @@ mod end_support;
 
 use std::sync::Arc;
 
-use end_support::{assert_ended, drop_schema, one_loop};
+use end_support::{assert_ended, drop_schema, end_abandoning, one_loop};
 use notify_journal::{JournalBackend, JournalRead, SessionState, purge};
 use notify_loop::LoopConfig;
 use notify_session::{IfPending, PublishError, Published, Session, restore};
@@ -176,17 +176,7 @@ async fn restarted_process_is_refused_with(
 ) {
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     let old = notification(session_id, loop_id);
-    {
-        let session = Session::new(session_id, first);
-        let _inbox = session
-            .register_loop(LoopConfig::new(session_id, loop_id))
-            .unwrap();
-        session
-            .notify_process_completion(old.clone())
-            .await
-            .unwrap();
-        session.end(IfPending::Abandon).await.unwrap();
-    }
+    end_abandoning(first, old.clone()).await;
     let journal: Arc<dyn JournalBackend> = reopen();
     let report = restore(session_id, journal.as_ref()).await.unwrap();
     assert!(matches!(
