@@ -61,7 +61,7 @@ const ENDED: [&str; 5] = [
     "SessionEnded",
 ];
 
-/// Notifies two notifications on `session`'s loop `loop_id`: their command IDs.
+/// Sends two notifications to `session`'s loop `loop_id`: their command IDs.
 async fn two_pending(session: &Session, loop_id: LoopId) -> Vec<CommandId> {
     let mut pending = Vec::new();
     for _ in 0..2 {
