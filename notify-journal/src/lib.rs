@@ -7,14 +7,21 @@
 //! in the same transaction as each frame, so a key counts as seen exactly when its
 //! frame is committed. Every frame carries a checksum, and every read checks what it
 //! gets back before it answers ([`Corruption`], [`RedbJournal::verify`]).
+//! By default opening reads only the file's metadata, and a paced background scrub
+//! checks the whole journal while it is open ([`RedbJournal::scrub_status`]).
+//! [`RedbReader`] opens a file read-only and implements [`JournalRead`] alone.
 //! `docs/design.md` describes the table layout, what commits together, what is
 //! checked, the durability assumptions and the format versions.
 //!
 //! The engines sit side by side: `redb/` here, `postgres/` (`PgJournal`, feature
 //! `postgres`) beside it, sharing the trait, the errors and the integrity checks.
 //!
-//! What is built on the traits comes with them: whole replays and purges
-//! ([`replay_all`], [`purge`]), and [`layer`] for wrappers that change a method or two.
+//! What is built on the traits comes with them (`ops.rs`): whole replays and purges
+//! ([`replay_all`], [`replay_page`], [`purge`], [`purge_with`]), and [`layer`] for
+//! wrappers that change a method or two. Beside the engines: the errors, the
+//! integrity checks every backend runs ([`check_append`], [`check_group`]), retention
+//! ([`SessionState`], [`Tombstone`]), the deep check's [`VerifyReport`] and
+//! [`CommitStats`]; earlier names stay as deprecated aliases.
 //!
 //! **Architecture Invariant:** no redb type appears in [`JournalBackend`]; only
 //! [`RedbJournal::open_with_backend`] (a test seam) names one.

@@ -31,6 +31,11 @@
 //! append (notify through its dispatch too), so that [`Session::end`] orders against
 //! them. One session serves many loops and many sessions share one journal.
 //!
+//! Inside: `session.rs` (routing and the notify path), `shared.rs` (the state a
+//! session's handles and consumers share, the end gate among it), `append.rs`,
+//! `consumer.rs`, `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`
+//! and `metrics.rs`; the `notify` command line is `src/bin/notify/` (feature `cli`).
+//!
 //! ```
 //! # use std::sync::Arc;
 //! # use notify_session::*;

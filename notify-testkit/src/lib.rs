@@ -5,16 +5,24 @@
 //!   with exactly the redb journal's semantics; cheap to clone, so a test can keep a
 //!   handle across a simulated crash.
 //! * [`conformance`]: the backend contract as a suite of checks, written once and run
-//!   against every backend.
+//!   against every backend (the contract, refusals, concurrency, atomic groups,
+//!   retention, integrity).
 //! * [`FaultyJournal`]: wraps any backend and injects faults (fail the Nth append,
 //!   "persisted but reported failed", latency, poisoned), controlled at runtime
-//!   through a [`FaultControl`], and counts calls.
+//!   through a [`FaultControl`], and counts calls; built on `notify_journal::layer`.
 //! * [`strategy`]: proptest strategies for every DTO: valid values, values with
 //!   exactly one field broken, and lifecycle sequences of a real process.
 //! * [`sample`]: deterministic valid records, for tests that need "some record".
 //! * [`fixture`]: a session with N loops in one call (journaled or headless), a fake
 //!   foreign loop, restart-after-crash, and consumer helpers (receive N, ack N,
 //!   drain).
+//! * [`tamper`]: damaging a redb journal's file on purpose, for the integrity checks.
+//! * [`crash`]: crash images of a redb journal through a fault-injecting storage
+//!   backend, and sweeps that crash at every sync of a workload.
+//! * [`kill`]: real process kills: the test re-runs itself as a child and SIGKILLs it
+//!   mid-work, then checks what it left behind.
+//! * `postgres` and `pg_cluster` (feature `postgres`): where the shared test database
+//!   is, and a throwaway PostgreSQL cluster of a test's own (TLS, passwords).
 //!
 //! `tests/model/` is the model-based test of the whole system: a generated list of
 //! operations (notify, retry, reuse an ID, receive and ack, fill an inbox, crash and

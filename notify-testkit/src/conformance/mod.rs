@@ -1,5 +1,5 @@
 //! The backend conformance suite: the [`JournalBackend`] contract, written once and
-//! run against every backend (in-memory, redb, and any future server-backed one).
+//! run against every backend (in-memory, redb, PostgreSQL, and any other).
 //!
 //! Each check is a `pub async fn` returning `Result<(), ConformanceError>`; the error
 //! names the check and what was wrong. Checks never panic on a backend's answer.
@@ -24,6 +24,12 @@
 //! The concurrent checks drive many appends from one task (a small join over boxed
 //! futures), so a backend that batches concurrent appends (group commit) sees them in
 //! flight together; the backend does not need to be `Clone` or `'static`.
+//!
+//! The checks, by file: `contract.rs` (sequences, duplicates, collisions, replay and
+//! listing), `refusals.rs` (another session's, invalid or oversized records: nothing
+//! written), `concurrency.rs` (gap-free sequences, one winner per key), `atomic.rs`
+//! (`append_all` groups), `retention.rs` (end, purge, tombstones) and `integrity.rs`
+//! (damage named on every read); `support.rs` holds what they share.
 
 mod atomic;
 mod concurrency;
