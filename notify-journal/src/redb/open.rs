@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 
-use super::contain::panic_message;
 use super::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
 };
@@ -56,13 +55,10 @@ pub(crate) fn contain<T>(
     path: &Path,
     f: impl FnOnce() -> Result<T, OpenError>,
 ) -> Result<T, OpenError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+    super::contain::contain(f).unwrap_or_else(|panic| {
         Err(OpenError::Damaged {
             path: path.to_path_buf(),
-            reason: format!(
-                "the storage engine failed reading it ({})",
-                panic_message(panic.as_ref())
-            ),
+            reason: format!("the storage engine failed reading it ({panic})"),
         })
     })
 }

@@ -9,7 +9,7 @@ use notify_types::{SessionId, Uuid};
 use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata};
 
 use super::census::Census;
-use super::contain::panic_message;
+use super::contain::contain as contain_panic;
 use super::format::{FORMAT_KEY, META};
 use super::open::{self, contain};
 use super::read::{Snapshot, in_snapshot, storage};
@@ -231,7 +231,7 @@ impl RedbReader {
     ///
     /// [`JournalError::Storage`].
     pub fn stats_blocking(&self) -> Result<RedbStats, JournalError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        contain_panic(|| {
             let txn = self.db.begin_read().map_err(storage("begin read"))?;
             let format_version = txn
                 .open_table(META)
@@ -245,13 +245,8 @@ impl RedbReader {
                 frames: snap.log.len().map_err(storage("count frames"))?,
                 keys: snap.keys.len().map_err(storage("count keys"))?,
             })
-        }))
-        .unwrap_or_else(|panic| {
-            Err(JournalError::Storage(StorageError::msg(format!(
-                "the storage engine panicked while counting ({}); the file may be damaged: verify it",
-                panic_message(panic.as_ref())
-            ))))
         })
+        .unwrap_or_else(|panic| Err(JournalError::Storage(panic.storage("counting"))))
     }
 
     /// The journal's deep integrity check
