@@ -16,6 +16,7 @@ mod overlay;
 mod purge;
 mod read;
 pub(crate) mod read_only;
+mod reads;
 pub(crate) mod scrub;
 mod state;
 mod upgrade;
@@ -34,9 +35,9 @@ use tracing::Instrument;
 
 pub use self::compact::CompactReport;
 use self::options::JournalOptions;
-use self::read::Snapshot;
+use self::reads::Reads;
 use self::writer::{Chore, Group, Queue, Queued, Request};
-use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
+use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, SeqRecord};
 use crate::error::{AppendError, JournalError, OpenError, StorageError};
 use crate::integrity::{check_append, check_group};
 use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
@@ -436,18 +437,19 @@ impl RedbJournal {
         Ok(receivers)
     }
 
-    /// Runs `f` on a consistent snapshot of the journal, on the calling thread. A panic
-    /// of the storage engine (a damaged page it trusted) is contained and answered as
-    /// [`JournalError::Storage`].
-    fn snapshot<T>(
+    /// Runs `f` on the journal's reads (`reads.rs`), on the calling thread.
+    fn reads<T>(
         &self,
-        what: &'static str,
-        f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
+        f: impl FnOnce(&Reads<'_, Database>) -> Result<T, JournalError>,
     ) -> Result<T, JournalError> {
-        read::in_snapshot(&*self.inner.db()?, what, f)
+        let db = self.inner.db()?;
+        f(&Reads {
+            db: &*db,
+            census: self.inner.census.as_deref(),
+        })
     }
 
-    /// [`JournalRead::lookup`], on the calling thread (a short blocking read). A hit
+    /// [`JournalRead::lookup`](crate::JournalRead::lookup), on the calling thread (a short blocking read). A hit
     /// is confirmed against its frame, and a miss against the session's log (the key
     /// census of `docs/design.md`: the first miss of a session after open reads its log
     /// once).
@@ -462,19 +464,10 @@ impl RedbJournal {
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
-        let census = self.inner.census.as_deref();
-        // Read before the snapshot begins (see `census.rs`).
-        let generation = census.map_or(0, census::Census::generation);
-        self.snapshot("the index", |s| {
-            s.lookup(
-                session.as_uuid().as_u128(),
-                key.as_u128(),
-                census.map(|c| (c, generation)),
-            )
-        })
+        self.reads(|r| r.lookup(session, key))
     }
 
-    /// [`JournalRead::replay`], on the calling thread. Every frame is checked
+    /// [`JournalRead::replay`](crate::JournalRead::replay), on the calling thread. Every frame is checked
     /// (checksum, identity, decoding) and the page is contiguous from `from_seq`, ending
     /// at the session's head when shorter than `limit`.
     ///
@@ -488,23 +481,19 @@ impl RedbJournal {
         from_seq: u64,
         limit: usize,
     ) -> Result<Vec<SeqRecord>, JournalError> {
-        self.snapshot("a session's log", |s| {
-            s.replay(session.as_uuid().as_u128(), from_seq, limit)
-        })
+        self.reads(|r| r.replay(session, from_seq, limit))
     }
 
-    /// [`JournalRead::last_seq`], on the calling thread.
+    /// [`JournalRead::last_seq`](crate::JournalRead::last_seq), on the calling thread.
     ///
     /// # Errors
     ///
     /// [`JournalError::Closed`] or [`JournalError::Storage`].
     pub fn last_seq_blocking(&self, session: SessionId) -> Result<u64, JournalError> {
-        self.snapshot("a session's head", |s| {
-            s.last_seq(session.as_uuid().as_u128())
-        })
+        self.reads(|r| r.last_seq(session))
     }
 
-    /// [`JournalRead::session_state`], on the calling thread: one point read of the
+    /// [`JournalRead::session_state`](crate::JournalRead::session_state), on the calling thread: one point read of the
     /// session's state row.
     ///
     /// # Errors
@@ -512,9 +501,7 @@ impl RedbJournal {
     /// [`JournalError::Corrupt`] when the row is damaged; [`JournalError::Closed`] or
     /// [`JournalError::Storage`].
     pub fn session_state_blocking(&self, session: SessionId) -> Result<SessionState, JournalError> {
-        self.snapshot("a session's state", |s| {
-            s.state(session.as_uuid().as_u128())
-        })
+        self.reads(|r| r.session_state(session))
     }
 
     /// [`JournalBackend::purge_step`]: one bounded step of a purge, run by the writer
@@ -631,16 +618,16 @@ impl RedbJournal {
         }
     }
 
-    /// [`JournalRead::sessions`], on the calling thread.
+    /// [`JournalRead::sessions`](crate::JournalRead::sessions), on the calling thread.
     ///
     /// # Errors
     ///
     /// [`JournalError::Closed`] or [`JournalError::Storage`].
     pub fn sessions_blocking(&self) -> Result<Vec<SessionId>, JournalError> {
-        self.snapshot("the sessions", Snapshot::sessions)
+        self.reads(|r| r.sessions())
     }
 
-    /// [`JournalRead::sessions_after`], on the calling thread: one seek per session
+    /// [`JournalRead::sessions_after`](crate::JournalRead::sessions_after), on the calling thread: one seek per session
     /// returned.
     ///
     /// # Errors
@@ -651,7 +638,7 @@ impl RedbJournal {
         after: Option<SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>, JournalError> {
-        self.snapshot("the sessions", |s| s.sessions_after(after, limit))
+        self.reads(|r| r.sessions_after(after, limit))
     }
 
     /// The deep integrity check of an open journal, in one consistent snapshot (appends
@@ -669,8 +656,7 @@ impl RedbJournal {
     /// [`JournalError::Closed`] or [`JournalError::Storage`] when the check itself
     /// cannot read; damage is reported in the report, not as an error.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        let db = self.inner.db()?;
-        verify::contained(|| verify::logical(db.as_ref(), max_problems))
+        self.reads(|r| r.verify(max_problems))
     }
 
     /// The deep integrity check of [`verify_blocking`](Self::verify_blocking) plus
@@ -739,19 +725,7 @@ impl RedbJournal {
         T: Send + 'static,
         F: FnOnce(&RedbJournal) -> Result<T, JournalError> + Send + 'static,
     {
-        let this = self.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => Box::pin(async move {
-                handle
-                    .spawn_blocking(move || f(&this))
-                    .await
-                    .map_err(|e| JournalError::Storage(StorageError::new("read task failed", e)))?
-            }),
-            Err(_) => {
-                let result = f(&this);
-                Box::pin(async move { result })
-            }
-        }
+        reads::on_blocking_pool(self, f)
     }
 }
 
@@ -790,47 +764,7 @@ impl JournalBackend for RedbJournal {
     }
 }
 
-impl JournalRead for RedbJournal {
-    fn lookup(
-        &self,
-        session: SessionId,
-        key: Uuid,
-    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
-        self.read(move |j| j.lookup_blocking(session, key))
-    }
-
-    fn replay(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
-        self.read(move |j| j.replay_blocking(session, from_seq, limit))
-    }
-
-    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-        self.read(move |j| j.last_seq_blocking(session))
-    }
-
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        self.read(|j| j.sessions_blocking())
-    }
-
-    fn sessions_after(
-        &self,
-        after: Option<SessionId>,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        self.read(move |j| j.sessions_after_blocking(after, limit))
-    }
-
-    fn session_state(
-        &self,
-        session: SessionId,
-    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
-        self.read(move |j| j.session_state_blocking(session))
-    }
-}
+reads::journal_read_by_blocking!(RedbJournal);
 
 impl RedbJournal {
     /// [`verify_blocking`](Self::verify_blocking) on tokio's blocking pool when called

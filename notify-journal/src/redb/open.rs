@@ -303,6 +303,18 @@ pub(crate) fn layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, 
     }
 }
 
+/// [`layout`] of a database that must already be a journal: a fresh (empty) one is
+/// refused as [`OpenError::NotAJournal`], never [`Layout::Fresh`].
+pub(crate) fn journal_layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, OpenError> {
+    match layout(db, path)? {
+        Layout::Fresh => Err(OpenError::NotAJournal {
+            path: path.to_path_buf(),
+            reason: "a redb database without journal metadata".to_owned(),
+        }),
+        other => Ok(other),
+    }
+}
+
 /// Before a writable open of the file at `path`: when it is a journal of format 1 (or
 /// mid-upgrade), checks what the upgrade will move through a read-only open, which
 /// writes nothing, and refuses a damaged file ([`OpenError::UpgradeRefused`]) with it
@@ -345,15 +357,14 @@ pub(crate) fn prepare_with(
             source: StorageError::new(context, e),
         }
     };
-    match layout(db, path)? {
+    let found = if init {
+        layout(db, path)?
+    } else {
+        journal_layout(db, path)?
+    };
+    match found {
         Layout::Current => return Ok(()),
         Layout::Format1 | Layout::Upgrading => return upgrade::from_v1(db, path, checked),
-        Layout::Fresh if !init => {
-            return Err(OpenError::NotAJournal {
-                path: path.to_path_buf(),
-                reason: "a redb database without journal metadata".to_owned(),
-            });
-        }
         Layout::Fresh => {}
     }
     let txn = db

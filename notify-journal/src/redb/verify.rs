@@ -91,15 +91,7 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
                 };
             }
         };
-        let layout = match open::layout(&db, path)? {
-            Layout::Fresh => {
-                return Err(OpenError::NotAJournal {
-                    path: path.to_path_buf(),
-                    reason: "a redb database without journal metadata".to_owned(),
-                });
-            }
-            other => other,
-        };
+        let layout = open::journal_layout(&db, path)?;
         let mut report = contained(|| match layout {
             Layout::Format1 => {
                 let mut report = VerifyReport::new(max_problems);
