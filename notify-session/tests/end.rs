@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use notify_journal::{
-    JournalBackend, JournalOptions, JournalRead, RedbJournal, SessionState, purge, replay_all,
+    JournalBackend, JournalRead, RedbJournal, RedbOptions, SessionState, purge, replay_all,
 };
 use notify_loop::LoopConfig;
 use notify_session::{
@@ -391,16 +391,16 @@ async fn a_restarted_process_is_refused_on_memory() {
 
 #[tokio::test]
 async fn a_restarted_process_is_refused_on_redb() {
-    use notify_journal::{JournalOptions, RedbJournal};
+    use notify_journal::{RedbJournal, RedbOptions};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notify.redb");
-    let first = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let first = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     // The first process's handle is closed before the restart opens the file again.
     let first: Arc<dyn JournalBackend> = Arc::new(first);
     let reopen = {
         let path = path.clone();
         move || -> Arc<dyn JournalBackend> {
-            Arc::new(RedbJournal::open(&path, JournalOptions::default()).unwrap())
+            Arc::new(RedbJournal::open(&path, RedbOptions::default()).unwrap())
         }
     };
     restarted_process_is_refused_with(first, reopen).await;
@@ -606,13 +606,13 @@ async fn a_restarted_process_is_refused_on_postgres() {
 /// row is damaged: restore names it, never a clean live session with nothing pending.
 #[tokio::test]
 async fn restore_names_an_end_marker_without_its_session_row() {
-    use notify_journal::{JournalError, JournalOptions, RedbJournal};
+    use notify_journal::{JournalError, RedbJournal, RedbOptions};
     use notify_testkit::tamper;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notify.redb");
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     {
-        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
         let session = Session::new(session_id, journal.clone());
         let _inbox = session
             .register_loop(LoopConfig::new(session_id, loop_id))
@@ -634,7 +634,7 @@ async fn restore_names_an_end_marker_without_its_session_row() {
         Ok(())
     })
     .unwrap();
-    let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     match restore(session_id, &journal).await {
         Err(notify_session::RestoreError::Replay(JournalError::Corrupt { session, .. })) => {
             assert_eq!(session, session_id);
@@ -927,8 +927,7 @@ async fn a_failed_end_delivers_nothing_abandoned_on_redb() {
         AppendFault::PersistedButFailed,
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let journal =
-            RedbJournal::open(dir.path().join("j.redb"), JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(dir.path().join("j.redb"), RedbOptions::default()).unwrap();
         a_failed_end_is_whole_or_nothing(journal.clone(), fault).await;
         journal.close();
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use redb::{Database, StorageBackend};
 
-use super::options::JournalOptions;
+use super::options::RedbOptions;
 use super::writer::{self, Queue};
 use super::{Inner, RedbJournal, census, open, options, scrub, verify};
 use crate::error::{OpenError, StorageError};
@@ -20,11 +20,11 @@ const BACKEND_LABEL: &str = "<custom storage backend>";
 impl RedbJournal {
     /// Opens the journal at `path`, creating the file if it is missing. After a crash,
     /// redb's recovery runs first. What else opening reads is
-    /// [`JournalOptions::verify_on_open`]'s choice: by default
-    /// ([`VerifyOnOpen::Background`](options::VerifyOnOpen::Background)) only the
+    /// [`RedbOptions::verify_on_open`]'s choice: by default
+    /// ([`RedbVerifyOnOpen::Background`](options::RedbVerifyOnOpen::Background)) only the
     /// metadata, never the log, and a background scrub then checks the journal while it
     /// runs (see [`scrub_status`](Self::scrub_status)); with
-    /// [`VerifyOnOpen::Pages`](options::VerifyOnOpen::Pages) redb checks every page
+    /// [`RedbVerifyOnOpen::Pages`](options::RedbVerifyOnOpen::Pages) redb checks every page
     /// against its checksum first. A format-1 file is upgraded in place
     /// first (`docs/design.md`), after a read-only check of everything the upgrade will
     /// move: a damaged format-1 file is refused before anything is written.
@@ -38,7 +38,7 @@ impl RedbJournal {
     /// upgrade found damage (the file is left as it was, naming each damaged frame);
     /// [`OpenError::UnsupportedFormatVersion`] / [`OpenError::UnsupportedContent`] for a
     /// journal of a later build; [`OpenError::Storage`] for I/O and storage failures.
-    pub fn open(path: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
+    pub fn open(path: impl AsRef<Path>, options: RedbOptions) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         let db = open::open_file(&path, &options)?;
         Self::start(db, path, options)
@@ -52,7 +52,7 @@ impl RedbJournal {
     /// As [`open`](Self::open).
     pub fn open_with_backend(
         backend: impl StorageBackend,
-        options: JournalOptions,
+        options: RedbOptions,
     ) -> Result<Self, OpenError> {
         let path = PathBuf::from(BACKEND_LABEL);
         let db = open::contain(&path, || {
@@ -65,8 +65,8 @@ impl RedbJournal {
         Self::start(db, path, options)
     }
 
-    fn start(db: Database, path: PathBuf, options: JournalOptions) -> Result<Self, OpenError> {
-        if options.verify_on_open == options::VerifyOnOpen::Full {
+    fn start(db: Database, path: PathBuf, options: RedbOptions) -> Result<Self, OpenError> {
+        if options.verify_on_open == options::RedbVerifyOnOpen::Full {
             let report = open::contain(&path, || {
                 verify::logical(&db, DEFAULT_OPEN_PROBLEMS).map_err(|e| OpenError::Damaged {
                     path: path.clone(),
@@ -101,7 +101,7 @@ impl RedbJournal {
                 })?
         };
         let scrub = match options.verify_on_open {
-            options::VerifyOnOpen::Background => Some(
+            options::RedbVerifyOnOpen::Background => Some(
                 scrub::Scrub::start(
                     Arc::clone(&db),
                     Arc::clone(&queue),

@@ -141,11 +141,11 @@ impl RedbJournal {
     /// entries agree), not upgraded. An empty redb database is not a journal.
     ///
     /// ```
-    /// use notify_journal::{JournalOptions, RedbJournal};
+    /// use notify_journal::{RedbOptions, RedbJournal};
     ///
     /// # let dir = tempfile::tempdir()?;
     /// let path = dir.path().join("journal.redb");
-    /// RedbJournal::open(&path, JournalOptions::default())?.close();
+    /// RedbJournal::open(&path, RedbOptions::default())?.close();
     /// let before = std::fs::read(&path)?;
     /// assert!(RedbJournal::verify_file(&path, 10)?.is_clean());
     /// assert_eq!(std::fs::read(&path)?, before);
@@ -169,7 +169,7 @@ impl RedbJournal {
     /// freed end. A running journal reuses the pages purges free, so its file stops
     /// growing under a steady state; this gives the space back to the file system.
     /// Opening checks the file as [`open`](Self::open) does with
-    /// [`VerifyOnOpen::Pages`](super::options::VerifyOnOpen::Pages) (redb's page check: a
+    /// [`RedbVerifyOnOpen::Pages`](super::options::RedbVerifyOnOpen::Pages) (redb's page check: a
     /// compaction moves every page, so it trusts none unchecked; a format-1 file is checked and upgraded first, a damaged one refused with
     /// [`OpenError::UpgradeRefused`] and left as it was).
     ///

@@ -180,7 +180,7 @@ impl RedbJournal {
 
     /// [`JournalBackend::drop_tombstones`]: drops up to `limit` tombstones of finished
     /// purges that began before `purged_before`, oldest first, answering how many it
-    /// dropped. The drop runs in steps of at most [`JournalOptions::drop_step`](super::options::JournalOptions::drop_step)
+    /// dropped. The drop runs in steps of at most [`RedbOptions::drop_step`](super::options::RedbOptions::drop_step)
     /// tombstones (default 1,024), each its own write transaction run by the writer
     /// thread between two append batches, so an append waits for at most one step
     /// however large `limit` is. The drop is queued when this is called; it ends at the

@@ -49,11 +49,11 @@ use crate::stats::CommitStats;
 /// crash recovery); it never writes through a handle that has failed.
 ///
 /// ```
-/// use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
+/// use notify_journal::{JournalBackend, RedbOptions, RedbJournal};
 /// use notify_types::*;
 ///
 /// # let dir = tempfile::tempdir()?;
-/// let journal = RedbJournal::open(dir.path().join("journal.redb"), JournalOptions::default())?;
+/// let journal = RedbJournal::open(dir.path().join("journal.redb"), RedbOptions::default())?;
 /// let n = ProcessCompletionNotification {
 ///     command_id: CommandId::new(),
 ///     session_id: SessionId::new(),
@@ -92,11 +92,11 @@ struct Inner {
     writer: Mutex<Option<JoinHandle<()>>>,
     max_record_bytes: usize,
     /// Confirms index misses against the sessions' logs (`census.rs`); shared with the
-    /// writer. `None` when [`JournalOptions::confirm_misses`] is off.
+    /// writer. `None` when [`RedbOptions::confirm_misses`] is off.
     census: Option<Arc<census::Census>>,
-    /// The background scrub (`scrub.rs`), with [`VerifyOnOpen::Background`].
+    /// The background scrub (`scrub.rs`), with [`RedbVerifyOnOpen::Background`].
     ///
-    /// [`VerifyOnOpen::Background`]: options::VerifyOnOpen::Background
+    /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
     scrub: Option<scrub::Scrub>,
 }
 
@@ -150,12 +150,12 @@ impl RedbJournal {
         self.inner.queue.is_poisoned()
     }
 
-    /// What the background scrub ([`VerifyOnOpen::Background`], the default) is doing
+    /// What the background scrub ([`RedbVerifyOnOpen::Background`], the default) is doing
     /// and has found: [`ScrubState::Damaged`](scrub::ScrubState::Damaged) once it found
     /// the file damaged (appends then fail with [`AppendError::Damaged`](crate::AppendError::Damaged));
     /// [`ScrubState::Off`](scrub::ScrubState::Off) when no scrub runs.
     ///
-    /// [`VerifyOnOpen::Background`]: options::VerifyOnOpen::Background
+    /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
     #[must_use]
     pub fn scrub_status(&self) -> scrub::ScrubStatus {
         match &self.inner.scrub {

@@ -10,7 +10,7 @@ use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 use super::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
 };
-use super::options::{JournalOptions, VerifyOnOpen};
+use super::options::{RedbOptions, RedbVerifyOnOpen};
 use super::upgrade;
 use crate::error::{OpenError, StorageError};
 
@@ -19,7 +19,7 @@ const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0
 
 /// Opens (creating if missing) the redb database at `path`, ready for the writer: the
 /// layout checked or laid out, older formats upgraded.
-pub(crate) fn open_file(path: &Path, options: &JournalOptions) -> Result<Database, OpenError> {
+pub(crate) fn open_file(path: &Path, options: &RedbOptions) -> Result<Database, OpenError> {
     remove_stale_creations(path);
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_atomically(path, options)?,
@@ -63,12 +63,12 @@ pub(crate) fn contain<T>(
     })
 }
 
-pub(crate) fn builder(options: &JournalOptions) -> redb::Builder {
+pub(crate) fn builder(options: &RedbOptions) -> redb::Builder {
     let mut b = Database::builder();
     b.set_cache_size(options.cache_size);
     b.set_check_integrity_on_open(matches!(
         options.verify_on_open,
-        VerifyOnOpen::Pages | VerifyOnOpen::Full
+        RedbVerifyOnOpen::Pages | RedbVerifyOnOpen::Full
     ));
     b
 }
@@ -121,7 +121,7 @@ fn remove_stale_creations(path: &Path) {
 /// Lays out a new journal beside `path` and links it into place, so a crash during
 /// creation never leaves a half-written file at `path`. Linking fails if `path` appeared
 /// meanwhile (another creator won); then that file is used.
-fn create_atomically(path: &Path, options: &JournalOptions) -> Result<(), OpenError> {
+fn create_atomically(path: &Path, options: &RedbOptions) -> Result<(), OpenError> {
     let io = |context: &'static str| move |e: std::io::Error| io_error(path, context, e);
     let dir = parent_dir(path);
     let nanos = std::time::SystemTime::now()

@@ -26,11 +26,11 @@ use crate::verify::VerifyReport;
 /// has no append or purge to refuse.
 ///
 /// ```
-/// use notify_journal::{JournalOptions, OpenError, RedbJournal, RedbReader};
+/// use notify_journal::{RedbOptions, OpenError, RedbJournal, RedbReader};
 ///
 /// # let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("journal.redb");
-/// let journal = RedbJournal::open(&path, JournalOptions::default())?;
+/// let journal = RedbJournal::open(&path, RedbOptions::default())?;
 /// // In use by a writer: refused at once.
 /// assert!(matches!(RedbReader::open(&path), Err(OpenError::AlreadyOpen { .. })));
 /// journal.close();

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use notify_session::notify_journal::{
-    JournalBackend, JournalOptions, JournalRead, MigrationMode, PgJournal, PgOptions, RedbJournal,
-    RedbReader, VerifyOnOpen,
+    JournalBackend, JournalRead, MigrationMode, PgJournal, PgOptions, RedbJournal, RedbOptions,
+    RedbReader, RedbVerifyOnOpen,
 };
 use notify_session::notify_types::SessionId;
 
@@ -80,7 +80,7 @@ impl Journal {
             // instead (as before the scrub became the default).
             Location::File(path) => RedbJournal::open(
                 path,
-                JournalOptions::default().verify_on_open(VerifyOnOpen::Pages),
+                RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Pages),
             )
             .map(Self::Writer)
             .map_err(|e| CliError::open(path, &e)),
