@@ -46,7 +46,8 @@ pub use redb::options::{
     DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
     RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
-pub use redb::read_only::{RedbReader, RedbStats};
+pub use redb::read_only::RedbReader;
+pub use redb::reads::RedbStats;
 pub use redb::scrub::{ScrubState, ScrubStatus};
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{

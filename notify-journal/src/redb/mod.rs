@@ -19,7 +19,7 @@ mod overlay;
 mod purge;
 mod read;
 pub(crate) mod read_only;
-mod reads;
+pub(crate) mod reads;
 pub(crate) mod scrub;
 mod state;
 mod upgrade;

@@ -10,7 +10,7 @@ use redb::{DatabaseError, ReadOnlyDatabase};
 
 use super::census::Census;
 use super::open::{self, contain};
-use super::reads::{self, Reads};
+use super::reads::{self, Reads, RedbStats};
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
 use crate::retention::SessionState;
@@ -58,18 +58,6 @@ impl std::fmt::Debug for RedbReader {
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
-}
-
-/// Counts of a redb journal, from the tables' own lengths (no scan).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RedbStats {
-    /// The file's format version.
-    pub format_version: u64,
-    /// Frames in the log.
-    pub frames: u64,
-    /// Entries of the idempotency index.
-    pub keys: u64,
 }
 
 impl RedbReader {

@@ -10,12 +10,23 @@ use super::census::Census;
 use super::contain::contain;
 use super::format::{FORMAT_KEY, META};
 use super::read::{Snapshot, in_snapshot, storage};
-use super::read_only::RedbStats;
 use super::verify;
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, StorageError};
 use crate::retention::SessionState;
 use crate::verify::VerifyReport;
+
+/// Counts of a redb journal, from the tables' own lengths (no scan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedbStats {
+    /// The file's format version.
+    pub format_version: u64,
+    /// Frames in the log.
+    pub frames: u64,
+    /// Entries of the idempotency index.
+    pub keys: u64,
+}
 
 /// The reads of one redb database: `census` (when there is one) confirms index misses
 /// against the sessions' logs.
