@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use notify_session::notify_journal::{
     JournalBackend, JournalRead, MigrationMode, PgJournal, PgOptions, RedbJournal, RedbOptions,
-    RedbReader, RedbVerifyOnOpen,
+    RedbReader,
 };
 use notify_session::notify_types::SessionId;
 
@@ -75,15 +75,9 @@ impl Journal {
     /// PostgreSQL schema created or migrated.
     pub(crate) async fn open_write(at: &Location) -> Result<Self, CliError> {
         match at {
-            // A write command is short-lived: a background scrub would rarely finish a
-            // pass before the command exits, so redb's page check at open guards it
-            // instead (as before the scrub became the default).
-            Location::File(path) => RedbJournal::open(
-                path,
-                RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Pages),
-            )
-            .map(Self::Writer)
-            .map_err(|e| CliError::open(path, &e)),
+            Location::File(path) => RedbJournal::open(path, RedbOptions::default())
+                .map(Self::Writer)
+                .map_err(|e| CliError::open(path, &e)),
             Location::Postgres { conninfo, schema } => {
                 PgJournal::connect(conninfo, pg_options(schema, true))
                     .await
