@@ -30,7 +30,7 @@
 //!   `confirm_misses(false)`, in alternating rounds of one run.
 //! * Not criterion: the background scrub's cost (`paired/scrub_vs_off_{1,64}`): the
 //!   default journal scrubbing continuously (`scrub_interval(0)`, default pace)
-//!   against `VerifyOnOpen::Off`, in alternating rounds of one run.
+//!   against `RedbVerifyOnOpen::Off`, in alternating rounds of one run.
 //! * Not criterion: every ratio with a target measured again as paired rounds (10
 //!   rounds alternating the two sides, `paired/NAME/{a,b}` metrics, appends/s): on a
 //!   machine whose load drifts, the two sides of a ratio see the same load.
@@ -46,7 +46,7 @@ use common::{metric, paired, record, runtime, scale, session, split};
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use notify_journal::{JournalOptions, RedbJournal, VerifyOnOpen};
+use notify_journal::{RedbJournal, RedbOptions, RedbVerifyOnOpen};
 use redb::TableDefinition;
 
 const RECORDS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("records");
@@ -64,7 +64,7 @@ const SPREAD_MIN: u64 = 16_384;
 /// when `latencies` is set.
 fn drive(
     rt: &tokio::runtime::Runtime,
-    options: JournalOptions,
+    options: RedbOptions,
     appenders: u64,
     per: u64,
     route: Route,
@@ -112,7 +112,7 @@ fn by_appender(a: u64, _: u64) -> u64 {
 
 fn append_journal(
     rt: &tokio::runtime::Runtime,
-    options: &JournalOptions,
+    options: &RedbOptions,
     appenders: u64,
     iters: u64,
 ) -> Duration {
@@ -210,8 +210,8 @@ fn append_persistent_queue(producers: u64, iters: u64) -> Duration {
 
 fn bench_append(c: &mut Criterion) {
     let rt = runtime();
-    let defaults = JournalOptions::default();
-    let quick_repair = JournalOptions::default().quick_repair(true);
+    let defaults = RedbOptions::default();
+    let quick_repair = RedbOptions::default().quick_repair(true);
     let mut g = c.benchmark_group("append");
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(500))
@@ -272,7 +272,7 @@ fn bench_spread(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("journal", sessions), &sessions, |b, _| {
             b.iter_custom(|iters| {
                 let (per, total) = split(iters.max(SPREAD_MIN), 64);
-                let (elapsed, _) = drive(&rt, JournalOptions::default(), 64, per, route, false);
+                let (elapsed, _) = drive(&rt, RedbOptions::default(), 64, per, route, false);
                 scale(elapsed, iters, total)
             });
         });
@@ -304,7 +304,7 @@ fn bench_writer_cpu(_: &mut Criterion) {
     ];
     for (sessions, route) in routes {
         let dir = tempfile::tempdir().unwrap();
-        let j = RedbJournal::open(dir.path().join("j.redb"), JournalOptions::default()).unwrap();
+        let j = RedbJournal::open(dir.path().join("j.redb"), RedbOptions::default()).unwrap();
         // The writer names itself once it runs: after one append it has.
         let s = session(u64::MAX);
         rt.block_on(j.append(s, record(s, u64::MAX >> 1))).unwrap();
@@ -348,7 +348,7 @@ fn bench_latency(_: &mut Criterion) {
     for (appenders, per) in [(1u64, 4_096u64), (64, 256)] {
         let (_, mut lat) = drive(
             &rt,
-            JournalOptions::default(),
+            RedbOptions::default(),
             appenders,
             per,
             by_appender,
@@ -373,12 +373,12 @@ fn bench_latency(_: &mut Criterion) {
 }
 
 fn spread(rt: &tokio::runtime::Runtime, route: Route, iters: u64) -> Duration {
-    spread_with(rt, &JournalOptions::default(), route, iters)
+    spread_with(rt, &RedbOptions::default(), route, iters)
 }
 
 fn spread_with(
     rt: &tokio::runtime::Runtime,
-    options: &JournalOptions,
+    options: &RedbOptions,
     route: Route,
     iters: u64,
 ) -> Duration {
@@ -392,8 +392,8 @@ fn spread_with(
 /// two criterion benchmarks does not move the ratio.
 fn bench_paired(_: &mut Criterion) {
     let rt = runtime();
-    let d = JournalOptions::default();
-    let qr = JournalOptions::default().quick_repair(true);
+    let d = RedbOptions::default();
+    let qr = RedbOptions::default().quick_repair(true);
     const ROUNDS: u32 = 10;
     paired(
         "journal_1_vs_raw_minimal_1",
@@ -462,12 +462,12 @@ fn bench_paired(_: &mut Criterion) {
     bench_scrub(&rt);
 }
 
-/// The background scrub (the default `VerifyOnOpen::Background`) scrubbing without a
-/// pause between passes, at its default pace, against no scrub (`VerifyOnOpen::Off`):
+/// The background scrub (the default `RedbVerifyOnOpen::Background`) scrubbing without a
+/// pause between passes, at its default pace, against no scrub (`RedbVerifyOnOpen::Off`):
 /// the most appends pay for it.
 fn bench_scrub(rt: &tokio::runtime::Runtime) {
-    let scrubbing = JournalOptions::default().scrub_interval(Duration::ZERO);
-    let off = JournalOptions::default().verify_on_open(VerifyOnOpen::Off);
+    let scrubbing = RedbOptions::default().scrub_interval(Duration::ZERO);
+    let off = RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off);
     for (name, appenders, iters) in [("scrub_vs_off_1", 1, 400), ("scrub_vs_off_64", 64, 6_400)] {
         paired(
             name,
@@ -481,8 +481,8 @@ fn bench_scrub(rt: &tokio::runtime::Runtime) {
 
 /// The key census (`confirm_misses`, on by default) against the journal without it.
 fn bench_census(rt: &tokio::runtime::Runtime) {
-    let d = JournalOptions::default();
-    let off = JournalOptions::default().confirm_misses(false);
+    let d = RedbOptions::default();
+    let off = RedbOptions::default().confirm_misses(false);
     const ROUNDS: u32 = 10;
     for (name, appenders, iters) in [
         ("census_vs_off_1", 1, 400),

@@ -5,13 +5,13 @@
 //! (non-durable commits made durable by the clean close).
 //!
 //! * `open/{off,pages,full,background}_{10k,1m}`: opening a clean 10,240- and
-//!   1,024,000-record journal with `VerifyOnOpen::Off`, `Pages`, `Full` and
+//!   1,024,000-record journal with `RedbVerifyOnOpen::Off`, `Pages`, `Full` and
 //!   `Background` (the default: the open itself reads only the metadata; the scrub it
 //!   starts is stopped by the close outside the timing); `Full` on 1M takes seconds,
 //!   so it is one timed pass (`open_once/full_1m` metric, ms).
 //! * `open/after_crash_100k[_quick_repair][_off]`: opening a crash image (a byte copy
 //!   of the file while open, after a durable commit) of a 102,400-record journal,
-//!   without and with quick-repair, with `VerifyOnOpen::Pages` (which reads every page
+//!   without and with quick-repair, with `RedbVerifyOnOpen::Pages` (which reads every page
 //!   anyway) and with `_off`.
 //! * `verify/handle_100k`, `verify/file_100k`: `RedbJournal::verify_blocking` on an
 //!   open handle and `RedbJournal::verify_file` on the closed file (redb's page check
@@ -24,7 +24,7 @@
 //! * `open_once/{off,pages,background}_5m` (ms): opening a clean 5,120,000-record journal, the
 //!   median of three opens (one timed pass each: `Pages` reads the whole file).
 //! * `first_append_once/session_64k_{census,no_census}` (ms): the first append to a
-//!   64,000-frame session of the 1M journal after an open with `VerifyOnOpen::Off`, with
+//!   64,000-frame session of the 1M journal after an open with `RedbVerifyOnOpen::Off`, with
 //!   the key census confirming index misses (it reads the session's log once) and
 //!   without (`confirm_misses(false)`).
 //! * Not a time: the 1M and 10k files' bytes per record (`disk/format2/*` metrics).
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use common::{file_len, metric, record, runtime, session};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
-use notify_journal::{Durability, JournalOptions, RedbJournal, VerifyOnOpen};
+use notify_journal::{RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 
 /// Builds a journal of `records` frames over 16 sessions.
 fn fixture(dir: &Path, name: &str, records: u64, quick_repair: bool) -> PathBuf {
@@ -47,10 +47,10 @@ fn fixture(dir: &Path, name: &str, records: u64, quick_repair: bool) -> PathBuf 
     let j = Arc::new(
         RedbJournal::open(
             &path,
-            JournalOptions::default()
-                .durability(Durability::NonDurableForTestsOnly)
+            RedbOptions::default()
+                .durability(RedbDurability::NonDurableForTestsOnly)
                 .quick_repair(quick_repair)
-                .verify_on_open(VerifyOnOpen::Off),
+                .verify_on_open(RedbVerifyOnOpen::Off),
         )
         .unwrap(),
     );
@@ -80,9 +80,9 @@ fn fixture(dir: &Path, name: &str, records: u64, quick_repair: bool) -> PathBuf 
 /// commit (redb's recovery flag is set in it).
 fn crash_image(dir: &Path, source: &Path, name: &str, quick_repair: bool) -> PathBuf {
     let rt = runtime();
-    let options = JournalOptions::default()
+    let options = RedbOptions::default()
         .quick_repair(quick_repair)
-        .verify_on_open(VerifyOnOpen::Pages);
+        .verify_on_open(RedbVerifyOnOpen::Pages);
     let j = RedbJournal::open(source, options).unwrap();
     let s = session(0);
     rt.block_on(j.append(s, record(s, u64::MAX >> 1))).unwrap();
@@ -92,7 +92,7 @@ fn crash_image(dir: &Path, source: &Path, name: &str, quick_repair: bool) -> Pat
     image
 }
 
-fn timed_open(path: &Path, options: &JournalOptions) -> Duration {
+fn timed_open(path: &Path, options: &RedbOptions) -> Duration {
     let started = Instant::now();
     let j = RedbJournal::open(path, options.clone()).unwrap();
     let elapsed = started.elapsed();
@@ -118,14 +118,14 @@ fn bench_open_verify_replay(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(100))
         .measurement_time(Duration::from_secs(2));
     for (mode, check) in [
-        ("off", VerifyOnOpen::Off),
-        ("pages", VerifyOnOpen::Pages),
-        ("full", VerifyOnOpen::Full),
-        ("background", VerifyOnOpen::Background),
+        ("off", RedbVerifyOnOpen::Off),
+        ("pages", RedbVerifyOnOpen::Pages),
+        ("full", RedbVerifyOnOpen::Full),
+        ("background", RedbVerifyOnOpen::Background),
     ] {
-        let options = JournalOptions::default().verify_on_open(check);
+        let options = RedbOptions::default().verify_on_open(check);
         for (size, path) in [("10k", &small), ("1m", &large)] {
-            if check == VerifyOnOpen::Full && size == "1m" {
+            if check == RedbVerifyOnOpen::Full && size == "1m" {
                 continue; // seconds per open: one timed pass below
             }
             g.bench_function(format!("{mode}_{size}"), |b| {
@@ -138,23 +138,28 @@ fn bench_open_verify_replay(c: &mut Criterion) {
     let crashed = crash_image(dir.path(), &mid, "crashed.redb", false);
     let crashed_qr = crash_image(dir.path(), &mid_qr, "crashed-qr.redb", true);
     for (name, image, qr, check) in [
-        ("after_crash_100k", &crashed, false, VerifyOnOpen::Pages),
+        ("after_crash_100k", &crashed, false, RedbVerifyOnOpen::Pages),
         (
             "after_crash_100k_quick_repair",
             &crashed_qr,
             true,
-            VerifyOnOpen::Pages,
+            RedbVerifyOnOpen::Pages,
         ),
-        ("after_crash_100k_off", &crashed, false, VerifyOnOpen::Off),
+        (
+            "after_crash_100k_off",
+            &crashed,
+            false,
+            RedbVerifyOnOpen::Off,
+        ),
         (
             "after_crash_100k_quick_repair_off",
             &crashed_qr,
             true,
-            VerifyOnOpen::Off,
+            RedbVerifyOnOpen::Off,
         ),
     ] {
         let work = dir.path().join(format!("{name}.work"));
-        let options = JournalOptions::default()
+        let options = RedbOptions::default()
             .quick_repair(qr)
             .verify_on_open(check);
         g.bench_function(name, |b| {
@@ -177,7 +182,7 @@ fn bench_open_verify_replay(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(100))
         .measurement_time(Duration::from_secs(2))
         .throughput(Throughput::Bytes(bytes));
-    let options = JournalOptions::default().verify_on_open(VerifyOnOpen::Off);
+    let options = RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off);
     {
         let j = RedbJournal::open(&mid, options.clone()).unwrap();
         g.bench_function("handle_100k", |b| {
@@ -197,7 +202,7 @@ fn bench_open_verify_replay(c: &mut Criterion) {
         f();
         started.elapsed().as_secs_f64()
     };
-    let full = JournalOptions::default().verify_on_open(VerifyOnOpen::Full);
+    let full = RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full);
     let secs = once(&|| RedbJournal::open(&large, full.clone()).unwrap().close());
     metric("open_once/full_1m", secs * 1e3, "ms");
     let secs = once(&|| {
@@ -210,7 +215,7 @@ fn bench_open_verify_replay(c: &mut Criterion) {
     metric("verify_once/file_1m", mb / secs, "MB/s");
     // One unpaced background scrub pass over the 1M journal (the default pace reads
     // 200,000 entries a second instead).
-    let scrubbing = JournalOptions::default().scrub_pace(0);
+    let scrubbing = RedbOptions::default().scrub_pace(0);
     let secs = once(&|| {
         let j = RedbJournal::open(&large, scrubbing.clone()).unwrap();
         while j.scrub_status().clean_passes == 0 {
@@ -252,8 +257,8 @@ fn bench_open_verify_replay(c: &mut Criterion) {
         ("census", true, u64::MAX >> 2),
         ("no_census", false, (u64::MAX >> 2) + 1),
     ] {
-        let options = JournalOptions::default()
-            .verify_on_open(VerifyOnOpen::Off)
+        let options = RedbOptions::default()
+            .verify_on_open(RedbVerifyOnOpen::Off)
             .confirm_misses(confirm);
         let j = RedbJournal::open(&large, options).unwrap();
         let started = Instant::now();
@@ -267,11 +272,11 @@ fn bench_open_verify_replay(c: &mut Criterion) {
     // 5M records: seconds to build, so a few timed opens, not criterion samples.
     let huge = fixture(dir.path(), "5m.redb", 5_120_000, false);
     for (mode, check) in [
-        ("off", VerifyOnOpen::Off),
-        ("pages", VerifyOnOpen::Pages),
-        ("background", VerifyOnOpen::Background),
+        ("off", RedbVerifyOnOpen::Off),
+        ("pages", RedbVerifyOnOpen::Pages),
+        ("background", RedbVerifyOnOpen::Background),
     ] {
-        let options = JournalOptions::default().verify_on_open(check);
+        let options = RedbOptions::default().verify_on_open(check);
         let mut t: Vec<f64> = (0..3)
             .map(|_| timed_open(&huge, &options).as_secs_f64() * 1e3)
             .collect();

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group};
-use notify_journal::{JournalBackend, JournalOptions, PgJournal, PgOptions, RedbJournal};
+use notify_journal::{JournalBackend, PgJournal, PgOptions, RedbJournal, RedbOptions};
 use notify_types::{
     CommandId, JournalRecord, LoopId, ProcessCompletionNotification, ProcessLifecycleState,
     ProcessNotification, ProcessTerminalReason, SessionId, Uuid,
@@ -224,9 +224,8 @@ async fn drive_bare(
 fn concurrent_appenders(c: &mut Criterion) {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
-    let redb = Arc::new(
-        RedbJournal::open(dir.path().join("bench.redb"), JournalOptions::default()).unwrap(),
-    );
+    let redb =
+        Arc::new(RedbJournal::open(dir.path().join("bench.redb"), RedbOptions::default()).unwrap());
     let pg = Arc::new(rt.block_on(pg()));
     rt.block_on(populate(&pg));
     let mut g = c.benchmark_group("concurrent_appenders");

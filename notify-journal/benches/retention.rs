@@ -32,7 +32,7 @@
 //! Then a tombstone drop under load, on a file of its own: 1,000,000 sessions end (one
 //! end marker each, appended by 64 appenders) and are purged (8 purgers stepping
 //! concurrently, one session per step), all through the public API with
-//! `Durability::NonDurableForTestsOnly` commits so the fixture takes minutes, not
+//! `RedbDurability::NonDurableForTestsOnly` commits so the fixture takes minutes, not
 //! hours (each purge step still one transaction for one session); the file is closed
 //! (a clean close makes it durable) and reopened with the
 //! default options. Then `drop_tombstones(now, usize::MAX)` drops all 1,000,000 (steps
@@ -54,7 +54,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{file_len, metric, record, runtime, session};
-use notify_journal::{Durability, JournalOptions, PurgeStep, RedbJournal, purge_with};
+use notify_journal::{PurgeStep, RedbDurability, RedbJournal, RedbOptions, purge_with};
 use notify_types::{JournalRecord, SessionEnded, SessionEvent, Timestamp};
 
 const SESSIONS: u64 = 2_000;
@@ -126,7 +126,7 @@ fn end_wave(rt: &tokio::runtime::Runtime, j: &RedbJournal, w: u64) {
 /// The same wave on a fresh file, for the steady-vs-fresh ratio.
 fn fresh_wave(rt: &tokio::runtime::Runtime, dir: &Path, w: u64) -> Duration {
     let path = dir.join(format!("fresh-{w}.redb"));
-    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     let wave = append_wave(rt, &j, w);
     j.close();
     std::fs::remove_file(&path).unwrap();
@@ -166,7 +166,7 @@ async fn purge_timed(
 fn tombstone_drop(rt: &tokio::runtime::Runtime, dir: &Path) {
     let path = dir.join("tombstones.redb");
     let setup = Instant::now();
-    let fixture = JournalOptions::default().durability(Durability::NonDurableForTestsOnly);
+    let fixture = RedbOptions::default().durability(RedbDurability::NonDurableForTestsOnly);
     let j = RedbJournal::open(&path, fixture).unwrap();
     rt.block_on(async {
         let tasks: Vec<_> = (0..APPENDERS)
@@ -210,7 +210,7 @@ fn tombstone_drop(rt: &tokio::runtime::Runtime, dir: &Path) {
     let recorder = metrics_util::debugging::DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::set_global_recorder(recorder).unwrap();
-    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     let horizon = Timestamp::now();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let started = Instant::now();
@@ -290,7 +290,7 @@ fn main() {
         return;
     }
     let path = dir.path().join("steady.redb");
-    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     let stats = Arc::new(std::sync::Mutex::new(PurgeStats::default()));
     // ended[w]: when wave w's sessions had all ended.
     let mut ended: Vec<Timestamp> = Vec::new();

@@ -53,13 +53,13 @@ pub type SeqRecord = (u64, JournalRecord);
 /// A session takes any backend (`Session::new(id, journal)`); used directly:
 ///
 /// ```
-/// use notify_journal::{JournalBackend, JournalOptions, JournalRead, RedbJournal, replay_all};
+/// use notify_journal::{JournalBackend, RedbOptions, JournalRead, RedbJournal, replay_all};
 /// use notify_types::*;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let dir = tempfile::tempdir()?;
-/// let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+/// let journal = RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default())?;
 /// let session = SessionId::new();
 /// let record = JournalRecord::from(ProcessNotification::new(ProcessCompletionNotification {
 ///     command_id: CommandId::new(),
@@ -182,7 +182,7 @@ pub trait JournalBackend: JournalRead {
 /// restore, the command line's read commands) take it, so they accept both.
 ///
 /// ```
-/// use notify_journal::{JournalOptions, JournalRead, RedbJournal, RedbReader};
+/// use notify_journal::{RedbOptions, JournalRead, RedbJournal, RedbReader};
 /// use notify_types::SessionId;
 ///
 /// async fn head(journal: &dyn JournalRead, session: SessionId) -> u64 {
@@ -193,7 +193,7 @@ pub trait JournalBackend: JournalRead {
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let dir = tempfile::tempdir()?;
 /// # let path = dir.path().join("notify.redb");
-/// let journal = RedbJournal::open(&path, JournalOptions::default())?;
+/// let journal = RedbJournal::open(&path, RedbOptions::default())?;
 /// assert_eq!(head(&journal, SessionId::new()).await, 0);
 /// journal.close();
 /// let reader = RedbReader::open(&path)?; // reads only: no appends to refuse

@@ -5,6 +5,18 @@ use notify_types::{JournalRecord, SessionId};
 use crate::backend::{AppendOutcome, SeqRecord};
 use crate::error::{AppendError, JournalError};
 
+/// The old name of [`RedbOptions`](crate::RedbOptions): the options are redb's only.
+#[deprecated(note = "renamed to `RedbOptions`")]
+pub type JournalOptions = crate::RedbOptions;
+
+/// The old name of [`RedbDurability`](crate::RedbDurability).
+#[deprecated(note = "renamed to `RedbDurability`")]
+pub type Durability = crate::RedbDurability;
+
+/// The old name of [`RedbVerifyOnOpen`](crate::RedbVerifyOnOpen).
+#[deprecated(note = "renamed to `RedbVerifyOnOpen`")]
+pub type VerifyOnOpen = crate::RedbVerifyOnOpen;
+
 /// The old name of [`SeqRecord`].
 #[deprecated(note = "renamed `SeqRecord` (a frame is the stored bytes)")]
 pub type Frame = SeqRecord;

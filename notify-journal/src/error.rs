@@ -170,7 +170,7 @@ pub enum AppendError {
         outcome_unknown: bool,
     },
     /// The journal's background scrub
-    /// ([`VerifyOnOpen::Background`](crate::VerifyOnOpen::Background)) found its file
+    /// ([`RedbVerifyOnOpen::Background`](crate::RedbVerifyOnOpen::Background)) found its file
     /// damaged: this handle refuses every later append, and nothing of this one was
     /// written. `detail` names what the scrub found. Verify the file (`notify verify`)
     /// and repair it (export what reads, import into a new file) before writing again;

@@ -43,17 +43,18 @@ mod verify;
 pub use backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 #[allow(deprecated)]
 pub use deprecated::{
-    Frame, check_replay_page, decode_checked_frame, decode_frame, encode_for_append,
-    encode_group_for_append, frame_checksum, record_append,
+    Durability, Frame, JournalOptions, VerifyOnOpen, check_replay_page, decode_checked_frame,
+    decode_frame, encode_for_append, encode_group_for_append, frame_checksum, record_append,
 };
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_append, check_group};
 pub use ops::{purge, purge_with, replay_all, replay_page};
 pub use redb::options::{
     DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
-    Durability, JournalOptions, VerifyOnOpen,
+    RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
-pub use redb::read_only::{RedbReader, RedbStats};
+pub use redb::read_only::RedbReader;
+pub use redb::reads::RedbStats;
 pub use redb::scrub::{ScrubState, ScrubStatus};
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{

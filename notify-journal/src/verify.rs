@@ -210,6 +210,18 @@ impl VerifyReport {
         }
     }
 
+    /// Checks that `seq` is the next seq of `session`'s log, `expected`: a gap is
+    /// recorded; `expected` moves past `seq` either way.
+    pub(crate) fn check_next(&mut self, session: SessionId, seq: u64, expected: &mut u64) {
+        if seq != *expected {
+            self.push(Problem::Gap {
+                session,
+                seq: *expected,
+            });
+        }
+        *expected = seq.saturating_add(1);
+    }
+
     /// Records `n` more problems already known not to be kept (the report keeps
     /// `max_problems` already), counting them only.
     pub(crate) fn count_unkept(&mut self, n: u64) {

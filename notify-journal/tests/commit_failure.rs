@@ -11,14 +11,14 @@ mod common;
 use std::collections::HashSet;
 
 use common::*;
-use notify_journal::{AppendError, AppendOutcome, JournalOptions, RedbJournal};
+use notify_journal::{AppendError, AppendOutcome, RedbJournal, RedbOptions};
 
 #[test]
 fn failed_commit_fails_the_batch_poisons_and_retries_are_safe() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let ctl = Control::new();
-    let j = RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default()).unwrap();
+    let j = RedbJournal::open_with_backend(ctl.backend(), RedbOptions::default()).unwrap();
     let (s, t) = (session(1), session(2));
     let r0 = command(s, 0);
     let first0 = rt.block_on(j.append(s, r0.clone())).unwrap();
@@ -71,7 +71,7 @@ fn failed_commit_fails_the_batch_poisons_and_retries_are_safe() {
     ] {
         let path = dir.path().join(format!("{kind}.redb"));
         std::fs::write(&path, image).unwrap();
-        let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
         let mut retried = Vec::new();
         for (session, r) in &batch {
             let o = rt.block_on(j.append(*session, r.clone())).unwrap();

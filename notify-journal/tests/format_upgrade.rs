@@ -12,8 +12,7 @@ use std::path::Path;
 
 use common::{command, open, session, three_frames};
 use notify_journal::{
-    Corruption, EngineCheck, JournalOptions, JournalRead, OpenError, Problem, RedbJournal,
-    replay_all,
+    Corruption, EngineCheck, JournalRead, OpenError, Problem, RedbJournal, RedbOptions, replay_all,
 };
 use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};
 use notify_types::{JournalRecord, SessionId};
@@ -113,14 +112,14 @@ async fn an_upgrade_cut_by_a_crash_at_any_sync_completes_on_the_next_open() {
     for crash_at in 1.. {
         let control = common::Control::from_image(image.clone());
         control.crash_at_sync(crash_at);
-        let outcome = RedbJournal::open_with_backend(control.backend(), JournalOptions::default());
+        let outcome = RedbJournal::open_with_backend(control.backend(), RedbOptions::default());
         let finished = outcome.is_ok() && !control.crashed();
         if let Ok(j) = outcome {
             j.close();
         }
         for after_crash in [control.durable_image(), control.torn_image(crash_at)] {
             let again = common::Control::from_image(after_crash);
-            let j = RedbJournal::open_with_backend(again.backend(), JournalOptions::default())
+            let j = RedbJournal::open_with_backend(again.backend(), RedbOptions::default())
                 .unwrap_or_else(|e| panic!("crash at sync {crash_at}: reopen failed: {e}"));
             assert_holds(&j, &expected).await;
             j.close();
@@ -173,7 +172,7 @@ fn a_format_1_table_missing_mid_upgrade_is_damage_not_completion() {
         Ok(())
     })
     .unwrap();
-    match RedbJournal::open(&path, JournalOptions::default()) {
+    match RedbJournal::open(&path, RedbOptions::default()) {
         Err(OpenError::Damaged { reason, .. }) => {
             assert!(reason.contains("mid-upgrade"), "{reason}")
         }
@@ -244,7 +243,7 @@ async fn a_format_1_file_with_a_damaged_frame_is_refused_before_anything_is_writ
     let before = tamper::sha256_file(&path).unwrap();
 
     for _ in 0..2 {
-        match RedbJournal::open(&path, JournalOptions::default()) {
+        match RedbJournal::open(&path, RedbOptions::default()) {
             Err(e @ OpenError::UpgradeRefused { .. }) => {
                 let text = e.to_string();
                 let OpenError::UpgradeRefused {
@@ -311,8 +310,7 @@ fn a_format_1_file_damaged_mid_upgrade_is_refused_and_left_as_it_was() {
     for crash_at in 1..100 {
         let control = common::Control::from_image(image.clone());
         control.crash_at_sync(crash_at);
-        if let Ok(j) = RedbJournal::open_with_backend(control.backend(), JournalOptions::default())
-        {
+        if let Ok(j) = RedbJournal::open_with_backend(control.backend(), RedbOptions::default()) {
             j.close();
         }
         let durable = control.durable_image();
@@ -340,7 +338,7 @@ fn a_format_1_file_damaged_mid_upgrade_is_refused_and_left_as_it_was() {
     // Seq 950 of the fifth session: frame 4,950, not moved yet.
     tamper::replace_format_1_frame(&path, session(5), 950, b"not json").unwrap();
     let before = tamper::sha256_file(&path).unwrap();
-    match RedbJournal::open(&path, JournalOptions::default()) {
+    match RedbJournal::open(&path, RedbOptions::default()) {
         Err(OpenError::UpgradeRefused { problems, .. }) => assert!(
             matches!(&problems[0], Problem::Frame { session: s, seq: 950, .. } if *s == session(5)),
             "{problems:?}"

@@ -10,8 +10,8 @@ mod common;
 
 use common::{command, key_of, open, session, three_frames, u};
 use notify_journal::{
-    AppendError, Corruption, EngineCheck, JournalError, JournalOptions, JournalRead, OpenError,
-    Problem, RedbJournal, VerifyOnOpen, replay_all,
+    AppendError, Corruption, EngineCheck, JournalError, JournalRead, OpenError, Problem,
+    RedbJournal, RedbOptions, RedbVerifyOnOpen, replay_all,
 };
 use notify_testkit::tamper::{self, KEYS, LOG, POSITIONS, SESSIONS};
 use redb::ReadableTable;
@@ -276,7 +276,7 @@ fn an_empty_file_is_not_a_journal_and_stays_empty() {
     let path = dir.path().join("empty.redb");
     std::fs::write(&path, b"").unwrap();
     assert!(matches!(
-        RedbJournal::open(&path, JournalOptions::default()),
+        RedbJournal::open(&path, RedbOptions::default()),
         Err(OpenError::NotAJournal { path: p, .. }) if p == path
     ));
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
@@ -290,8 +290,8 @@ async fn a_journal_cut_short_is_damaged_not_foreign() {
     let full = std::fs::read(&path).unwrap();
     for len in [full.len() / 2, 4096, 600, 100, 10] {
         std::fs::write(&path, &full[..len]).unwrap();
-        for verify in [VerifyOnOpen::Off, VerifyOnOpen::Pages] {
-            match RedbJournal::open(&path, JournalOptions::default().verify_on_open(verify)) {
+        for verify in [RedbVerifyOnOpen::Off, RedbVerifyOnOpen::Pages] {
+            match RedbJournal::open(&path, RedbOptions::default().verify_on_open(verify)) {
                 Err(OpenError::Damaged { path: p, .. }) => assert_eq!(p, path),
                 other => panic!("cut to {len} bytes ({verify:?}): expected Damaged, got {other:?}"),
             }
@@ -366,7 +366,7 @@ async fn verify_at_open_full_refuses_a_damaged_frame() {
     let path = dir.path().join("j.redb");
     let s = three_frames(&path).await;
     tamper::edit_frame(&path, u(s), 3, false, |b| b[50] ^= 0x40).unwrap();
-    let full = JournalOptions::default().verify_on_open(VerifyOnOpen::Full);
+    let full = RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full);
     match RedbJournal::open(&path, full) {
         Err(OpenError::Damaged { reason, .. }) => {
             assert!(reason.contains("checksum"), "{reason}");

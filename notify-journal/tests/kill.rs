@@ -16,7 +16,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 
 use common::*;
-use notify_journal::{AppendOutcome, JournalOptions, RedbJournal};
+use notify_journal::{AppendOutcome, RedbJournal, RedbOptions};
 use notify_testkit::kill::{self, xorshift as next};
 
 const CHILD_PATH: &str = "NOTIFY_JOURNAL_KILL_CHILD_PATH";
@@ -34,7 +34,7 @@ fn kill_child_appender() {
         return;
     };
     let round: u64 = round.parse().unwrap();
-    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     let rt = runtime();
     rt.block_on(async move {
         let mut tasks = Vec::new();
@@ -115,7 +115,7 @@ fn verify(
     acked: &HashMap<(u64, u64), u64>,
     fresh: &[(u64, u64, u64)],
 ) {
-    let j = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
     for sn in 0..SESSIONS {
         let s = session(u128::from(sn));
         let frames = j.replay_blocking(s, 1, usize::MAX).unwrap();

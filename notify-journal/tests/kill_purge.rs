@@ -24,8 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use common::*;
 use notify_journal::{
-    AppendError, JournalError, JournalOptions, PurgeStep, RedbJournal, SessionState, purge,
-    replay_all,
+    AppendError, JournalError, PurgeStep, RedbJournal, RedbOptions, SessionState, purge, replay_all,
 };
 use notify_testkit::kill::{self, xorshift as next};
 use notify_types::{JournalRecord, SessionId};
@@ -55,7 +54,7 @@ fn kill_purge_child() {
         return;
     };
     let round: u64 = round.parse().unwrap();
-    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     let rt = runtime();
     rt.block_on(async move {
         let sns: Vec<u64> = (0..PER_ROUND).map(|k| round * 8 + k).collect();
@@ -201,7 +200,7 @@ fn ends_and_purges_survive_sigkill() {
     }
 
     // The last word: a purge of everything, then every ended session is a tombstone.
-    let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     rt.block_on(purge(&j, later(), STEP)).unwrap();
     for &sn in &truth.ending {
         let s = session_of(sn);
@@ -243,7 +242,7 @@ fn check(
     round: &mut Round,
     finish: bool,
 ) {
-    let j = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
     let report = j.verify_blocking(10).unwrap();
     assert!(report.is_clean(), "{report}");
     let no = BTreeMap::new();

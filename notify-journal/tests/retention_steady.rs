@@ -138,8 +138,8 @@ fn compacting_refuses_what_is_not_a_journal() {
 async fn a_large_tombstone_drop_runs_in_steps_with_appends_between_them() {
     const N: u128 = 400;
     let dir = tempfile::tempdir().unwrap();
-    let options = notify_journal::JournalOptions::default()
-        .durability(notify_journal::Durability::NonDurableForTestsOnly)
+    let options = notify_journal::RedbOptions::default()
+        .durability(notify_journal::RedbDurability::NonDurableForTestsOnly)
         .drop_step(2);
     let j = RedbJournal::open(dir.path().join("j.redb"), options).unwrap();
     // Ended one after the other, so purged (and dropped) in this order.
@@ -186,8 +186,8 @@ async fn a_large_tombstone_drop_runs_in_steps_with_appends_between_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stepped_tombstone_drop_stops_at_its_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let options = notify_journal::JournalOptions::default()
-        .durability(notify_journal::Durability::NonDurableForTestsOnly)
+    let options = notify_journal::RedbOptions::default()
+        .durability(notify_journal::RedbDurability::NonDurableForTestsOnly)
         .drop_step(3);
     let j = RedbJournal::open(dir.path().join("j.redb"), options).unwrap();
     for n in 0..10 {

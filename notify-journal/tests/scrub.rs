@@ -1,4 +1,4 @@
-//! The default open (`VerifyOnOpen::Background`): no whole-file check at open, a
+//! The default open (`RedbVerifyOnOpen::Background`): no whole-file check at open, a
 //! background scrub while the journal runs, and an append path that believes no damage
 //! before the scrub has seen it. Each test plants damage in a real redb file.
 
@@ -14,15 +14,15 @@ use std::time::Duration;
 
 use common::{command, command_with, ended, key_of, session};
 use notify_journal::{
-    AppendError, JournalOptions, JournalRead, RedbJournal, ScrubState, ScrubStatus, VerifyOnOpen,
+    AppendError, JournalRead, RedbJournal, RedbOptions, RedbVerifyOnOpen, ScrubState, ScrubStatus,
 };
 use notify_testkit::tamper::{self, LOG, POSITIONS, RETENTION, SESSIONS};
 use notify_types::SessionId;
 use redb::ReadableTableMetadata;
 
 /// The default options, scrubbing as fast as it can with short pauses between passes.
-fn fast() -> JournalOptions {
-    JournalOptions::default()
+fn fast() -> RedbOptions {
+    RedbOptions::default()
         .scrub_pace(0)
         .scrub_interval(Duration::from_millis(5))
 }
@@ -94,7 +94,7 @@ async fn the_scrub_stops_on_close_mid_pass_and_releases_the_file() {
     {
         let j = RedbJournal::open(
             &path,
-            JournalOptions::default().verify_on_open(VerifyOnOpen::Off),
+            RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
         )
         .unwrap();
         for i in 1..=1500 {
@@ -103,14 +103,14 @@ async fn the_scrub_stops_on_close_mid_pass_and_releases_the_file() {
         j.close();
     }
     // One entry a second: the pass sleeps for minutes after its first step.
-    let j = RedbJournal::open(&path, JournalOptions::default().scrub_pace(1)).unwrap();
+    let j = RedbJournal::open(&path, RedbOptions::default().scrub_pace(1)).unwrap();
     wait_for(&j, "its first step", |st| {
         st.state == ScrubState::Scrubbing && st.entries >= 1024
     });
     j.close();
     assert_eq!(j.scrub_status().state, ScrubState::Stopped);
     // The scrub's hold on the database is gone with it: the file opens again at once.
-    let again = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let again = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     assert_eq!(again.last_seq(s).await.unwrap(), 1500);
     again.close();
 }
@@ -183,7 +183,7 @@ async fn the_scrub_finds_damage_planted_after_open_and_poisons_appends() {
 
 /// A session of three frames, then its end marker when `end`; the file is closed.
 async fn closed_session(path: &Path, s: SessionId, end: bool) {
-    let j = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
     for i in 1..=3 {
         j.append(s, command(s, i)).await.unwrap();
     }
@@ -200,7 +200,7 @@ fn is_damage(e: &AppendError) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_session_row_never_lets_an_append_past_the_end() {
-    for verify in [VerifyOnOpen::Background, VerifyOnOpen::Off] {
+    for verify in [RedbVerifyOnOpen::Background, RedbVerifyOnOpen::Off] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.redb");
         let s = session(7);
@@ -214,7 +214,7 @@ async fn a_lost_session_row_never_lets_an_append_past_the_end() {
             Ok(())
         })
         .unwrap();
-        let j = RedbJournal::open(&path, JournalOptions::default().verify_on_open(verify)).unwrap();
+        let j = RedbJournal::open(&path, RedbOptions::default().verify_on_open(verify)).unwrap();
         match j.append(s, command(s, 4)).await {
             Err(e) if is_damage(&e) => {}
             other => panic!("{verify:?}: expected a refusal for damage, got {other:?}"),
@@ -231,7 +231,7 @@ async fn a_lost_session_row_never_lets_an_append_past_the_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_head_position_never_leads_to_a_frame_written_past_it() {
     // The census (which would also see it) is off: the head check stands on its own.
-    for verify in [VerifyOnOpen::Background, VerifyOnOpen::Off] {
+    for verify in [RedbVerifyOnOpen::Background, RedbVerifyOnOpen::Off] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.redb");
         let s = session(8);
@@ -244,7 +244,7 @@ async fn a_damaged_head_position_never_leads_to_a_frame_written_past_it() {
             Ok(())
         })
         .unwrap();
-        let options = JournalOptions::default()
+        let options = RedbOptions::default()
             .verify_on_open(verify)
             .confirm_misses(false);
         let j = RedbJournal::open(&path, options).unwrap();

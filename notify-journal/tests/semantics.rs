@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use common::*;
 use notify_journal::{
-    AppendError, AppendOutcome, JournalBackend, JournalError, JournalOptions, JournalRead,
-    OpenError, RedbJournal, replay_all,
+    AppendError, AppendOutcome, JournalBackend, JournalError, JournalRead, OpenError, RedbJournal,
+    RedbOptions, replay_all,
 };
 use notify_types::{CommandId, JournalRecord, SessionId};
 use redb::TableDefinition;
@@ -169,7 +169,7 @@ async fn duplicate_and_collision_across_reopen() {
 fn same_new_key_twice_in_one_batch() {
     let rt = runtime();
     let ctl = Control::new();
-    let j = RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default()).unwrap();
+    let j = RedbJournal::open_with_backend(ctl.backend(), RedbOptions::default()).unwrap();
     let (s, t) = (session(1), session(2));
     let key = key_of(s, 2);
 
@@ -294,7 +294,7 @@ async fn oversized_and_misaddressed_records_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let j = RedbJournal::open(
         dir.path().join("j.redb"),
-        JournalOptions::default().max_record_bytes(64),
+        RedbOptions::default().max_record_bytes(64),
     )
     .unwrap();
     let s = session(1);
@@ -333,7 +333,7 @@ fn second_opener_gets_already_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
     let j = open(&path);
-    match RedbJournal::open(&path, JournalOptions::default()) {
+    match RedbJournal::open(&path, RedbOptions::default()) {
         Err(OpenError::AlreadyOpen { path: p }) => assert_eq!(p, path),
         other => panic!("expected AlreadyOpen, got {other:?}"),
     }
@@ -350,7 +350,7 @@ fn garbage_file_is_not_a_journal() {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     std::fs::write(&path, &garbage).unwrap();
-    match RedbJournal::open(&path, JournalOptions::default()) {
+    match RedbJournal::open(&path, RedbOptions::default()) {
         Err(e @ OpenError::NotAJournal { .. }) => {
             assert!(e.to_string().contains(&path.display().to_string()), "{e}");
         }
@@ -374,7 +374,7 @@ fn foreign_redb_database_is_not_a_journal() {
         txn.commit().unwrap();
     }
     assert!(matches!(
-        RedbJournal::open(&path, JournalOptions::default()),
+        RedbJournal::open(&path, RedbOptions::default()),
         Err(OpenError::NotAJournal { path: p, .. }) if p == path
     ));
 }
@@ -395,7 +395,7 @@ fn unknown_format_version_is_refused() {
             .unwrap();
         txn.commit().unwrap();
     }
-    match RedbJournal::open(&path, JournalOptions::default()) {
+    match RedbJournal::open(&path, RedbOptions::default()) {
         Err(OpenError::UnsupportedFormatVersion {
             path: p,
             found: 99,
@@ -413,7 +413,7 @@ async fn extreme_max_batch_is_clamped_not_a_dead_writer() {
     // postmortem (review): max_batch(usize::MAX) made the writer thread preallocate
     // usize::MAX requests and die, so every append answered Closed.
     let dir = tempfile::tempdir().unwrap();
-    let options = JournalOptions::default().max_batch(usize::MAX);
+    let options = RedbOptions::default().max_batch(usize::MAX);
     let j = RedbJournal::open(dir.path().join("j.redb"), options).unwrap();
     let s = session(1);
     check(

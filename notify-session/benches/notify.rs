@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{RedbJournal, RedbOptions};
 use notify_loop::LoopConfig;
 use notify_session::Session;
 use notify_types::{
@@ -56,8 +56,7 @@ fn scale(elapsed: Duration, iters: u64, done: u64) -> Duration {
 
 fn end_to_end(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     let dir = tempfile::tempdir().unwrap();
-    let journal =
-        RedbJournal::open(dir.path().join("e2e.redb"), JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(dir.path().join("e2e.redb"), RedbOptions::default()).unwrap();
     let per = per_task(iters);
     let elapsed = rt.block_on(async {
         let session = Session::new(SessionId::new(), Arc::new(journal.clone()));
@@ -95,7 +94,7 @@ fn end_to_end(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
 
 fn journal_only(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     let dir = tempfile::tempdir().unwrap();
-    let journal = RedbJournal::open(dir.path().join("j.redb"), JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(dir.path().join("j.redb"), RedbOptions::default()).unwrap();
     let per = per_task(iters);
     let session_id = SessionId::new();
     let loop_id = LoopId::new();

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use notify_journal::{Durability, JournalOptions, RedbJournal, VerifyOnOpen};
+use notify_journal::{RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId,
@@ -123,9 +123,9 @@ fn child(path: &Path, cache: usize) {
         .enable_all()
         .build()
         .unwrap();
-    let options = JournalOptions::default()
+    let options = RedbOptions::default()
         .cache_size(cache)
-        .verify_on_open(VerifyOnOpen::Off);
+        .verify_on_open(RedbVerifyOnOpen::Off);
     let j = RedbJournal::open(path, options).unwrap();
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let base = status_kib("VmRSS:");
@@ -145,7 +145,7 @@ fn fixture(path: &Path) {
     let j = Arc::new(
         RedbJournal::open(
             path,
-            JournalOptions::default().durability(Durability::NonDurableForTestsOnly),
+            RedbOptions::default().durability(RedbDurability::NonDurableForTestsOnly),
         )
         .unwrap(),
     );

@@ -95,7 +95,7 @@ impl Session {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let dir = tempfile::tempdir()?;
-    /// let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+    /// let journal = RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default())?;
     /// let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     /// let session = Session::new(session_id, journal);
     /// let _inbox = session.register_loop(LoopConfig::new(session_id, loop_id))?;

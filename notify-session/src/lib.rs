@@ -45,7 +45,7 @@
 //! # let dir = tempfile::tempdir()?;
 //! let journal = Arc::new(notify_journal::RedbJournal::open(
 //!     dir.path().join("notify.redb"),
-//!     notify_journal::JournalOptions::default(),
+//!     notify_journal::RedbOptions::default(),
 //! )?);
 //! let session = Session::new(SessionId::new(), journal.clone());
 //! let loop_id = LoopId::new();
@@ -135,7 +135,10 @@ pub mod prelude {
     //! # }
     //! ```
 
-    pub use notify_journal::{JournalBackend, JournalOptions, JournalRead, RedbJournal};
+    /// The old name of [`RedbOptions`].
+    #[allow(deprecated)]
+    pub use notify_journal::JournalOptions;
+    pub use notify_journal::{JournalBackend, JournalRead, RedbJournal, RedbOptions};
     pub use notify_loop::LoopConfig;
     pub use notify_types::{
         CommandId, Disposition, EventId, ExecutionId, LoopId, Notified, NotifyError,

@@ -101,7 +101,7 @@ impl RestoreReport {
 /// let (session_id, loop_id) = (SessionId::new(), LoopId::new());
 /// {
 ///     // Before the crash: accepted, never acknowledged.
-///     let session = Session::new(session_id, RedbJournal::open(&path, JournalOptions::default())?);
+///     let session = Session::new(session_id, RedbJournal::open(&path, RedbOptions::default())?);
 ///     let _inbox = session.register_loop(LoopConfig::new(session_id, loop_id))?;
 ///     session.notify_process_completion(ProcessCompletionNotification {
 ///         command_id: CommandId::new(),
@@ -113,7 +113,7 @@ impl RestoreReport {
 ///     }).await?;
 /// } // crash: everything in memory is gone
 ///
-/// let journal = RedbJournal::open(&path, JournalOptions::default())?;
+/// let journal = RedbJournal::open(&path, RedbOptions::default())?;
 /// let mut report = restore(session_id, &journal).await?;
 /// let session = Session::new(session_id, journal);
 /// let seed = report.take_pending(loop_id);
@@ -329,7 +329,7 @@ impl Reduction {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let dir = tempfile::tempdir()?;
-/// # let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+/// # let journal = RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default())?;
 /// # let session = Session::new(SessionId::new(), journal.clone());
 /// # let loop_id = LoopId::new();
 /// # let mut inbox = session.register_loop(LoopConfig::new(session.id(), loop_id))?;

@@ -92,7 +92,7 @@ impl Session {
     /// # use notify_session::prelude::*;
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let dir = tempfile::tempdir()?;
-    /// let journal = RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default())?;
+    /// let journal = RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default())?;
     /// let session = Session::new(SessionId::new(), journal.clone());
     /// # let _ = session;
     /// # Ok(())

@@ -15,8 +15,7 @@ use cli_support::{
     end_and_purge, expect_code, notify, notify_env, notify_with_input, populate, state_line, truth,
 };
 use notify_journal::{
-    ImportStateError, JournalBackend, JournalOptions, PgJournal, PgOptions, RedbJournal,
-    SessionState,
+    ImportStateError, JournalBackend, PgJournal, PgOptions, RedbJournal, RedbOptions, SessionState,
 };
 use notify_testkit::postgres::{DATABASE_URL_VAR, LOCAL_DEFAULT_URL};
 use notify_types::{JournalRecord, SessionEnded, SessionEvent};
@@ -324,7 +323,7 @@ async fn ended_and_purged_sessions_survive_a_move_on_postgres() {
     let f = file.to_str().unwrap();
     expect_code(&notify_with_input(&["import", f], &first.raw), 0);
     assert!(notify(&["export", f]).raw == first.raw);
-    let redb = RedbJournal::open(&file, JournalOptions::default()).unwrap();
+    let redb = RedbJournal::open(&file, RedbOptions::default()).unwrap();
     check_moved_states(&redb, (ended, ended_state), (purged, purged_state)).await;
     redb.close();
 
@@ -391,7 +390,7 @@ async fn notify_database_url_alone_reaches_the_journal() {
     expect_code(&notify_env(&["sessions", "--schema", &s], &nowhere, h), 9);
     // A PATH wins too: the file is read.
     let file = h.join("journal.redb");
-    let redb = RedbJournal::open(&file, JournalOptions::default()).unwrap();
+    let redb = RedbJournal::open(&file, RedbOptions::default()).unwrap();
     redb.close();
     let listed = notify_env(&["sessions", file.to_str().unwrap(), "--json"], &env, h);
     expect_code(&listed, 0);

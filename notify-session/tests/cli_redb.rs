@@ -11,7 +11,7 @@ use cli_support::{
     EXPORT_HEADER, check_export, check_moved_states, check_pending, check_sessions, check_show,
     end_and_purge, expect_code, fingerprint, notify, notify_with_input, state_line,
 };
-use notify_journal::{ImportStateError, JournalOptions, RedbJournal, SessionState};
+use notify_journal::{ImportStateError, RedbJournal, RedbOptions, SessionState};
 
 #[test]
 fn every_read_command_answers_what_the_library_answers_and_changes_nothing() {
@@ -219,7 +219,7 @@ fn ended_and_purged_sessions_survive_export_and_import() {
         .enable_all()
         .build()
         .unwrap();
-    let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     let (ended_state, purged_state) = rt.block_on(end_and_purge(&journal, ended, purged));
     journal.close();
 
@@ -275,7 +275,7 @@ fn ended_and_purged_sessions_survive_export_and_import() {
     );
 
     // Through the library: the same states, and late appends refused.
-    let moved = RedbJournal::open(&copy, JournalOptions::default()).unwrap();
+    let moved = RedbJournal::open(&copy, RedbOptions::default()).unwrap();
     rt.block_on(check_moved_states(
         &moved,
         (ended, ended_state),

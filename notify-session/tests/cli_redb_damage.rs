@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use cli_support::redb::journal_file;
 use cli_support::{expect_code, fingerprint, notify};
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{RedbJournal, RedbOptions};
 use notify_testkit::tamper;
 
 #[test]
@@ -92,7 +92,7 @@ fn a_journal_held_by_a_running_process_is_in_use() {
     let p = path.to_str().unwrap();
 
     // Another handle: this process has it open for writing.
-    let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     for args in [
         vec!["sessions", p],
         vec!["pending", p],
@@ -142,7 +142,7 @@ fn a_journal_held_by_a_running_process_is_in_use() {
     // alone, a writable open repairs it.
     let killed = dir.path().join("crashed.redb");
     {
-        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
         let session = notify_types::SessionId::new();
         let record = notify_testkit::sample::command(session, notify_types::LoopId::new());
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -169,7 +169,7 @@ fn a_journal_held_by_a_running_process_is_in_use() {
     );
     expect_code(&notify(&["sessions", killed.to_str().unwrap()]), 7);
     // The application's open recovers it.
-    RedbJournal::open(&killed, JournalOptions::default())
+    RedbJournal::open(&killed, RedbOptions::default())
         .unwrap()
         .close();
     expect_code(&notify(&["sessions", killed.to_str().unwrap()]), 0);

@@ -8,11 +8,11 @@ use std::path::Path;
 
 use cli_support::redb::journal_file;
 use cli_support::{expect_code, notify};
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{RedbJournal, RedbOptions};
 
 /// Ends `session` through the library; returns its end marker's seq.
 fn end_session(path: &Path, session: notify_types::SessionId) -> u64 {
-    let journal = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(path, RedbOptions::default()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -43,7 +43,7 @@ fn purge_runs_the_library_purge_and_reports_it() {
     let frames = end_session(&path, ended);
     assert!(frames > 2, "the ended session spans several purge steps");
     let others = |path: &Path| {
-        let journal = RedbJournal::open(path, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(path, RedbOptions::default()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -94,7 +94,7 @@ fn purge_runs_the_library_purge_and_reports_it() {
     ]);
     expect_code(&run, 0);
     let library = {
-        let journal = RedbJournal::open(&copy, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(&copy, RedbOptions::default()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -121,7 +121,7 @@ fn purge_runs_the_library_purge_and_reports_it() {
     assert_eq!((library.sessions, library.frames), (1, frames));
     assert_eq!(library.steps, frames.div_ceil(2));
     for file in [&path, &copy] {
-        let journal = RedbJournal::open(file, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(file, RedbOptions::default()).unwrap();
         match journal.session_state_blocking(ended).unwrap() {
             notify_journal::SessionState::Purged(t) => {
                 assert_eq!((t.last_seq, t.frames), (frames, frames));
@@ -144,7 +144,7 @@ fn ended_sessions_purge_and_compact_from_the_command_line() {
     let ended = fixture.sessions[0];
     let live = fixture.sessions[1];
     {
-        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -190,7 +190,7 @@ fn ended_sessions_purge_and_compact_from_the_command_line() {
     expect_code(&notify(&["show", p, &ended.to_string()]), 3);
     expect_code(&notify(&["show", p, &live.to_string()]), 0);
     let live_log = || {
-        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

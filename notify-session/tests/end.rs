@@ -151,13 +151,13 @@ async fn a_headless_session_ends_at_once() {
 /// row is damaged: restore names it, never a clean live session with nothing pending.
 #[tokio::test]
 async fn restore_names_an_end_marker_without_its_session_row() {
-    use notify_journal::{JournalError, JournalOptions, RedbJournal};
+    use notify_journal::{JournalError, RedbJournal, RedbOptions};
     use notify_testkit::tamper;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notify.redb");
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     {
-        let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
         end_abandoning(journal.clone(), notification(session_id, loop_id)).await;
         journal.close();
     }
@@ -170,7 +170,7 @@ async fn restore_names_an_end_marker_without_its_session_row() {
         Ok(())
     })
     .unwrap();
-    let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     match restore(session_id, &journal).await {
         Err(notify_session::RestoreError::Replay(JournalError::Corrupt { session, .. })) => {
             assert_eq!(session, session_id);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use end_support::hooked::{BeforeAppend, Hooked};
 use end_support::{drop_schema, kinds, one_loop};
-use notify_journal::{JournalBackend, JournalOptions, RedbJournal, replay_all};
+use notify_journal::{JournalBackend, RedbJournal, RedbOptions, replay_all};
 use notify_session::{EndError, IfPending, Session, SessionConsumer};
 use notify_testkit::sample::notification;
 use notify_testkit::{AppendFault, FaultyJournal, MemoryJournal};
@@ -155,8 +155,7 @@ async fn a_failed_end_delivers_nothing_abandoned_on_memory() {
 async fn a_failed_end_delivers_nothing_abandoned_on_redb() {
     for fault in faults() {
         let dir = tempfile::tempdir().unwrap();
-        let journal =
-            RedbJournal::open(dir.path().join("j.redb"), JournalOptions::default()).unwrap();
+        let journal = RedbJournal::open(dir.path().join("j.redb"), RedbOptions::default()).unwrap();
         a_failed_end_is_whole_or_nothing(journal.clone(), fault).await;
         journal.close();
     }

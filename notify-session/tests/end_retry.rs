@@ -233,16 +233,16 @@ async fn a_restarted_process_is_refused_on_memory() {
 
 #[tokio::test]
 async fn a_restarted_process_is_refused_on_redb() {
-    use notify_journal::{JournalOptions, RedbJournal};
+    use notify_journal::{RedbJournal, RedbOptions};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notify.redb");
-    let first = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let first = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     // The first process's handle is closed before the restart opens the file again.
     let first: Arc<dyn JournalBackend> = Arc::new(first);
     let reopen = {
         let path = path.clone();
         move || -> Arc<dyn JournalBackend> {
-            Arc::new(RedbJournal::open(&path, JournalOptions::default()).unwrap())
+            Arc::new(RedbJournal::open(&path, RedbOptions::default()).unwrap())
         }
     };
     restarted_process_is_refused_with(first, reopen).await;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use metrics_util::MetricKind;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use notify_journal::{CommitStats, JournalBackend, JournalOptions, RedbJournal};
+use notify_journal::{CommitStats, JournalBackend, RedbJournal, RedbOptions};
 use notify_loop::LoopConfig;
 use notify_session::{Published, Session, restore};
 use notify_testkit::MemoryJournal;
@@ -188,7 +188,7 @@ async fn counters_and_histograms_move_as_a_session_runs() {
     let mut observer = Observer::install();
     let dir = tempfile::tempdir().unwrap();
     let journal =
-        RedbJournal::open(dir.path().join("notify.redb"), JournalOptions::default()).unwrap();
+        RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap();
     let shared: Arc<dyn JournalBackend> = Arc::new(journal.clone());
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     let redb_appended: &[(&str, &str)] = &[("backend", "redb"), ("outcome", "appended")];

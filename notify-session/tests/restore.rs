@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use notify_journal::{JournalBackend, JournalOptions, JournalRead, RedbJournal, replay_all};
+use notify_journal::{JournalBackend, JournalRead, RedbJournal, RedbOptions, replay_all};
 use notify_loop::LoopConfig;
 use notify_session::{RestoreReport, Session, restore};
 use notify_testkit::MemoryJournal;
@@ -138,9 +138,9 @@ async fn crash_between_append_and_dispatch_on_the_memory_journal() {
 async fn crash_between_append_and_dispatch_on_the_redb_journal() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notify.redb");
-    let first = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let first = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     crash_between_append_and_dispatch(Arc::new(first), || async move {
-        Arc::new(RedbJournal::open(&path, JournalOptions::default()).unwrap())
+        Arc::new(RedbJournal::open(&path, RedbOptions::default()).unwrap())
             as Arc<dyn JournalBackend>
     })
     .await;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use notify_journal::{JournalOptions, OpenError, RedbJournal};
+use notify_journal::{OpenError, RedbJournal, RedbOptions};
 
 #[derive(Debug)]
 enum Op {
@@ -259,7 +259,7 @@ impl redb::StorageBackend for FaultBackend {
 /// The journal's open error.
 pub fn dry_run<T>(workload: impl FnOnce(&RedbJournal) -> T) -> Result<(T, u64), OpenError> {
     let ctl = Control::new();
-    let j = RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default())?;
+    let j = RedbJournal::open_with_backend(ctl.backend(), RedbOptions::default())?;
     let out = workload(&j);
     j.close();
     drop(j);
@@ -318,7 +318,7 @@ pub fn sweep<A: Default>(
         let ctl = Control::new();
         ctl.crash_at_sync(n);
         let (created, acked) =
-            match RedbJournal::open_with_backend(ctl.backend(), JournalOptions::default()) {
+            match RedbJournal::open_with_backend(ctl.backend(), RedbOptions::default()) {
                 Ok(j) => {
                     let acked = workload(&j);
                     j.close();
@@ -340,7 +340,7 @@ pub fn sweep<A: Default>(
             tally.images += 1;
             if !created
                 && matches!(
-                    RedbJournal::open(&path, JournalOptions::default()),
+                    RedbJournal::open(&path, RedbOptions::default()),
                     Err(OpenError::NotAJournal { .. })
                 )
             {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use notify_journal::layer::{JournalLayer, JournalReadLayer};
-use notify_journal::{BoxFuture, JournalOptions, OpenError, RedbJournal};
+use notify_journal::{BoxFuture, OpenError, RedbJournal, RedbOptions};
 use notify_types::{JournalRecord, SessionId, Uuid};
 use redb::{ReadableTable, TableDefinition};
 
@@ -217,7 +217,7 @@ pub fn sha256_file(path: &Path) -> Result<String, TamperError> {
 #[derive(Debug)]
 pub struct RedbTamper {
     path: PathBuf,
-    options: JournalOptions,
+    options: RedbOptions,
     /// The first opening; each damage links the next after the newest.
     first: Opening,
     /// One damage at a time.
@@ -250,7 +250,7 @@ impl RedbTamper {
     /// # Errors
     ///
     /// As [`RedbJournal::open`].
-    pub fn open(path: impl Into<PathBuf>, options: JournalOptions) -> Result<Self, OpenError> {
+    pub fn open(path: impl Into<PathBuf>, options: RedbOptions) -> Result<Self, OpenError> {
         let path = path.into();
         let journal = RedbJournal::open(&path, options.clone())?;
         Ok(Self {

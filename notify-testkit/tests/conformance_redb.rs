@@ -1,6 +1,6 @@
 //! The backend conformance suite against [`RedbJournal`] on a temporary file.
 
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{RedbJournal, RedbOptions};
 use tempfile::TempDir;
 
 /// A journal on a fresh file; the directory outlives the journal (fields drop in
@@ -14,7 +14,7 @@ struct TempJournal {
     clippy::expect_used,
     reason = "test setup outside a #[test] fn: failing to open is an environment failure"
 )]
-fn open(options: JournalOptions) -> TempJournal {
+fn open(options: RedbOptions) -> TempJournal {
     let dir = tempfile::tempdir().expect("create a temporary directory");
     let journal =
         RedbJournal::open(dir.path().join("journal.redb"), options).expect("open the journal");
@@ -22,19 +22,19 @@ fn open(options: JournalOptions) -> TempJournal {
 }
 
 notify_testkit::conformance_tests! {
-    setup = open(JournalOptions::default()),
+    setup = open(RedbOptions::default()),
     backend = |fixture| &fixture.journal,
     max_record_bytes = notify_journal::DEFAULT_MAX_RECORD_BYTES,
 }
 
 mod small_cap {
     //! The suite with a small size cap.
-    use notify_journal::JournalOptions;
+    use notify_journal::RedbOptions;
 
     const CAP: usize = 4096;
 
     notify_testkit::conformance_tests! {
-        setup = super::open(JournalOptions::default().max_record_bytes(CAP)),
+        setup = super::open(RedbOptions::default().max_record_bytes(CAP)),
         backend = |fixture| &fixture.journal,
         max_record_bytes = CAP,
     }
@@ -42,7 +42,7 @@ mod small_cap {
 
 mod integrity {
     //! Damage to the file behind the journal's back is named.
-    use notify_journal::JournalOptions;
+    use notify_journal::RedbOptions;
     use notify_testkit::tamper::RedbTamper;
 
     #[expect(
@@ -51,7 +51,7 @@ mod integrity {
     )]
     fn open() -> (RedbTamper, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("create a temporary directory");
-        let journal = RedbTamper::open(dir.path().join("journal.redb"), JournalOptions::default())
+        let journal = RedbTamper::open(dir.path().join("journal.redb"), RedbOptions::default())
             .expect("open the journal");
         (journal, dir)
     }
@@ -64,10 +64,10 @@ mod integrity {
 
 mod retention {
     //! Session end, purge and tombstones, each check on a file of its own.
-    use notify_journal::JournalOptions;
+    use notify_journal::RedbOptions;
 
     notify_testkit::conformance_retention_tests! {
-        setup = super::open(JournalOptions::default()),
+        setup = super::open(RedbOptions::default()),
         backend = |fixture| &fixture.journal,
     }
 }
@@ -82,7 +82,7 @@ async fn groups_inside_a_group_commit() -> Result<(), notify_testkit::conformanc
     // Four plain appends before, then 24 calls in flight together (16 plain appends,
     // eight groups of which four are refused).
     const CALLS: u64 = 4 + 24;
-    let fixture = open(JournalOptions::default());
+    let fixture = open(RedbOptions::default());
     notify_testkit::conformance::concurrent_groups_commit_whole_or_not_at_all(&fixture.journal)
         .await?;
     let stats = fixture.journal.commit_stats();

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use notify_journal::{
-    Durability, JournalOptions, JournalRead, OpenError, RedbJournal, VerifyOnOpen, replay_all,
+    JournalRead, OpenError, RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen, replay_all,
 };
 use notify_session::{RestoreReport, restore};
 use notify_testkit::sample;
@@ -75,7 +75,7 @@ struct Truth {
 /// Writes the journal: per session a stream of commands, lifecycle events and the
 /// consumption of most commands, so restore has pending notifications and orphans.
 fn build(path: &Path, rt: &tokio::runtime::Runtime) -> Truth {
-    let options = JournalOptions::default().durability(Durability::NonDurableForTestsOnly);
+    let options = RedbOptions::default().durability(RedbDurability::NonDurableForTestsOnly);
     let j = RedbJournal::open(path, options).unwrap();
     let sessions: Vec<SessionId> = (0..SESSIONS).map(|_| SessionId::new()).collect();
     let loop_id = LoopId::new();
@@ -161,7 +161,7 @@ fn open_error_name(e: &OpenError) -> &'static str {
 /// and every wrong answer.
 fn trial(
     path: &Path,
-    options: &JournalOptions,
+    options: &RedbOptions,
     truth: &Truth,
     rt: &tokio::runtime::Runtime,
     label: &str,
@@ -301,7 +301,7 @@ enum Damage {
 
 /// Builds a journal, damages copies of it as `damage` says, runs every operation on
 /// each copy, and prints the counts.
-fn run(damage: Damage, seed: u64, verify_on_open: VerifyOnOpen) -> Tally {
+fn run(damage: Damage, seed: u64, verify_on_open: RedbVerifyOnOpen) -> Tally {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -320,7 +320,7 @@ fn run(damage: Damage, seed: u64, verify_on_open: VerifyOnOpen) -> Tally {
         Damage::BurstFlips(n) => (0..n).map(|i| Some(1 + i % 16)).collect(),
         Damage::Truncations(n) => vec![None; n],
     };
-    let options = JournalOptions::default().verify_on_open(verify_on_open);
+    let options = RedbOptions::default().verify_on_open(verify_on_open);
     for (n, flips) in trials.into_iter().enumerate() {
         let mut damaged = bytes.clone();
         let label = match flips {
@@ -433,7 +433,7 @@ fn single_flipped_bytes_answer_the_truth_or_a_typed_error() {
     let tally = run(
         Damage::SingleFlips(SINGLE_FLIPS),
         0x5EED_0001,
-        VerifyOnOpen::Pages,
+        RedbVerifyOnOpen::Pages,
     );
     assert_exact_or_typed(&tally);
     assert_opened_with_pages(&tally);
@@ -444,7 +444,7 @@ fn bursts_of_flips_answer_the_truth_or_a_typed_error() {
     let tally = run(
         Damage::BurstFlips(MULTI_FLIPS),
         0x5EED_0002,
-        VerifyOnOpen::Pages,
+        RedbVerifyOnOpen::Pages,
     );
     assert_exact_or_typed(&tally);
     assert_opened_with_pages(&tally);
@@ -458,7 +458,7 @@ fn truncated_journals_answer_the_truth_or_a_typed_error() {
     let tally = run(
         Damage::Truncations(TRUNCATIONS),
         0x5EED_0003,
-        VerifyOnOpen::Pages,
+        RedbVerifyOnOpen::Pages,
     );
     assert_exact_or_typed(&tally);
     let refused: usize = tally.refused_at_open.values().sum();
@@ -483,7 +483,7 @@ fn without_the_page_check_no_panic_escapes() {
     let tally = run(
         Damage::SingleFlips(OFF_FLIPS),
         0x5EED_0004,
-        VerifyOnOpen::Off,
+        RedbVerifyOnOpen::Off,
     );
     assert!(
         tally.escaped_panics.is_empty(),
@@ -502,7 +502,7 @@ fn without_the_page_check_a_hidden_key_is_never_believed_absent() {
     let tally = run(
         Damage::BurstFlips(OFF_BURSTS),
         0x5EED_0005,
-        VerifyOnOpen::Off,
+        RedbVerifyOnOpen::Off,
     );
     assert!(
         tally.escaped_panics.is_empty(),

@@ -37,7 +37,7 @@ macro_rules! format_impl {
             use std::sync::atomic::{AtomicU64, Ordering};
             use std::time::{Duration, Instant};
 
-            use $journal::{JournalOptions, RedbJournal};
+            use $journal::{RedbOptions, RedbJournal};
             use $types::{
                 CommandId, JournalRecord, LoopId, ProcessCompletionNotification,
                 ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionId,
@@ -69,7 +69,7 @@ macro_rules! format_impl {
             ) -> (Duration, u64) {
                 let dir = tempfile::tempdir().unwrap();
                 let path = dir.path().join("j.redb");
-                let j = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+                let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
                 let next_key = Arc::new(AtomicU64::new(0));
                 let started = Instant::now();
                 rt.block_on(async {

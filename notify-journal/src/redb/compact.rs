@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::open;
-use super::options::{JournalOptions, VerifyOnOpen};
+use super::options::{RedbOptions, RedbVerifyOnOpen};
 use crate::error::{OpenError, StorageError};
 
 /// What [`RedbJournal::compact_file`](crate::RedbJournal::compact_file) did.
@@ -41,7 +41,7 @@ pub(crate) fn file(path: &Path) -> Result<CompactReport, OpenError> {
     }
     open::contain(path, || {
         let checked = open::check_before_upgrade(path)?;
-        let mut db = open::builder(&JournalOptions::default().verify_on_open(VerifyOnOpen::Pages))
+        let mut db = open::builder(&RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Pages))
             .open(path)
             .map_err(|e| open::map_database_error(path, e))?;
         open::prepare_with(&db, path, false, checked)?;

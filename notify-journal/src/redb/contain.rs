@@ -34,7 +34,7 @@ pub(crate) fn contain<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
 }
 
 /// The message of a caught panic.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = panic.downcast_ref::<String>() {

@@ -9,10 +9,11 @@ pub(crate) fn sid(v: u128) -> SessionId {
     SessionId::from_uuid(Uuid::from_u128(v))
 }
 
-/// The last seq in `session`'s log (0: none): its last key in the positions table.
+/// The last seq in `session`'s log (0: none): its last key in the positions table (or
+/// in any table keyed by `(session, seq)`, as format 1's frames table).
 /// `storage` maps a storage error, given what was being read.
-pub(crate) fn log_head<E, M>(
-    positions: &impl ReadableTable<(u128, u64), u64>,
+pub(crate) fn log_head<E, M, V: redb::Value + 'static>(
+    positions: &impl ReadableTable<(u128, u64), V>,
     session: u128,
     storage: impl Fn(&'static str) -> M,
 ) -> Result<u64, E>

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 
-use super::contain::panic_message;
 use super::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
 };
-use super::options::{JournalOptions, VerifyOnOpen};
+use super::options::{RedbOptions, RedbVerifyOnOpen};
 use super::upgrade;
 use crate::error::{OpenError, StorageError};
 
@@ -20,7 +19,7 @@ const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0
 
 /// Opens (creating if missing) the redb database at `path`, ready for the writer: the
 /// layout checked or laid out, older formats upgraded.
-pub(crate) fn open_file(path: &Path, options: &JournalOptions) -> Result<Database, OpenError> {
+pub(crate) fn open_file(path: &Path, options: &RedbOptions) -> Result<Database, OpenError> {
     remove_stale_creations(path);
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_atomically(path, options)?,
@@ -56,23 +55,20 @@ pub(crate) fn contain<T>(
     path: &Path,
     f: impl FnOnce() -> Result<T, OpenError>,
 ) -> Result<T, OpenError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+    super::contain::contain(f).unwrap_or_else(|panic| {
         Err(OpenError::Damaged {
             path: path.to_path_buf(),
-            reason: format!(
-                "the storage engine failed reading it ({})",
-                panic_message(panic.as_ref())
-            ),
+            reason: format!("the storage engine failed reading it ({panic})"),
         })
     })
 }
 
-pub(crate) fn builder(options: &JournalOptions) -> redb::Builder {
+pub(crate) fn builder(options: &RedbOptions) -> redb::Builder {
     let mut b = Database::builder();
     b.set_cache_size(options.cache_size);
     b.set_check_integrity_on_open(matches!(
         options.verify_on_open,
-        VerifyOnOpen::Pages | VerifyOnOpen::Full
+        RedbVerifyOnOpen::Pages | RedbVerifyOnOpen::Full
     ));
     b
 }
@@ -125,7 +121,7 @@ fn remove_stale_creations(path: &Path) {
 /// Lays out a new journal beside `path` and links it into place, so a crash during
 /// creation never leaves a half-written file at `path`. Linking fails if `path` appeared
 /// meanwhile (another creator won); then that file is used.
-fn create_atomically(path: &Path, options: &JournalOptions) -> Result<(), OpenError> {
+fn create_atomically(path: &Path, options: &RedbOptions) -> Result<(), OpenError> {
     let io = |context: &'static str| move |e: std::io::Error| io_error(path, context, e);
     let dir = parent_dir(path);
     let nanos = std::time::SystemTime::now()
@@ -307,6 +303,18 @@ pub(crate) fn layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, 
     }
 }
 
+/// [`layout`] of a database that must already be a journal: a fresh (empty) one is
+/// refused as [`OpenError::NotAJournal`], never [`Layout::Fresh`].
+pub(crate) fn journal_layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, OpenError> {
+    match layout(db, path)? {
+        Layout::Fresh => Err(OpenError::NotAJournal {
+            path: path.to_path_buf(),
+            reason: "a redb database without journal metadata".to_owned(),
+        }),
+        other => Ok(other),
+    }
+}
+
 /// Before a writable open of the file at `path`: when it is a journal of format 1 (or
 /// mid-upgrade), checks what the upgrade will move through a read-only open, which
 /// writes nothing, and refuses a damaged file ([`OpenError::UpgradeRefused`]) with it
@@ -349,15 +357,14 @@ pub(crate) fn prepare_with(
             source: StorageError::new(context, e),
         }
     };
-    match layout(db, path)? {
+    let found = if init {
+        layout(db, path)?
+    } else {
+        journal_layout(db, path)?
+    };
+    match found {
         Layout::Current => return Ok(()),
         Layout::Format1 | Layout::Upgrading => return upgrade::from_v1(db, path, checked),
-        Layout::Fresh if !init => {
-            return Err(OpenError::NotAJournal {
-                path: path.to_path_buf(),
-                reason: "a redb database without journal metadata".to_owned(),
-            });
-        }
         Layout::Fresh => {}
     }
     let txn = db

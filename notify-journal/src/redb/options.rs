@@ -5,7 +5,7 @@ use std::time::Duration;
 /// How a commit reaches the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum Durability {
+pub enum RedbDurability {
     /// Every commit is durable before any append of its batch is acknowledged
     /// (redb `Durability::Immediate`, one-phase commit with checksums). The default.
     #[default]
@@ -22,7 +22,7 @@ pub enum Durability {
 /// (see `docs/design.md`, "What is detected").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum VerifyOnOpen {
+pub enum RedbVerifyOnOpen {
     /// Nothing beyond the metadata, and no scrub: opening costs the same for any size of
     /// file. Damage is still found by the checks on every read (every frame's checksum,
     /// every index miss confirmed against the session's log), but a damaged page can
@@ -40,8 +40,8 @@ pub enum VerifyOnOpen {
     Full,
     /// The default. Opening reads only the metadata (the same for any size of file); a
     /// background scrub then runs the journal's deep check on read snapshots, while
-    /// appends go on, at [`JournalOptions::scrub_pace`], one pass at open and one every
-    /// [`JournalOptions::scrub_interval`]. Damage it finds poisons the journal: every
+    /// appends go on, at [`RedbOptions::scrub_pace`], one pass at open and one every
+    /// [`RedbOptions::scrub_interval`]. Damage it finds poisons the journal: every
     /// later append fails with [`AppendError::Damaged`](crate::AppendError::Damaged), and
     /// [`RedbJournal::scrub_status`](crate::RedbJournal::scrub_status) names it. Until a
     /// pass has checked a page, the append path believes no damage it could act on: an
@@ -55,25 +55,25 @@ pub enum VerifyOnOpen {
 /// Tuning and safety options for a [`RedbJournal`](crate::RedbJournal).
 ///
 /// ```
-/// use notify_journal::{Durability, JournalOptions};
+/// use notify_journal::{RedbDurability, RedbOptions};
 ///
-/// let options = JournalOptions::default()
+/// let options = RedbOptions::default()
 ///     .cache_size(64 << 20)
 ///     .max_batch(512)
 ///     .quick_repair(true)
-///     .durability(Durability::Immediate);
+///     .durability(RedbDurability::Immediate);
 /// assert_eq!(options.max_record_bytes_value(), 1 << 20);
 /// ```
 #[derive(Debug, Clone)]
-pub struct JournalOptions {
+pub struct RedbOptions {
     pub(crate) cache_size: usize,
     pub(crate) max_batch: usize,
     pub(crate) quick_repair: bool,
-    pub(crate) durability: Durability,
+    pub(crate) durability: RedbDurability,
     pub(crate) max_record_bytes: usize,
     pub(crate) commit_siblings: usize,
     pub(crate) max_commit_delay: Duration,
-    pub(crate) verify_on_open: VerifyOnOpen,
+    pub(crate) verify_on_open: RedbVerifyOnOpen,
     pub(crate) drop_step: usize,
     pub(crate) confirm_misses: bool,
     pub(crate) scrub_interval: Duration,
@@ -83,17 +83,17 @@ pub struct JournalOptions {
 /// The default cap on one encoded record: 1 MiB.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
 
-impl Default for JournalOptions {
+impl Default for RedbOptions {
     fn default() -> Self {
         Self {
             cache_size: 64 << 20,
             max_batch: 1024,
             quick_repair: false,
-            durability: Durability::Immediate,
+            durability: RedbDurability::Immediate,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             commit_siblings: 4,
             max_commit_delay: Duration::from_millis(2),
-            verify_on_open: VerifyOnOpen::default(),
+            verify_on_open: RedbVerifyOnOpen::default(),
             drop_step: DEFAULT_DROP_STEP,
             confirm_misses: true,
             scrub_interval: DEFAULT_SCRUB_INTERVAL,
@@ -102,19 +102,19 @@ impl Default for JournalOptions {
     }
 }
 
-/// The default [`JournalOptions::scrub_interval`]: one hour between scrub passes.
+/// The default [`RedbOptions::scrub_interval`]: one hour between scrub passes.
 pub const DEFAULT_SCRUB_INTERVAL: Duration = Duration::from_secs(3600);
 
-/// The default [`JournalOptions::scrub_pace`]: 200,000 table entries a second.
+/// The default [`RedbOptions::scrub_pace`]: 200,000 table entries a second.
 pub const DEFAULT_SCRUB_PACE: u64 = 200_000;
 
-/// The largest [`JournalOptions::max_batch`] and [`JournalOptions::drop_step`].
+/// The largest [`RedbOptions::max_batch`] and [`RedbOptions::drop_step`].
 const MAX_BATCH_LIMIT: usize = 1 << 16;
 
-/// The default [`JournalOptions::drop_step`]: 1,024 tombstones per transaction.
+/// The default [`RedbOptions::drop_step`]: 1,024 tombstones per transaction.
 pub const DEFAULT_DROP_STEP: usize = 1024;
 
-impl JournalOptions {
+impl RedbOptions {
     /// redb's page cache size in bytes (default 64 MiB).
     #[must_use]
     pub fn cache_size(mut self, bytes: usize) -> Self {
@@ -139,10 +139,10 @@ impl JournalOptions {
         self
     }
 
-    /// Commit durability (default [`Durability::Immediate`]; the other mode is for tests
+    /// Commit durability (default [`RedbDurability::Immediate`]; the other mode is for tests
     /// only).
     #[must_use]
-    pub fn durability(mut self, durability: Durability) -> Self {
+    pub fn durability(mut self, durability: RedbDurability) -> Self {
         self.durability = durability;
         self
     }
@@ -175,9 +175,9 @@ impl JournalOptions {
     }
 
     /// What opening checks before the journal is used, and whether a background scrub
-    /// runs (default [`VerifyOnOpen::Background`]: no scan at open, a scrub while open).
+    /// runs (default [`RedbVerifyOnOpen::Background`]: no scan at open, a scrub while open).
     #[must_use]
-    pub fn verify_on_open(mut self, check: VerifyOnOpen) -> Self {
+    pub fn verify_on_open(mut self, check: RedbVerifyOnOpen) -> Self {
         self.verify_on_open = check;
         self
     }
@@ -208,7 +208,7 @@ impl JournalOptions {
 
     /// The pause between the end of one background scrub pass and the start of the
     /// next (default [`DEFAULT_SCRUB_INTERVAL`], one hour; the first pass starts at
-    /// open). Only with [`VerifyOnOpen::Background`].
+    /// open). Only with [`RedbVerifyOnOpen::Background`].
     #[must_use]
     pub fn scrub_interval(mut self, interval: Duration) -> Self {
         self.scrub_interval = interval;
@@ -219,7 +219,7 @@ impl JournalOptions {
     /// background scrub reads a second (default [`DEFAULT_SCRUB_PACE`], 200,000: a pass
     /// over 1M records, about 3M entries, takes some 15 s and leaves the writer most of
     /// the disk and a core). 0 reads as fast as it can. Only with
-    /// [`VerifyOnOpen::Background`].
+    /// [`RedbVerifyOnOpen::Background`].
     #[must_use]
     pub fn scrub_pace(mut self, entries_per_second: u64) -> Self {
         self.scrub_pace = entries_per_second;

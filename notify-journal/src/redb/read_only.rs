@@ -6,15 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use notify_types::{SessionId, Uuid};
-use redb::{DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTableMetadata};
+use redb::{DatabaseError, ReadOnlyDatabase};
 
 use super::census::Census;
-use super::contain::panic_message;
-use super::format::{FORMAT_KEY, META};
 use super::open::{self, contain};
-use super::read::{Snapshot, in_snapshot, storage};
-use super::verify;
-use crate::backend::{BoxFuture, JournalRead, SeqRecord};
+use super::reads::{self, Reads, RedbStats};
+use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
 use crate::retention::SessionState;
 use crate::verify::VerifyReport;
@@ -25,15 +22,15 @@ use crate::verify::VerifyReport;
 /// Opening takes redb's shared lock, so any number of readers may have the file at
 /// once, but not while a [`RedbJournal`] (a writer, in this or another process) has
 /// it: then the open is [`OpenError::AlreadyOpen`], at once, never a wait. The reads
-/// check every frame as [`RedbJournal`]'s do. It implements [`JournalRead`] alone: it
+/// check every frame as [`RedbJournal`]'s do. It implements [`JournalRead`](crate::JournalRead) alone: it
 /// has no append or purge to refuse.
 ///
 /// ```
-/// use notify_journal::{JournalOptions, OpenError, RedbJournal, RedbReader};
+/// use notify_journal::{RedbOptions, OpenError, RedbJournal, RedbReader};
 ///
 /// # let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("journal.redb");
-/// let journal = RedbJournal::open(&path, JournalOptions::default())?;
+/// let journal = RedbJournal::open(&path, RedbOptions::default())?;
 /// // In use by a writer: refused at once.
 /// assert!(matches!(RedbReader::open(&path), Err(OpenError::AlreadyOpen { .. })));
 /// journal.close();
@@ -61,18 +58,6 @@ impl std::fmt::Debug for RedbReader {
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
-}
-
-/// Counts of a redb journal, from the tables' own lengths (no scan).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RedbStats {
-    /// The file's format version.
-    pub format_version: u64,
-    /// Frames in the log.
-    pub frames: u64,
-    /// Entries of the idempotency index.
-    pub keys: u64,
 }
 
 impl RedbReader {
@@ -136,16 +121,15 @@ impl RedbReader {
         &self.path
     }
 
-    /// Runs `f` on one consistent snapshot, containing a panic of the storage engine.
-    fn snapshot<T>(
-        &self,
-        what: &'static str,
-        f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
-    ) -> Result<T, JournalError> {
-        in_snapshot(&*self.db, what, f)
+    /// The reader's reads (`reads.rs`).
+    fn reads(&self) -> Reads<'_, ReadOnlyDatabase> {
+        Reads {
+            db: &*self.db,
+            census: Some(&*self.census),
+        }
     }
 
-    /// [`JournalRead::lookup`], on the calling thread.
+    /// [`JournalRead::lookup`](crate::JournalRead::lookup), on the calling thread.
     ///
     /// # Errors
     ///
@@ -155,17 +139,10 @@ impl RedbReader {
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
-        let generation = self.census.generation();
-        self.snapshot("the index", |s| {
-            s.lookup(
-                session.as_uuid().as_u128(),
-                key.as_u128(),
-                Some((&self.census, generation)),
-            )
-        })
+        self.reads().lookup(session, key)
     }
 
-    /// [`JournalRead::replay`], on the calling thread; every frame checked.
+    /// [`JournalRead::replay`](crate::JournalRead::replay), on the calling thread; every frame checked.
     ///
     /// # Errors
     ///
@@ -176,43 +153,37 @@ impl RedbReader {
         from_seq: u64,
         limit: usize,
     ) -> Result<Vec<SeqRecord>, JournalError> {
-        self.snapshot("a session's log", |s| {
-            s.replay(session.as_uuid().as_u128(), from_seq, limit)
-        })
+        self.reads().replay(session, from_seq, limit)
     }
 
-    /// [`JournalRead::last_seq`], on the calling thread.
+    /// [`JournalRead::last_seq`](crate::JournalRead::last_seq), on the calling thread.
     ///
     /// # Errors
     ///
     /// [`JournalError::Storage`].
     pub fn last_seq_blocking(&self, session: SessionId) -> Result<u64, JournalError> {
-        self.snapshot("a session's head", |s| {
-            s.last_seq(session.as_uuid().as_u128())
-        })
+        self.reads().last_seq(session)
     }
 
-    /// [`JournalRead::session_state`], on the calling thread.
+    /// [`JournalRead::session_state`](crate::JournalRead::session_state), on the calling thread.
     ///
     /// # Errors
     ///
     /// [`JournalError::Corrupt`] for a damaged session row, [`JournalError::Storage`].
     pub fn session_state_blocking(&self, session: SessionId) -> Result<SessionState, JournalError> {
-        self.snapshot("a session's state", |s| {
-            s.state(session.as_uuid().as_u128())
-        })
+        self.reads().session_state(session)
     }
 
-    /// [`JournalRead::sessions`], on the calling thread.
+    /// [`JournalRead::sessions`](crate::JournalRead::sessions), on the calling thread.
     ///
     /// # Errors
     ///
     /// [`JournalError::Storage`].
     pub fn sessions_blocking(&self) -> Result<Vec<SessionId>, JournalError> {
-        self.snapshot("the sessions", Snapshot::sessions)
+        self.reads().sessions()
     }
 
-    /// [`JournalRead::sessions_after`], on the calling thread.
+    /// [`JournalRead::sessions_after`](crate::JournalRead::sessions_after), on the calling thread.
     ///
     /// # Errors
     ///
@@ -222,7 +193,7 @@ impl RedbReader {
         after: Option<SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>, JournalError> {
-        self.snapshot("the sessions", |s| s.sessions_after(after, limit))
+        self.reads().sessions_after(after, limit)
     }
 
     /// The format version and the lengths of the log and the index (no scan).
@@ -231,27 +202,7 @@ impl RedbReader {
     ///
     /// [`JournalError::Storage`].
     pub fn stats_blocking(&self) -> Result<RedbStats, JournalError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let txn = self.db.begin_read().map_err(storage("begin read"))?;
-            let format_version = txn
-                .open_table(META)
-                .map_err(storage("open metadata"))?
-                .get(FORMAT_KEY)
-                .map_err(storage("read format version"))?
-                .map_or(0, |g| g.value());
-            let snap = Snapshot::open(&txn)?;
-            Ok(RedbStats {
-                format_version,
-                frames: snap.log.len().map_err(storage("count frames"))?,
-                keys: snap.keys.len().map_err(storage("count keys"))?,
-            })
-        }))
-        .unwrap_or_else(|panic| {
-            Err(JournalError::Storage(StorageError::msg(format!(
-                "the storage engine panicked while counting ({}); the file may be damaged: verify it",
-                panic_message(panic.as_ref())
-            ))))
-        })
+        self.reads().stats()
     }
 
     /// The journal's deep integrity check
@@ -264,7 +215,7 @@ impl RedbReader {
     /// [`JournalError::Storage`] when the check itself cannot read; damage is reported
     /// in the report.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        verify::contained(|| verify::logical(self.db.as_ref(), max_problems))
+        self.reads().verify(max_problems)
     }
 
     /// Runs a blocking read on tokio's blocking pool inside a runtime, else inline.
@@ -273,19 +224,7 @@ impl RedbReader {
         T: Send + 'static,
         F: FnOnce(&RedbReader) -> Result<T, JournalError> + Send + 'static,
     {
-        let this = self.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => Box::pin(async move {
-                handle
-                    .spawn_blocking(move || f(&this))
-                    .await
-                    .map_err(|e| JournalError::Storage(StorageError::new("read task failed", e)))?
-            }),
-            Err(_) => {
-                let result = f(&this);
-                Box::pin(async move { result })
-            }
-        }
+        reads::on_blocking_pool(self, f)
     }
 
     /// [`verify_blocking`](Self::verify_blocking) on tokio's blocking pool when called
@@ -306,47 +245,7 @@ impl RedbReader {
     }
 }
 
-impl JournalRead for RedbReader {
-    fn lookup(
-        &self,
-        session: SessionId,
-        key: Uuid,
-    ) -> BoxFuture<'_, Result<Option<u64>, JournalError>> {
-        self.read(move |r| r.lookup_blocking(session, key))
-    }
-
-    fn replay(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SeqRecord>, JournalError>> {
-        self.read(move |r| r.replay_blocking(session, from_seq, limit))
-    }
-
-    fn last_seq(&self, session: SessionId) -> BoxFuture<'_, Result<u64, JournalError>> {
-        self.read(move |r| r.last_seq_blocking(session))
-    }
-
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        self.read(|r| r.sessions_blocking())
-    }
-
-    fn sessions_after(
-        &self,
-        after: Option<SessionId>,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, JournalError>> {
-        self.read(move |r| r.sessions_after_blocking(after, limit))
-    }
-
-    fn session_state(
-        &self,
-        session: SessionId,
-    ) -> BoxFuture<'_, Result<SessionState, JournalError>> {
-        self.read(move |r| r.session_state_blocking(session))
-    }
-}
+reads::journal_read_by_blocking!(RedbReader);
 
 /// redb's refusals of a read-only open, as [`OpenError`]s.
 fn map_error(path: &Path, e: DatabaseError) -> OpenError {
@@ -372,12 +271,9 @@ fn check_layout(db: &ReadOnlyDatabase, path: &Path) -> Result<(), OpenError> {
         path: path.to_path_buf(),
         reason: reason.to_owned(),
     };
-    match open::layout(db, path)? {
-        open::Layout::Current => Ok(()),
-        open::Layout::Fresh => Err(OpenError::NotAJournal {
-            path: path.to_path_buf(),
-            reason: "a redb database without journal metadata".to_owned(),
-        }),
+    match open::journal_layout(db, path)? {
+        // `journal_layout` refuses a fresh database.
+        open::Layout::Current | open::Layout::Fresh => Ok(()),
         open::Layout::Format1 => Err(needs_upgrade(
             "it is of format version 1; opening it for writing upgrades it to version 2 in place",
         )),

@@ -1,4 +1,4 @@
-//! The background scrub of [`VerifyOnOpen::Background`](super::options::VerifyOnOpen):
+//! The background scrub of [`RedbVerifyOnOpen::Background`](super::options::RedbVerifyOnOpen):
 //! the journal's deep check (`verify::logical`) run again and again on read snapshots
 //! while appends go on, at a bounded pace, by one thread started at open.
 //!
@@ -52,7 +52,7 @@ pub struct ScrubStatus {
 #[non_exhaustive]
 pub enum ScrubState {
     /// No scrub runs: the journal was opened with another
-    /// [`VerifyOnOpen`](crate::VerifyOnOpen) than `Background`.
+    /// [`RedbVerifyOnOpen`](crate::RedbVerifyOnOpen) than `Background`.
     Off,
     /// A pass is under way.
     Scrubbing,

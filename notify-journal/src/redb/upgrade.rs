@@ -19,7 +19,7 @@ use notify_types::{JournalRecord, Uuid};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::format::{FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGRADING_KEY, v1};
-use super::keys::sid;
+use super::keys::{log_head, sid};
 use super::read::storage;
 use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
@@ -95,13 +95,7 @@ pub(crate) fn check(
         let Some(positions) = &positions else {
             return Ok(0);
         };
-        let last = positions
-            .range((session, 0)..=(session, u64::MAX))
-            .map_err(storage("read positions"))?
-            .next_back()
-            .transpose()
-            .map_err(storage("read position"))?;
-        Ok(last.map_or(0, |(k, _)| k.value().1))
+        log_head(positions, session, storage)
     };
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
@@ -121,13 +115,7 @@ pub(crate) fn check(
             expected = moved.saturating_add(1);
         }
         let session = sid(s);
-        if seq != expected {
-            report.push(Problem::Gap {
-                session,
-                seq: expected,
-            });
-        }
-        expected = seq.saturating_add(1);
+        report.check_next(session, seq, &mut expected);
         let record = match JournalRecord::decode(bytes) {
             Ok(record) => record,
             Err(cause) => {
@@ -205,16 +193,16 @@ pub(crate) fn check(
     for entry in heads.iter().map_err(storage("read old heads"))? {
         let (k, v) = entry.map_err(storage("read old head"))?;
         let (s, head) = (k.value(), v.value());
-        let last = frames
-            .range((s, 0)..=(s, u64::MAX))
-            .map_err(storage("read old frames"))?
-            .next_back()
-            .transpose()
-            .map_err(storage("read old frame"))?
-            .map(|(k, _)| k.value().1);
-        let last = match last {
-            Some(last) => last,
-            None => moved_head(s)?,
+        // Seqs start at 1: a head of 0 is an empty old log.
+        let last = match log_head(&frames, s, |what| {
+            storage(if what == "read positions" {
+                "read old frames"
+            } else {
+                "read old frame"
+            })
+        })? {
+            0 => moved_head(s)?,
+            last => last,
         };
         if last != head {
             report.push(Problem::Head {

@@ -6,7 +6,7 @@ use std::path::Path;
 use notify_types::{JournalRecord, SessionEvent, Uuid};
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
-use super::contain::panic_message;
+use super::contain::contain;
 use super::format::RETENTION;
 use super::keys::sid;
 use super::open::{self, Layout};
@@ -22,10 +22,9 @@ use crate::verify::{EngineCheck, Problem, VerifyReport};
 pub(crate) fn contained(
     f: impl FnOnce() -> Result<VerifyReport, JournalError>,
 ) -> Result<VerifyReport, JournalError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+    contain(f).unwrap_or_else(|panic| {
         Err(JournalError::Storage(StorageError::msg(format!(
-            "the storage engine panicked during the verify ({}); the file is damaged",
-            panic_message(panic.as_ref())
+            "the storage engine panicked during the verify ({panic}); the file is damaged"
         ))))
     })
 }
@@ -92,15 +91,7 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
                 };
             }
         };
-        let layout = match open::layout(&db, path)? {
-            Layout::Fresh => {
-                return Err(OpenError::NotAJournal {
-                    path: path.to_path_buf(),
-                    reason: "a redb database without journal metadata".to_owned(),
-                });
-            }
-            other => other,
-        };
+        let layout = open::journal_layout(&db, path)?;
         let mut report = contained(|| match layout {
             Layout::Format1 => {
                 let mut report = VerifyReport::new(max_problems);
@@ -383,13 +374,7 @@ fn check_positions(
             expected = if purging { seq } else { 1 };
         }
         let session = sid(s);
-        if seq != expected {
-            report.push(Problem::Gap {
-                session,
-                seq: expected,
-            });
-        }
-        expected = seq.saturating_add(1);
+        report.check_next(session, seq, &mut expected);
         if !look_up {
             continue;
         }

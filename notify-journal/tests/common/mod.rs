@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use notify_journal::{AppendOutcome, JournalOptions, RedbJournal, VerifyOnOpen};
+use notify_journal::{AppendOutcome, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEnded, SessionEvent,
@@ -76,7 +76,7 @@ pub fn ended(session: SessionId) -> JournalRecord {
 pub fn open(path: &Path) -> RedbJournal {
     RedbJournal::open(
         path,
-        JournalOptions::default().verify_on_open(VerifyOnOpen::Pages),
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Pages),
     )
     .unwrap()
 }

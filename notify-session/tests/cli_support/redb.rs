@@ -2,14 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
-use notify_journal::{JournalOptions, RedbJournal};
+use notify_journal::{RedbJournal, RedbOptions};
 
 use super::{Fixture, populate, truth};
 
 /// A journal file written through the library, closed.
 pub(crate) fn journal_file(dir: &Path) -> (PathBuf, Fixture) {
     let path = dir.join("journal.redb");
-    let journal = RedbJournal::open(&path, JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -22,7 +22,7 @@ pub(crate) fn journal_file(dir: &Path) -> (PathBuf, Fixture) {
 pub(crate) fn library_truth(
     path: &Path,
 ) -> std::collections::BTreeMap<notify_types::SessionId, super::Truth> {
-    let journal = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    let journal = RedbJournal::open(path, RedbOptions::default()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -54,7 +54,7 @@ mod reference;
 mod regressions;
 mod retention;
 
-use notify_journal::{Durability, JournalOptions};
+use notify_journal::{RedbDurability, RedbOptions};
 use notify_testkit::MemoryJournal;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -84,10 +84,10 @@ fn cases() -> u32 {
 /// files, so it saves less than one might think). A crash here is
 /// a drop, and dropping the last handle closes the journal cleanly, which makes even
 /// non-durable commits durable, so the model's expectations are the same.
-fn journal_options() -> JournalOptions {
-    let options = JournalOptions::default();
+fn journal_options() -> RedbOptions {
+    let options = RedbOptions::default();
     match std::env::var("NOTIFY_MODEL_DURABILITY").as_deref() {
-        Ok("nondurable") => options.durability(Durability::NonDurableForTestsOnly),
+        Ok("nondurable") => options.durability(RedbDurability::NonDurableForTestsOnly),
         _ => options,
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use notify_journal::{JournalBackend, JournalOptions, RedbJournal};
+use notify_journal::{JournalBackend, RedbJournal, RedbOptions};
 use notify_session::{AckError, DeclareLostError, PublishError, SessionReceived, StoppedDelivery};
 use notify_testkit::MemoryJournal;
 use notify_testkit::fixture::{self, FixtureBuilder, SessionFixture};
@@ -26,10 +26,7 @@ use crate::{CAPACITY, LOOPS};
 /// Where the journal lives, so a crash can reopen it.
 pub(crate) enum Store {
     /// A redb file: what the test runs on.
-    Redb {
-        path: PathBuf,
-        options: JournalOptions,
-    },
+    Redb { path: PathBuf, options: RedbOptions },
     /// The testkit's in-memory journal (`NOTIFY_MODEL_JOURNAL=memory`); a crash drops
     /// every handle but this one.
     Memory(MemoryJournal),

@@ -16,7 +16,7 @@
 //! Purge steps and tombstone drops (`purge.rs`) are chores queued beside the appends:
 //! the writer runs at most one, alone in its own write transaction, between two
 //! batches, so an append waits for at most one step. A drop of more tombstones than
-//! one step (`JournalOptions::drop_step`) is requeued after each step, behind the
+//! one step (`RedbOptions::drop_step`) is requeued after each step, behind the
 //! other chores.
 //!
 //! Files: `queue.rs` (what is queued, and the wake policy), `tuning.rs` (spin and
@@ -40,14 +40,14 @@ use self::tuning::Tuning;
 use super::census::Census;
 use super::contain::contain;
 use super::failure::{BatchFailure, before, poisoned};
-use super::options::{Durability, JournalOptions};
+use super::options::{RedbDurability, RedbOptions};
 use crate::error::StorageError;
 
 /// The writer thread's state.
 struct Writer {
     db: Arc<Database>,
     queue: Arc<Queue>,
-    options: JournalOptions,
+    options: RedbOptions,
     tuning: Tuning,
     /// The batch being written, in queue order.
     batch: Vec<Queued>,
@@ -78,7 +78,7 @@ struct Writer {
 pub(crate) fn run(
     db: Arc<Database>,
     queue: Arc<Queue>,
-    options: JournalOptions,
+    options: RedbOptions,
     census: Option<Arc<Census>>,
 ) {
     let _exit = ExitGuard(Arc::clone(&queue));
@@ -198,8 +198,8 @@ impl Writer {
             .begin_write()
             .map_err(before("begin write transaction"))?;
         txn.set_durability(match self.options.durability {
-            Durability::Immediate => redb::Durability::Immediate,
-            Durability::NonDurableForTestsOnly => redb::Durability::None,
+            RedbDurability::Immediate => redb::Durability::Immediate,
+            RedbDurability::NonDurableForTestsOnly => redb::Durability::None,
         })
         .map_err(before("set durability"))?;
         txn.set_quick_repair(self.options.quick_repair);
@@ -227,6 +227,6 @@ impl Writer {
 
     /// Whether a commit (`committed`) left data that a clean close must sync.
     fn unsynced(&self, committed: bool) -> bool {
-        committed && self.options.durability == Durability::NonDurableForTestsOnly
+        committed && self.options.durability == RedbDurability::NonDurableForTestsOnly
     }
 }

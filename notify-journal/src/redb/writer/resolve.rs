@@ -36,9 +36,9 @@ pub(super) struct Tables<'txn, 'w> {
     pub(super) txn: &'txn redb::WriteTransaction,
     pub(super) frame: &'w mut Vec<u8>,
     /// The key census that confirms every index miss before a new frame is written
-    /// (`census.rs`); `None` when [`JournalOptions::confirm_misses`] is off.
+    /// (`census.rs`); `None` when [`RedbOptions::confirm_misses`] is off.
     ///
-    /// [`JournalOptions::confirm_misses`]: crate::JournalOptions::confirm_misses
+    /// [`RedbOptions::confirm_misses`]: crate::RedbOptions::confirm_misses
     pub(super) census: Option<&'w Census>,
     /// The committed head of each session this batch appended to, as it was before the
     /// batch: the census covers committed frames only.

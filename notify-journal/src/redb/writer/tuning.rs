@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::redb::options::JournalOptions;
+use crate::redb::options::RedbOptions;
 
 /// The shortest the writer spins for returning appenders before it sleeps.
 pub(super) const SPIN_MIN: Duration = Duration::from_micros(50);
@@ -28,7 +28,7 @@ pub(super) struct Tuning {
 
 impl Tuning {
     /// The state of a writer that has not committed yet.
-    pub(super) fn new(options: &JournalOptions) -> Self {
+    pub(super) fn new(options: &RedbOptions) -> Self {
         Self {
             max_batch: options.max_batch,
             commit_siblings: options.commit_siblings,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use notify_session::notify_journal::{
-    JournalBackend, JournalOptions, JournalRead, MigrationMode, PgJournal, PgOptions, RedbJournal,
+    JournalBackend, JournalRead, MigrationMode, PgJournal, PgOptions, RedbJournal, RedbOptions,
     RedbReader,
 };
 use notify_session::notify_types::SessionId;
@@ -75,7 +75,7 @@ impl Journal {
     /// PostgreSQL schema created or migrated.
     pub(crate) async fn open_write(at: &Location) -> Result<Self, CliError> {
         match at {
-            Location::File(path) => RedbJournal::open(path, JournalOptions::default())
+            Location::File(path) => RedbJournal::open(path, RedbOptions::default())
                 .map(Self::Writer)
                 .map_err(|e| CliError::open(path, &e)),
             Location::Postgres { conninfo, schema } => {

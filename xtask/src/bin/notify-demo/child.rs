@@ -16,7 +16,7 @@ pub(crate) async fn crashing_child(
     session_id: SessionId,
     loop_id: LoopId,
 ) -> anyhow::Result<()> {
-    let journal = RedbJournal::open(path, JournalOptions::default())?;
+    let journal = RedbJournal::open(path, RedbOptions::default())?;
     let session = Session::new(session_id, journal);
     let mut consumer = session.register_loop(LoopConfig::new(session_id, loop_id))?;
     let supervisor = Supervisor::new(session.clone(), loop_id);

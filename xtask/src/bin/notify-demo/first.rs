@@ -27,7 +27,7 @@ pub(crate) struct FirstSession {
 impl FirstSession {
     /// Opens the journal and registers loop-a (capacity 64) and loop-b (capacity 2).
     pub(crate) fn open(path: &Path) -> anyhow::Result<Self> {
-        let journal = RedbJournal::open(path, JournalOptions::default())?;
+        let journal = RedbJournal::open(path, RedbOptions::default())?;
         let session_id = SessionId::new();
         let session = Session::new(session_id, journal.clone());
         let loop_a = LoopId::new();

@@ -39,7 +39,7 @@ pub(crate) async fn restore_from(
         "loop-a; the two processes left running are declared lost (LostOnRestore). Doing it",
         "again changes nothing. Shows: nothing acknowledged is lost, nothing is redelivered twice.",
     ]);
-    let journal = RedbJournal::open(path, JournalOptions::default())?;
+    let journal = RedbJournal::open(path, RedbOptions::default())?;
     if let Some(copy) = at_crash {
         // The journal as the crash left it (recovered by the open, nothing restored
         // yet), closed so that the copy is a clean file: `notify pending` on it shows
@@ -50,7 +50,7 @@ pub(crate) async fn restore_from(
         println!("journal as the crash left it copied to {}", copy.display());
     }
     let journal = if at_crash.is_some() {
-        RedbJournal::open(path, JournalOptions::default())?
+        RedbJournal::open(path, RedbOptions::default())?
     } else {
         journal
     };
