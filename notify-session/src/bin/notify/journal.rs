@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use notify_session::notify_journal::{
     JournalBackend, JournalRead, MigrationMode, PgJournal, PgOptions, RedbJournal, RedbOptions,
-    RedbReader,
+    RedbReader, RedbVerifyOnOpen,
 };
 use notify_session::notify_types::SessionId;
 
@@ -75,9 +75,14 @@ impl Journal {
     /// PostgreSQL schema created or migrated.
     pub(crate) async fn open_write(at: &Location) -> Result<Self, CliError> {
         match at {
-            Location::File(path) => RedbJournal::open(path, RedbOptions::default())
-                .map(Self::Writer)
-                .map_err(|e| CliError::open(path, &e)),
+            // A short-lived command would rarely finish a background scrub pass, so it
+            // checks every page at open instead, as `compact` does.
+            Location::File(path) => RedbJournal::open(
+                path,
+                RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Pages),
+            )
+            .map(Self::Writer)
+            .map_err(|e| CliError::open(path, &e)),
             Location::Postgres { conninfo, schema } => {
                 PgJournal::connect(conninfo, pg_options(schema, true))
                     .await
