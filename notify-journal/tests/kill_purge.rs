@@ -24,8 +24,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use common::*;
 use notify_journal::{
-    AppendError, JournalError, JournalOptions, PurgeStep, RedbJournal, SessionState, purge,
-    replay_all,
+    AppendError, JournalError, JournalOptions, PurgeStep, RedbJournal, SessionState, VerifyOnOpen,
+    purge, replay_all,
 };
 use notify_testkit::kill::{self, xorshift as next};
 use notify_types::{JournalRecord, SessionId};
@@ -243,7 +243,11 @@ fn check(
     round: &mut Round,
     finish: bool,
 ) {
-    let j = RedbJournal::open(path, JournalOptions::default()).unwrap();
+    let j = RedbJournal::open(
+        path,
+        JournalOptions::default().verify_on_open(VerifyOnOpen::Full),
+    )
+    .unwrap();
     let report = j.verify_blocking(10).unwrap();
     assert!(report.is_clean(), "{report}");
     let no = BTreeMap::new();
