@@ -187,11 +187,15 @@ impl Queue {
         self.poisoned.load(Ordering::Acquire)
     }
 
-    /// Poisons the handle for damage the scrub found: every later append is refused
-    /// with [`AppendError::Damaged`].
+    /// Poisons the handle for damage found (by the scrub or the writer): every later
+    /// append is refused with [`AppendError::Damaged`]. A poison already set (a failed
+    /// commit, earlier damage) is kept as it is: the first cause is the one reported.
     pub(crate) fn mark_damaged(&self, detail: String) {
-        let _ = self.damage.set(detail);
-        self.poisoned.store(true, Ordering::Release);
+        let _state = lock(&self.state);
+        if !self.poisoned.load(Ordering::Acquire) {
+            let _ = self.damage.set(detail);
+            self.poisoned.store(true, Ordering::Release);
+        }
         self.ready.notify_all();
     }
 
@@ -257,6 +261,8 @@ impl Queue {
 
     /// Marks the handle broken (after a failed commit): every later request is refused.
     pub(super) fn poison(&self) {
+        // Under the lock, so `mark_damaged` sees it and keeps this first cause.
+        let _state = lock(&self.state);
         self.poisoned.store(true, Ordering::Release);
     }
 
