@@ -209,6 +209,11 @@ impl Queue {
         }
     }
 
+    /// What a poisoned handle answers a chore.
+    pub(crate) fn chore_refusal(&self) -> JournalError {
+        poisoned(self.damage.get().map(String::as_str))
+    }
+
     /// Queues a request or a group; refuses it if the journal is closed or poisoned.
     pub(crate) fn submit(&self, request: Queued) -> Result<(), AppendError> {
         let mut st = lock(&self.state);
@@ -235,7 +240,7 @@ impl Queue {
         }
         if self.is_poisoned() {
             drop(st);
-            return chore.refuse(poisoned());
+            return chore.refuse(self.chore_refusal());
         }
         st.chores.push_back(chore);
         // Whatever the writer waits for (appends to linger for, or work at all), a
