@@ -22,10 +22,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use notify_types::{SessionId, Uuid, ended_event_id};
+use notify_types::{JournalRecord, SessionEvent, SessionId, Uuid, ended_event_id};
 use redb::ReadableTable;
 
-use super::frame;
+use super::{body, frame};
 use crate::error::Corruption;
 
 /// The most keys the census holds (all sessions together).
@@ -355,7 +355,14 @@ where
                 found: f.describe(),
             },
         )),
-        Ok(f) if f.key == ended_event_id(SessionId::from_uuid(Uuid::from_u128(session))).as_uuid().as_u128() => {
+        // The end marker's ID alone is not enough (a caller's key may equal it): the
+        // frame's body must be the session's end record.
+        Ok(f) if f.key == ended_event_id(SessionId::from_uuid(Uuid::from_u128(session))).as_uuid().as_u128()
+            && matches!(
+                body::decode(f.body),
+                Ok(JournalRecord::Event(SessionEvent::SessionEnded(ref e))) if e.session_id().as_uuid().as_u128() == session
+            ) =>
+        {
             Some((
                 head,
                 Corruption::Inconsistent(
