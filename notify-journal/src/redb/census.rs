@@ -387,6 +387,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_callers_key_equal_to_the_end_id_at_the_head_is_not_an_end_marker() {
+        use crate::redb::format::{LOG, POSITIONS};
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        let s = SessionId::new();
+        let u = s.as_uuid().as_u128();
+        let end_key = ended_event_id(s).as_uuid().as_u128();
+        let mut body_bytes = Vec::new();
+        body::encode(
+            &notify_testkit::sample::command(s, notify_types::LoopId::new()),
+            &mut body_bytes,
+        );
+        let mut frame_bytes = Vec::new();
+        frame::write(&mut frame_bytes, u, 1, end_key, &body_bytes);
+        let txn = db.begin_write().unwrap();
+        {
+            let mut log = txn.open_table(LOG).unwrap();
+            let mut positions = txn.open_table(POSITIONS).unwrap();
+            log.insert(0, frame_bytes.as_slice()).unwrap();
+            positions.insert((u, 1), 0).unwrap();
+            // Not the session's end record: a live session's head, not damage.
+            assert_eq!(confirm_head(&positions, &log, u, 1).unwrap(), None);
+        }
+    }
+
+    #[test]
     fn record_covers_new_sessions_and_only_contiguous_frames() {
         let c = Census::default();
         c.record(&[(1, 1, 10), (1, 2, 11), (2, 5, 12)]);
