@@ -394,3 +394,20 @@ impl Queue {
         !st.closed && st.chores.is_empty() && Instant::now() < deadline
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn damage_found_after_a_commit_failure_keeps_the_first_poison() {
+        let q = Queue::new();
+        q.poison();
+        q.mark_damaged("found later".to_owned());
+        assert!(matches!(q.refusal(), AppendError::Poisoned));
+        let q = Queue::new();
+        q.mark_damaged("first".to_owned());
+        q.mark_damaged("second".to_owned());
+        assert!(matches!(q.refusal(), AppendError::Damaged { detail } if detail == "first"));
+    }
+}
