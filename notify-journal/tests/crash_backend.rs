@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use common::*;
-use notify_journal::{AppendError, AppendOutcome, RedbJournal, RedbOptions};
+use notify_journal::{AppendError, AppendOutcome, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 use notify_testkit::crash;
 use notify_types::{JournalRecord, SessionId};
 
@@ -60,7 +60,11 @@ fn verify_image(
     path: &Path,
     acked: &[(SessionId, JournalRecord, u64)],
 ) {
-    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
+    let j = RedbJournal::open(
+        path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full),
+    )
+    .unwrap();
     let mut logs: HashMap<SessionId, Vec<(u64, JournalRecord)>> = HashMap::new();
     for n in 0..SESSIONS {
         let s = session(n);

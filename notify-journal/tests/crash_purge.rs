@@ -18,7 +18,8 @@ use std::path::Path;
 
 use common::*;
 use notify_journal::{
-    AppendError, JournalError, RedbJournal, RedbOptions, SessionState, purge, replay_all,
+    AppendError, JournalError, RedbJournal, RedbOptions, RedbVerifyOnOpen, SessionState, purge,
+    replay_all,
 };
 use notify_testkit::crash;
 use notify_types::{JournalRecord, SessionId};
@@ -128,7 +129,11 @@ struct Seen {
 }
 
 fn verify_image(rt: &tokio::runtime::Runtime, path: &Path, acked: &Acked, seen: &mut Seen) {
-    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
+    let j = RedbJournal::open(
+        path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full),
+    )
+    .unwrap();
     let report = j.verify_blocking(10).unwrap();
     assert!(report.is_clean(), "{report}");
     let (live, ending) = sessions();

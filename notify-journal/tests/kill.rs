@@ -16,7 +16,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 
 use common::*;
-use notify_journal::{AppendOutcome, RedbJournal, RedbOptions};
+use notify_journal::{AppendOutcome, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 use notify_testkit::kill::{self, xorshift as next};
 
 const CHILD_PATH: &str = "NOTIFY_JOURNAL_KILL_CHILD_PATH";
@@ -115,7 +115,11 @@ fn verify(
     acked: &HashMap<(u64, u64), u64>,
     fresh: &[(u64, u64, u64)],
 ) {
-    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
+    let j = RedbJournal::open(
+        path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full),
+    )
+    .unwrap();
     for sn in 0..SESSIONS {
         let s = session(u128::from(sn));
         let frames = j.replay_blocking(s, 1, usize::MAX).unwrap();

@@ -24,7 +24,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use common::*;
 use notify_journal::{
-    AppendError, JournalError, PurgeStep, RedbJournal, RedbOptions, SessionState, purge, replay_all,
+    AppendError, JournalError, PurgeStep, RedbJournal, RedbOptions, RedbVerifyOnOpen, SessionState,
+    purge, replay_all,
 };
 use notify_testkit::kill::{self, xorshift as next};
 use notify_types::{JournalRecord, SessionId};
@@ -242,7 +243,11 @@ fn check(
     round: &mut Round,
     finish: bool,
 ) {
-    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
+    let j = RedbJournal::open(
+        path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full),
+    )
+    .unwrap();
     let report = j.verify_blocking(10).unwrap();
     assert!(report.is_clean(), "{report}");
     let no = BTreeMap::new();

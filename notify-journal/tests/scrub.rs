@@ -256,3 +256,28 @@ async fn a_damaged_head_position_never_leads_to_a_frame_written_past_it() {
         assert_eq!(frames_in(&path), 3, "{verify:?}: no frame written");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interval_past_what_an_instant_holds_waits_until_close() {
+    // `Instant::now() + Duration::MAX` would panic: the thread would end after its
+    // first pass and the status would no longer say `Waiting`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let options = RedbOptions::default()
+        .scrub_pace(0)
+        .scrub_interval(Duration::MAX);
+    let j = RedbJournal::open(&path, options).unwrap();
+    let s = session(20);
+    j.append(s, command(s, 1)).await.unwrap();
+    let status = wait_for(&j, "a first pass", |st| st.clean_passes >= 1);
+    assert_eq!(status.clean_passes, 1);
+    // The thread is alive and waiting: a panic in its wait (seen before the fix) ends
+    // it within the pause below and leaves `Failed` (earlier: `Damaged`). The pause
+    // only gives a broken build time to show itself; a correct one passes however long.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(j.scrub_status().state, ScrubState::Waiting);
+    assert!(!j.is_poisoned());
+    j.append(s, command(s, 2)).await.unwrap();
+    j.close();
+    assert_eq!(j.scrub_status().state, ScrubState::Stopped);
+}

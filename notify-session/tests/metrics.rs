@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use metrics_util::MetricKind;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use notify_journal::{CommitStats, JournalBackend, RedbJournal, RedbOptions};
+use notify_journal::{CommitStats, JournalBackend, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 use notify_loop::LoopConfig;
 use notify_session::{Published, Session, restore};
 use notify_testkit::MemoryJournal;
@@ -187,8 +187,13 @@ async fn settle(observer: &mut Observer, depth: f64, loops: f64) -> Reading {
 async fn counters_and_histograms_move_as_a_session_runs() {
     let mut observer = Observer::install();
     let dir = tempfile::tempdir().unwrap();
-    let journal =
-        RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap();
+    // No background scrub here: its passes would move its counter at random points
+    // between readings. It is read deterministically at the end.
+    let journal = RedbJournal::open(
+        dir.path().join("notify.redb"),
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+    )
+    .unwrap();
     let shared: Arc<dyn JournalBackend> = Arc::new(journal.clone());
     let (session_id, loop_id) = (SessionId::new(), LoopId::new());
     let redb_appended: &[(&str, &str)] = &[("backend", "redb"), ("outcome", "appended")];
@@ -359,4 +364,30 @@ async fn counters_and_histograms_move_as_a_session_runs() {
 
     drop((session, consumer));
     journal.close();
+
+    // The scrub (the default open) counts its passes: one finished clean pass is
+    // counted before the status shows it.
+    let before = observer.read();
+    let scrubbed = RedbJournal::open(
+        dir.path().join("notify.redb"),
+        RedbOptions::default().scrub_interval(std::time::Duration::MAX),
+    )
+    .unwrap();
+    let mut passes = 0;
+    for _ in 0..12_000 {
+        passes = scrubbed.scrub_status().clean_passes;
+        if passes >= 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(passes, 1, "{:?}", scrubbed.scrub_status());
+    let after = observer.read();
+    let scrub_clean = id(
+        "notify_journal_scrub_passes_total",
+        &[("backend", "redb"), ("outcome", "clean")],
+    );
+    let count = |r: &Reading| r.counters.get(&scrub_clean).copied().unwrap_or(0);
+    assert_eq!(count(&after) - count(&before), 1);
+    scrubbed.close();
 }

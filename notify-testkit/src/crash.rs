@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use notify_journal::{OpenError, RedbJournal, RedbOptions};
+use notify_journal::{OpenError, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 
 #[derive(Debug)]
 enum Op {
@@ -259,7 +259,10 @@ impl redb::StorageBackend for FaultBackend {
 /// The journal's open error.
 pub fn dry_run<T>(workload: impl FnOnce(&RedbJournal) -> T) -> Result<(T, u64), OpenError> {
     let ctl = Control::new();
-    let j = RedbJournal::open_with_backend(ctl.backend(), RedbOptions::default())?;
+    let j = RedbJournal::open_with_backend(
+        ctl.backend(),
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+    )?;
     let out = workload(&j);
     j.close();
     drop(j);
@@ -317,17 +320,19 @@ pub fn sweep<A: Default>(
         tally.runs += 1;
         let ctl = Control::new();
         ctl.crash_at_sync(n);
-        let (created, acked) =
-            match RedbJournal::open_with_backend(ctl.backend(), RedbOptions::default()) {
-                Ok(j) => {
-                    let acked = workload(&j);
-                    j.close();
-                    (true, acked)
-                }
-                // The crash hit while the file was being created (in place: the path
-                // API creates beside and links).
-                Err(_) => (false, A::default()),
-            };
+        let (created, acked) = match RedbJournal::open_with_backend(
+            ctl.backend(),
+            RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+        ) {
+            Ok(j) => {
+                let acked = workload(&j);
+                j.close();
+                (true, acked)
+            }
+            // The crash hit while the file was being created (in place: the path
+            // API creates beside and links).
+            Err(_) => (false, A::default()),
+        };
         let crashed = ctl.crashed();
         tally.crashes += u64::from(crashed);
         for (kind, image) in [
@@ -340,7 +345,10 @@ pub fn sweep<A: Default>(
             tally.images += 1;
             if !created
                 && matches!(
-                    RedbJournal::open(&path, RedbOptions::default()),
+                    RedbJournal::open(
+                        &path,
+                        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full)
+                    ),
                     Err(OpenError::NotAJournal { .. })
                 )
             {

@@ -38,6 +38,9 @@ const TRUNCATIONS: usize = 50;
 const OFF_FLIPS: usize = 120;
 /// Trials of bursts of flips with the page check at open turned off.
 const OFF_BURSTS: usize = 150;
+/// Trials of bursts of flips with the default open (the background scrub): few, as
+/// each trial also runs a scrub thread; the Off trials cover the read path's checks.
+const BACKGROUND_BURSTS: usize = 40;
 /// The most journaled records re-appended per trial after their lookup missed or failed.
 const REAPPENDS: usize = 32;
 /// With the page check at open, nearly every damaged copy is refused at open (a flip in
@@ -527,4 +530,27 @@ fn without_the_page_check_a_hidden_key_is_never_believed_absent() {
         tally.typed_errors
     );
     assert_read_through(&tally, READ_THROUGH_OFF, NAMED_OFF);
+}
+
+/// The default open (`Background`: no check at open, the scrub running beside the
+/// reads and appends): no panic escapes, no journaled key is believed absent and none
+/// is given a second frame; the scrub's `Damaged` refusals count as typed errors.
+#[test]
+fn with_the_background_scrub_a_hidden_key_is_never_believed_absent() {
+    let tally = run(
+        Damage::BurstFlips(BACKGROUND_BURSTS),
+        0x5EED_0006,
+        RedbVerifyOnOpen::Background,
+    );
+    assert!(
+        tally.escaped_panics.is_empty(),
+        "escaped panics: {:#?}",
+        tally.escaped_panics
+    );
+    assert_eq!(
+        (tally.absent_answers, tally.two_frames),
+        (0, 0),
+        "lookups answering absent for a journaled key, keys given two frames; e.g. {:#?}",
+        tally.wrong_answers.iter().take(5).collect::<Vec<_>>()
+    );
 }

@@ -22,10 +22,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use notify_types::{SessionId, Uuid, ended_event_id};
+use notify_types::{JournalRecord, SessionEvent, SessionId, Uuid, ended_event_id};
 use redb::ReadableTable;
 
-use super::frame;
+use super::{body, frame};
 use crate::error::Corruption;
 
 /// The most keys the census holds (all sessions together).
@@ -355,7 +355,14 @@ where
                 found: f.describe(),
             },
         )),
-        Ok(f) if f.key == ended_event_id(SessionId::from_uuid(Uuid::from_u128(session))).as_uuid().as_u128() => {
+        // The end marker's ID alone is not enough (a caller's key may equal it): the
+        // frame's body must be the session's end record.
+        Ok(f) if f.key == ended_event_id(SessionId::from_uuid(Uuid::from_u128(session))).as_uuid().as_u128()
+            && matches!(
+                body::decode(f.body),
+                Ok(JournalRecord::Event(SessionEvent::SessionEnded(ref e))) if e.session_id().as_uuid().as_u128() == session
+            ) =>
+        {
             Some((
                 head,
                 Corruption::Inconsistent(
@@ -378,6 +385,33 @@ fn unindexed(key: u128, seq: u64) -> Corruption {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_callers_key_equal_to_the_end_id_at_the_head_is_not_an_end_marker() {
+        use crate::redb::format::{LOG, POSITIONS};
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        let s = SessionId::new();
+        let u = s.as_uuid().as_u128();
+        let end_key = ended_event_id(s).as_uuid().as_u128();
+        let mut body_bytes = Vec::new();
+        body::encode(
+            &notify_testkit::sample::command(s, notify_types::LoopId::new()),
+            &mut body_bytes,
+        );
+        let mut frame_bytes = Vec::new();
+        frame::write(&mut frame_bytes, u, 1, end_key, &body_bytes);
+        let txn = db.begin_write().unwrap();
+        {
+            let mut log = txn.open_table(LOG).unwrap();
+            let mut positions = txn.open_table(POSITIONS).unwrap();
+            log.insert(0, frame_bytes.as_slice()).unwrap();
+            positions.insert((u, 1), 0).unwrap();
+            // Not the session's end record: a live session's head, not damage.
+            assert_eq!(confirm_head(&positions, &log, u, 1).unwrap(), None);
+        }
+    }
 
     #[test]
     fn record_covers_new_sessions_and_only_contiguous_frames() {

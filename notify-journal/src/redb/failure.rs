@@ -13,19 +13,37 @@ pub(super) enum BatchFailure {
     BeforeCommit(StorageError),
     /// The commit itself failed: outcome unknown.
     Commit(StorageError),
+    /// The batch found damage (an entry it writes was already there: a damaged page
+    /// hid it) in `session` at `seq`: dropped, nothing written. The journal is poisoned
+    /// for damage, not for a commit failure.
+    Damaged {
+        /// The session of the request that found it.
+        session: u128,
+        /// The seq it was writing.
+        seq: u64,
+        /// What it found.
+        detail: String,
+    },
+    /// The journal was poisoned (by damage the scrub found) while the batch gathered:
+    /// dropped before its commit, nothing written.
+    Refused,
 }
 
 impl BatchFailure {
-    pub(super) fn error(&self) -> &StorageError {
+    /// The storage error of a failed write: `None` for damage found or a refusal.
+    pub(super) fn storage_error(&self) -> Option<&StorageError> {
         match self {
-            Self::BeforeCommit(e) | Self::Commit(e) => e,
+            Self::BeforeCommit(e) | Self::Commit(e) => Some(e),
+            Self::Damaged { .. } | Self::Refused => None,
         }
     }
 
-    pub(super) fn into_append_error(self) -> AppendError {
+    /// What the appenders of a batch that failed on a storage error are told.
+    pub(super) fn into_append_error(self) -> Option<AppendError> {
         match self {
-            Self::BeforeCommit(e) => AppendError::Storage(e),
-            Self::Commit(e) => AppendError::CommitFailed(e),
+            Self::BeforeCommit(e) => Some(AppendError::Storage(e)),
+            Self::Commit(e) => Some(AppendError::CommitFailed(e)),
+            Self::Damaged { .. } | Self::Refused => None,
         }
     }
 }
@@ -62,9 +80,11 @@ pub(super) fn inconsistent(session: u128, seq: u64, what: String) -> ChoreFailur
     damaged(session, seq, Corruption::Inconsistent(what))
 }
 
-/// What a chore is told once the handle is poisoned.
-pub(super) fn poisoned() -> JournalError {
-    JournalError::Storage(StorageError::msg(
-        "journal is poisoned by an earlier commit failure; reopen it",
-    ))
+/// What a chore is told once the handle is poisoned: by `damage` found (the scrub's
+/// or the writer's finding), else by an earlier commit failure.
+pub(super) fn poisoned(damage: Option<&str>) -> JournalError {
+    JournalError::Storage(StorageError::msg(match damage {
+        Some(detail) => format!("journal is poisoned by damage found ({detail}); verify it"),
+        None => "journal is poisoned by an earlier commit failure; reopen it".to_owned(),
+    }))
 }

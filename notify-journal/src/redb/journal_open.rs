@@ -101,21 +101,24 @@ impl RedbJournal {
                 })?
         };
         let scrub = match options.verify_on_open {
-            options::RedbVerifyOnOpen::Background => Some(
-                scrub::Scrub::start(
-                    Arc::clone(&db),
-                    Arc::clone(&queue),
-                    options.scrub_interval,
-                    options.scrub_pace,
-                )
-                .map_err(|e| {
+            options::RedbVerifyOnOpen::Background => match scrub::Scrub::start(
+                Arc::clone(&db),
+                Arc::clone(&queue),
+                options.scrub_interval,
+                options.scrub_pace,
+            ) {
+                Ok(scrub) => Some(scrub),
+                Err(e) => {
+                    // The writer drains and exits once closed: wait for it, so its hold
+                    // on the database ends before the open fails.
                     queue.close();
-                    OpenError::Storage {
+                    let _ = writer.join();
+                    return Err(OpenError::Storage {
                         path: path.clone(),
                         source: StorageError::new("spawn the scrub thread", e),
-                    }
-                })?,
-            ),
+                    });
+                }
+            },
             _ => None,
         };
         Ok(Self {

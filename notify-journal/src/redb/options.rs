@@ -217,7 +217,7 @@ impl RedbOptions {
 
     /// The most table entries (frames, positions, index entries, session rows) the
     /// background scrub reads a second (default [`DEFAULT_SCRUB_PACE`], 200,000: a pass
-    /// over 1M records, about 3M entries, takes some 15 s and leaves the writer most of
+    /// over 1M records, about 2M entries, takes some 10 s and leaves the writer most of
     /// the disk and a core). 0 reads as fast as it can. Only with
     /// [`RedbVerifyOnOpen::Background`].
     #[must_use]

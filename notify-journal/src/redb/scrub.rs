@@ -2,15 +2,21 @@
 //! the journal's deep check (`verify::logical`) run again and again on read snapshots
 //! while appends go on, at a bounded pace, by one thread started at open.
 //!
-//! Damage it finds (or a pass that cannot read the file: a damaged page makes the
-//! storage engine fail or panic) poisons the writer's queue, so every later append is
-//! refused with `AppendError::Damaged`; the status, a metric and an error log say what
-//! it found. It never dies silently: every way a pass ends lands in the status.
+//! Damage it finds (or a pass the storage engine panics in: a damaged page it trusts)
+//! poisons the writer's queue, so every later append is refused with
+//! `AppendError::Damaged`; the status, a metric and an error log say what it found. A
+//! pass that fails on a storage error (possibly transient) is retried
+//! [`RETRIES`] times, one [`RETRY_AFTER`] apart; the journal is poisoned only once
+//! that many passes in a row have failed. A poison already set (a failed commit) is
+//! kept, and the scrub ends once the queue is poisoned, whoever poisoned it. It never
+//! dies silently: every way a pass ends lands in the status; a thread that ends
+//! without finding damage (a panic outside a pass) says `Failed` and poisons nothing.
 //!
 //! Stopping: `close` (and the last drop) raises `stop`; the thread looks at it before
 //! every [`STEP`] entries and while it sleeps, so it exits within one step's reads.
 //! A pass holds one read transaction: pages the writer frees meanwhile are reused only
-//! once the pass ends (redb's MVCC), so a pass is kept short by the pace, not longer.
+//! once the pass ends (redb's MVCC); a slower pace makes a pass, and so that read
+//! transaction, longer: the file grows by what is freed meanwhile.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -18,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use redb::Database;
 
+use super::contain::contain;
 use super::verify;
 use super::writer::Queue;
 use crate::error::JournalError;
@@ -30,6 +37,12 @@ const STEP: u64 = 1024;
 
 /// How long `close` waits for the scrub thread to stop before leaving it behind.
 const STOP_BOUND: Duration = Duration::from_secs(10);
+
+/// Passes in a row that may fail on a storage error before the scrub poisons.
+const RETRIES: u32 = 3;
+
+/// The wait before a pass that failed on a storage error is retried.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// How many problems a scrub pass that finds damage names.
 const SCRUB_PROBLEMS: usize = 8;
@@ -58,12 +71,26 @@ pub enum ScrubState {
     Scrubbing,
     /// Between passes: the last one was clean.
     Waiting,
-    /// A pass found the file damaged, or could not read it: the journal is poisoned
+    /// A pass found the file damaged, the storage engine panicked reading it, or
+    /// passes kept failing on storage errors: the journal is poisoned
     /// (appends fail with [`AppendError::Damaged`](crate::AppendError::Damaged)) and the
     /// scrub has ended. What it found.
     Damaged(String),
     /// The journal was closed and the scrub stopped.
     Stopped,
+    /// The scrub thread ended without finding damage (it failed outside a pass, or
+    /// stopped because the journal was poisoned by a failed commit): the journal is
+    /// not poisoned by the scrub, but no longer scrubbed. Why.
+    Failed(String),
+    /// The last pass failed on a storage error (possibly transient); it is retried,
+    /// and the journal poisoned only if it keeps failing. The error and how many
+    /// passes in a row have failed.
+    Retrying {
+        /// The storage error of the last pass.
+        error: String,
+        /// Passes in a row that failed.
+        failures: u32,
+    },
 }
 
 struct Control {
@@ -83,23 +110,28 @@ impl Shared {
         self.control.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sleeps up to `d`; `false` once asked to stop.
+    /// Sleeps up to `d` (a `d` past what `Instant` can hold: until stopped); `false`
+    /// once asked to stop.
     fn sleep(&self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
+        let deadline = Instant::now().checked_add(d);
         let mut c = self.lock();
         loop {
             if c.stop {
                 return false;
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return true;
-            }
-            c = self
-                .wake
-                .wait_timeout(c, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            c = match deadline {
+                None => self.wake.wait(c).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return true;
+                    }
+                    self.wake
+                        .wait_timeout(c, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
         }
     }
 }
@@ -196,11 +228,14 @@ impl Drop for Exit {
     fn drop(&mut self) {
         let mut c = self.0.lock();
         c.exited = true;
-        if matches!(c.status.state, ScrubState::Scrubbing | ScrubState::Waiting) {
+        if matches!(
+            c.status.state,
+            ScrubState::Scrubbing | ScrubState::Waiting | ScrubState::Retrying { .. }
+        ) {
             c.status.state = if c.stop {
                 ScrubState::Stopped
             } else {
-                ScrubState::Damaged("the scrub thread ended unexpectedly".to_owned())
+                ScrubState::Failed("the scrub thread ended unexpectedly".to_owned())
             };
         }
         self.0.wake.notify_all();
@@ -208,7 +243,14 @@ impl Drop for Exit {
 }
 
 fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: u64) {
+    let mut failures = 0u32;
     loop {
+        if queue.is_poisoned() {
+            // Poisoned by the writer (a failed commit, damage it found): nothing to add.
+            shared.lock().status.state =
+                ScrubState::Failed("stopped: the journal is poisoned".to_owned());
+            return;
+        }
         {
             let mut c = shared.lock();
             c.status.state = ScrubState::Scrubbing;
@@ -231,13 +273,35 @@ fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: 
             shared.lock().status.entries = entries;
             shared.sleep(ahead)
         };
-        let found = verify::contained(|| verify::logical_paced(db, SCRUB_PROBLEMS, &mut keep_pace));
+        let found = contain(|| verify::logical_paced(db, SCRUB_PROBLEMS, &mut keep_pace));
         let detail = match found {
-            Err(JournalError::Closed) => return,
-            Ok(report) if report.is_clean() => None,
-            Ok(report) => Some(format!("the scrub found: {report}")),
-            Err(e) => Some(format!("the scrub could not read the file: {e}")),
+            // A panic of the storage engine: a damaged page it trusts.
+            Err(panic) => Some(format!(
+                "the scrub could not read the file: {}",
+                panic.storage("scrubbing")
+            )),
+            Ok(Err(JournalError::Closed)) => return,
+            Ok(Ok(report)) if report.is_clean() => None,
+            Ok(Ok(report)) => Some(format!("the scrub found: {report}")),
+            Ok(Err(JournalError::Storage(e))) if failures + 1 < RETRIES => {
+                failures += 1;
+                tracing::warn!(error = %e, failures, "journal scrub pass failed; retrying");
+                {
+                    let mut c = shared.lock();
+                    c.status.entries = entries;
+                    c.status.state = ScrubState::Retrying {
+                        error: e.to_string(),
+                        failures,
+                    };
+                }
+                if !shared.sleep(RETRY_AFTER.min(interval)) {
+                    return;
+                }
+                continue;
+            }
+            Ok(Err(e)) => Some(format!("the scrub could not read the file: {e}")),
         };
+        failures = 0;
         match detail {
             None => {
                 metrics::counter!(SCRUB_PASSES, "backend" => crate::metrics::REDB, "outcome" => "clean")

@@ -71,6 +71,10 @@ impl Writer {
             }
             staged_pos = next_pos;
         }
+        // Poisoned meanwhile (damage the scrub found): this batch is not committed.
+        if self.queue.is_poisoned() {
+            return Err(BatchFailure::Refused);
+        }
         let started = Instant::now();
         self.committing = true;
         txn.commit()

@@ -142,9 +142,14 @@ impl Writer {
             Ok(answer) => answer,
             Err(failure) => {
                 self.queue.poison();
-                tracing::error!(error = %failure.error(), "journal purge commit failed; journal poisoned");
+                if let Some(e) = failure.storage_error() {
+                    tracing::error!(error = %e, "journal purge commit failed; journal poisoned");
+                }
                 Err(JournalError::Storage(match failure {
                     BatchFailure::BeforeCommit(e) => e,
+                    // Not built by a chore's transaction (resolve.rs and batch.rs only).
+                    BatchFailure::Damaged { detail, .. } => StorageError::msg(detail),
+                    BatchFailure::Refused => return Err(self.queue.chore_refusal()),
                     BatchFailure::Commit(e) => StorageError::msg(format!(
                         "commit failed, outcome unknown (the step may or may not be durable; it is safe to purge again after reopening): {e}"
                     )),

@@ -39,9 +39,10 @@ pub(crate) use self::queue::{Chore, Group, Queue, Queued, Reply, Request};
 use self::tuning::Tuning;
 use super::census::Census;
 use super::contain::contain;
-use super::failure::{BatchFailure, before, poisoned};
+use super::failure::{BatchFailure, before};
+use super::keys::sid;
 use super::options::{RedbDurability, RedbOptions};
-use crate::error::StorageError;
+use crate::error::{AppendError, Corruption, StorageError};
 
 /// The writer thread's state.
 struct Writer {
@@ -112,7 +113,7 @@ pub(crate) fn run(
                 queued.refuse(&refusal);
             }
             while let Some(chore) = w.queue.take_chore() {
-                chore.refuse(poisoned());
+                chore.refuse(w.queue.chore_refusal());
             }
             continue;
         }
@@ -149,13 +150,47 @@ pub(crate) fn run(
                     let _ = req.reply.send(reply);
                 }
             }
-            Err(failure) => {
-                // The handle may be broken (fsyncgate): never write through it again.
-                w.queue.poison();
-                crate::metrics::commit_failed(crate::metrics::REDB);
-                tracing::error!(error = %failure.error(), "journal commit failed; journal poisoned");
+            Err(BatchFailure::Damaged {
+                session,
+                seq,
+                detail,
+            }) => {
+                // Damage the writer found: poisoned for damage (as the scrub would),
+                // not counted as a commit failure. The request that found it (the one
+                // after the answered ones) is told what; the rest `Damaged`.
+                tracing::error!(%detail, "journal writer found damage; appends are refused");
+                w.queue.mark_damaged(format!("the writer found: {detail}"));
+                let found = w.replies.len();
                 w.replies.clear();
-                let error = failure.into_append_error();
+                let refusal = w.queue.refusal();
+                let requests = w.batch.drain(..).flat_map(Queued::into_requests);
+                for (i, req) in requests.enumerate() {
+                    let answer = if i == found {
+                        AppendError::Corrupt {
+                            session: sid(session),
+                            seq,
+                            source: Corruption::Inconsistent(detail.clone()),
+                        }
+                    } else {
+                        refusal.clone()
+                    };
+                    let _ = req.reply.send(Err(answer));
+                }
+            }
+            Err(failure) => {
+                let error = match failure.into_append_error() {
+                    Some(error) => {
+                        // The handle may be broken (fsyncgate): never write through it
+                        // again.
+                        w.queue.poison();
+                        crate::metrics::commit_failed(crate::metrics::REDB);
+                        tracing::error!(error = %error, "journal commit failed; journal poisoned");
+                        error
+                    }
+                    // Refused: poisoned meanwhile, by damage found.
+                    None => w.queue.refusal(),
+                };
+                w.replies.clear();
                 for queued in w.batch.drain(..) {
                     queued.refuse(&error);
                 }

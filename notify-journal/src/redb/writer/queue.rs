@@ -187,11 +187,15 @@ impl Queue {
         self.poisoned.load(Ordering::Acquire)
     }
 
-    /// Poisons the handle for damage the scrub found: every later append is refused
-    /// with [`AppendError::Damaged`].
+    /// Poisons the handle for damage found (by the scrub or the writer): every later
+    /// append is refused with [`AppendError::Damaged`]. A poison already set (a failed
+    /// commit, earlier damage) is kept as it is: the first cause is the one reported.
     pub(crate) fn mark_damaged(&self, detail: String) {
-        let _ = self.damage.set(detail);
-        self.poisoned.store(true, Ordering::Release);
+        let _state = lock(&self.state);
+        if !self.poisoned.load(Ordering::Acquire) {
+            let _ = self.damage.set(detail);
+            self.poisoned.store(true, Ordering::Release);
+        }
         self.ready.notify_all();
     }
 
@@ -203,6 +207,11 @@ impl Queue {
             },
             None => AppendError::Poisoned,
         }
+    }
+
+    /// What a poisoned handle answers a chore.
+    pub(crate) fn chore_refusal(&self) -> JournalError {
+        poisoned(self.damage.get().map(String::as_str))
     }
 
     /// Queues a request or a group; refuses it if the journal is closed or poisoned.
@@ -231,7 +240,7 @@ impl Queue {
         }
         if self.is_poisoned() {
             drop(st);
-            return chore.refuse(poisoned());
+            return chore.refuse(self.chore_refusal());
         }
         st.chores.push_back(chore);
         // Whatever the writer waits for (appends to linger for, or work at all), a
@@ -257,6 +266,8 @@ impl Queue {
 
     /// Marks the handle broken (after a failed commit): every later request is refused.
     pub(super) fn poison(&self) {
+        // Under the lock, so `mark_damaged` sees it and keeps this first cause.
+        let _state = lock(&self.state);
         self.poisoned.store(true, Ordering::Release);
     }
 
@@ -381,5 +392,22 @@ impl Queue {
         }
         self.take_locked(&mut st, out, max);
         !st.closed && st.chores.is_empty() && Instant::now() < deadline
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn damage_found_after_a_commit_failure_keeps_the_first_poison() {
+        let q = Queue::new();
+        q.poison();
+        q.mark_damaged("found later".to_owned());
+        assert!(matches!(q.refusal(), AppendError::Poisoned));
+        let q = Queue::new();
+        q.mark_damaged("first".to_owned());
+        q.mark_damaged("second".to_owned());
+        assert!(matches!(q.refusal(), AppendError::Damaged { detail } if detail == "first"));
     }
 }

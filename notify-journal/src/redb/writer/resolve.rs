@@ -263,10 +263,12 @@ impl<'txn> Tables<'txn, '_> {
         frame::write(self.frame, req.session, seq, req.key, &req.body);
         // An entry replaced here means a damaged page hid it (the log's end or the
         // session's head): the whole batch is abandoned, nothing of it written.
-        let replaced = |what: &str| {
-            BatchFailure::BeforeCommit(StorageError::msg(format!(
-                "damage: writing {what} found one already there (a damaged page hid it); nothing written"
-            )))
+        let replaced = |what: &str| BatchFailure::Damaged {
+            session: req.session,
+            seq,
+            detail: format!(
+                "writing {what} found one already there (a damaged page hid it); nothing written"
+            ),
         };
         if self
             .log

@@ -178,8 +178,9 @@ impl CliError {
 
     /// A failed append while importing.
     pub(crate) fn append(line: u64, e: &AppendError) -> Self {
-        let exit = match e {
-            AppendError::Corrupt { .. } => Exit::Damaged,
+        // A refused group is judged by the record that refused it.
+        let exit = match e.refusal() {
+            AppendError::Corrupt { .. } | AppendError::Damaged { .. } => Exit::Damaged,
             AppendError::Collision { .. }
             | AppendError::Invalid(_)
             | AppendError::TooLarge { .. }
@@ -213,4 +214,26 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_append_refused_for_damage_exits_damaged_even_inside_a_group() {
+        let damaged = AppendError::Damaged {
+            detail: "the scrub found: a bad frame".to_owned(),
+        };
+        assert_eq!(CliError::append(1, &damaged).exit, Exit::Damaged);
+        let group = AppendError::GroupRefused {
+            index: 0,
+            source: Box::new(damaged),
+        };
+        assert_eq!(CliError::append(2, &group).exit, Exit::Damaged);
+        assert_eq!(
+            CliError::append(3, &AppendError::Poisoned).exit,
+            Exit::Failed
+        );
+    }
 }
