@@ -331,7 +331,7 @@ pub enum OpenError {
         /// The journal file.
         path: std::path::PathBuf,
         /// The first problems found (at most 8), in `(session, seq)` order.
-        problems: Vec<crate::verify::Problem>,
+        problems: Vec<crate::verify_report::Problem>,
         /// Every problem found.
         problem_count: u64,
     },

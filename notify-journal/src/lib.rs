@@ -38,7 +38,7 @@ mod ops;
 mod redb;
 mod retention;
 mod stats;
-mod verify;
+mod verify_report;
 
 pub use backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 #[allow(deprecated)]
@@ -53,7 +53,7 @@ pub use redb::options::{
     DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
     RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
-pub use redb::read_only::RedbReader;
+pub use redb::reader::RedbReader;
 pub use redb::reads::RedbStats;
 pub use redb::scrub::{ScrubState, ScrubStatus};
 pub use redb::{CompactReport, RedbJournal};
@@ -61,7 +61,7 @@ pub use retention::{
     DEFAULT_PURGE_STEP_FRAMES, ImportStateError, PurgeReport, PurgeStep, SessionState, Tombstone,
 };
 pub use stats::CommitStats;
-pub use verify::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
+pub use verify_report::{DEFAULT_MAX_PROBLEMS, EngineCheck, Problem, VerifyReport};
 
 /// The on-disk format version this build writes (kept in the file's metadata table;
 /// see `docs/design.md`). Files of every earlier version open, upgraded in place.

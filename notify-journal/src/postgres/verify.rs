@@ -8,7 +8,7 @@ use super::error::sanitize;
 use super::frame::decode_row;
 use super::{PgJournal, seq_u64};
 use crate::error::JournalError;
-use crate::verify::{EngineCheck, Problem, VerifyReport};
+use crate::verify_report::{EngineCheck, Problem, VerifyReport};
 
 impl PgJournal {
     /// Whether frame `last + 1` of `session` exists now: a head found ahead of the

@@ -13,7 +13,7 @@ use super::{RedbJournal, compact, verify};
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError};
 use crate::retention::SessionState;
-use crate::verify::VerifyReport;
+use crate::verify_report::VerifyReport;
 
 impl RedbJournal {
     /// Runs `f` on the journal's reads (`reads.rs`), on the calling thread.

@@ -9,12 +9,12 @@ use redb::{ReadableDatabase, ReadableTableMetadata};
 use super::census::Census;
 use super::contain::contain;
 use super::format::{FORMAT_KEY, META};
-use super::read::{Snapshot, in_snapshot, storage};
+use super::snapshot::{Snapshot, in_snapshot, storage};
 use super::verify;
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, StorageError};
 use crate::retention::SessionState;
-use crate::verify::VerifyReport;
+use crate::verify_report::VerifyReport;
 
 /// Counts of a redb journal, from the tables' own lengths (no scan).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,10 +20,10 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::format::{FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGRADING_KEY, v1};
 use super::keys::{log_head, sid};
-use super::read::storage;
+use super::snapshot::storage;
 use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
-use crate::verify::{Problem, VerifyReport};
+use crate::verify_report::{Problem, VerifyReport};
 
 /// Frames moved per transaction, at most.
 pub(crate) const STEP: usize = 4096;

@@ -11,12 +11,12 @@ use super::format::RETENTION;
 use super::keys::sid;
 use super::open::{self, Layout};
 use super::overlay::Overlay;
-use super::read::{Snapshot, storage};
+use super::snapshot::{Snapshot, storage};
 use super::state::{SessionRow, Stage};
 use super::upgrade;
 use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
-use crate::verify::{EngineCheck, Problem, VerifyReport};
+use crate::verify_report::{EngineCheck, Problem, VerifyReport};
 
 /// Runs a check, containing a panic of the storage engine.
 pub(crate) fn contained(

@@ -14,7 +14,7 @@ use super::reads::{self, Reads, RedbStats};
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
 use crate::retention::SessionState;
-use crate::verify::VerifyReport;
+use crate::verify_report::VerifyReport;
 
 /// A redb journal file opened read-only: every read of [`RedbJournal`] and its deep
 /// check, and nothing that writes.
