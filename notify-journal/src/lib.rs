@@ -33,6 +33,7 @@ mod deprecated;
 mod error;
 mod integrity;
 pub mod layer;
+mod lease;
 mod metrics;
 mod ops;
 mod redb;
@@ -48,6 +49,7 @@ pub use deprecated::{
 };
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_append, check_group};
+pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 pub use ops::{purge, purge_with, replay_all, replay_page};
 pub use redb::options::{
     DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
@@ -71,7 +73,7 @@ pub const FORMAT_VERSION: u64 = redb::format::FORMAT_VERSION;
 mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    LeaseError, LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
+    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
     PgOpenError, PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
 };
 

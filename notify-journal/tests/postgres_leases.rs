@@ -137,7 +137,7 @@ async fn lease_takeover_raises_the_epoch_and_fences_the_old_holder() {
                 taken = Some(lease);
                 break;
             }
-            Err(LeaseError::Held { session, epoch }) => {
+            Err(LeaseError::Held { session, epoch, .. }) => {
                 assert_eq!((session, epoch), (s, first.epoch()));
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

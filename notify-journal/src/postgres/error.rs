@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use notify_types::SessionId;
 
 use crate::error::StorageError;
 
@@ -98,43 +97,6 @@ pub enum PgTlsRefusal {
     /// Another handshake failure.
     #[error("the handshake failed")]
     Handshake,
-}
-
-/// Why a lease operation failed.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum LeaseError {
-    /// Another writer holds a live lease on the session.
-    #[error("session {session} is leased by another writer (epoch {epoch})")]
-    Held {
-        /// The session.
-        session: SessionId,
-        /// The live lease's epoch.
-        epoch: u64,
-    },
-    /// This journal's lease on the session expired or was taken over (or it never
-    /// held one): acquire a new lease, with a new epoch, before writing again.
-    #[error("the lease on session {session} was lost")]
-    Lost {
-        /// The session.
-        session: SessionId,
-    },
-    /// The journal has been closed.
-    #[error("journal is closed")]
-    Closed,
-    /// A storage failure; the lease's state is unchanged unless the statement
-    /// committed before the failure was seen (retrying acquire or renew is safe).
-    #[error(transparent)]
-    Storage(StorageError),
-    /// The journal's schema is newer than this build understands (a newer build
-    /// migrated it); the statement was not sent.
-    #[error("journal schema version {found} is newer than this build's {supported}")]
-    SchemaTooNew {
-        /// The version the database records.
-        found: u32,
-        /// The newest version this build knows.
-        supported: u32,
-    },
 }
 
 /// Maps a driver error to a [`StorageError`] with no driver text: the operation, the

@@ -2,7 +2,8 @@
 
 use notify_types::{SessionId, Uuid};
 
-use super::error::{LeaseError, sanitize};
+use super::error::sanitize;
+use crate::lease::LeaseError;
 use super::{PgJournal, lock, seq_u64};
 
 /// A lease this journal holds on a session.
@@ -82,7 +83,7 @@ impl PgJournal {
     pub async fn acquire_lease(&self, session: SessionId) -> Result<PgLease, LeaseError> {
         let s = *session.as_uuid();
         let (holder, lease_ms) = (self.holder, self.lease_ms);
-        let mut held = 0;
+        let mut held = (0, None);
         for _ in 0..ACQUIRE_ATTEMPTS {
             let row = self
                 .read("acquire lease", |c| async move {
@@ -100,14 +101,16 @@ impl PgJournal {
                 return Ok(PgLease { session, epoch });
             }
             let info = self.lease_info(session).await?;
-            held = info.epoch;
+            held = (info.epoch, info.holder);
             if info.live {
                 break;
             }
         }
         Err(LeaseError::Held {
             session,
-            epoch: held,
+            epoch: held.0,
+            holder: held.1,
+            expires_in: None,
         })
     }
 

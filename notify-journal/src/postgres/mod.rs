@@ -94,7 +94,7 @@ use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-pub use error::{LeaseError, PgOpenError, PgTlsRefusal};
+pub use error::{PgOpenError, PgTlsRefusal};
 pub use lease::{PgLease, PgLeaseInfo};
 pub use options::{LeasePolicy, PgOptions};
 pub use schema::MigrationMode;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio_postgres::{Client, Statement};
 
-use super::error::{LeaseError, sanitize};
+use super::error::sanitize;
+use crate::lease::LeaseError;
 use super::sql::Sql;
 use super::version::{PG_SCHEMA_VERSION, VersionCheck};
 use super::{PgJournal, lock, timed_out};
