@@ -13,9 +13,7 @@ mod postgres_support;
 
 use std::time::Duration;
 
-use notify_journal::{
-    AppendError, JournalBackend, LeaseError, PgJournal, PgOptions, purge,
-};
+use notify_journal::{AppendError, JournalBackend, LeaseError, PgJournal, PgOptions, purge};
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::{command, database_url, drop_schema, ended, fresh_schema, journal};
 use tokio::sync::broadcast;
@@ -40,7 +38,11 @@ async fn append(j: &PgJournal, s: SessionId) -> Result<u64, AppendError> {
 
 /// Waits (bounded) until `want` is announced on `changes`; other sessions are
 /// skipped.
-async fn heard(changes: &mut broadcast::Receiver<SessionId>, want: SessionId, within: Duration) -> bool {
+async fn heard(
+    changes: &mut broadcast::Receiver<SessionId>,
+    want: SessionId,
+    within: Duration,
+) -> bool {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         match tokio::time::timeout_at(deadline, changes.recv()).await {
@@ -64,7 +66,11 @@ async fn renewing_many_leases_is_one_round_trip() {
     }
     let before = j.lease_round_trips();
     let renewal = j.renew_leases().await.unwrap();
-    assert_eq!(j.lease_round_trips() - before, 1, "one statement for 500 leases");
+    assert_eq!(
+        j.lease_round_trips() - before,
+        1,
+        "one statement for 500 leases"
+    );
     assert!(renewal.lost.is_empty(), "{:?}", renewal.lost);
     let mut renewed = renewal.renewed.clone();
     renewed.sort_by_key(|l| l.session());
@@ -89,7 +95,9 @@ async fn lost_lease_is_reported_once_announced_and_stays_fenced() {
     let short = PgOptions::default().lease_duration(Duration::from_millis(300));
     let a = journal(&url, &schema, short.clone()).await;
     let b = journal(&url, &schema, PgOptions::default()).await;
-    let mut changes = b.lease_changes().expect("PostgreSQL announces lease changes");
+    let mut changes = b
+        .lease_changes()
+        .expect("PostgreSQL announces lease changes");
     // Wait until b's listener hears anything: a probe release of a's.
     let mut ready = false;
     for _ in 0..100 {
@@ -114,16 +122,28 @@ async fn lost_lease_is_reported_once_announced_and_stays_fenced() {
     let renewal = a.renew_leases().await.unwrap();
     assert_eq!(renewal.lost, vec![s]);
     assert_eq!(renewal.renewed, vec![mine]);
-    assert!(heard(&mut changes, s, Duration::from_secs(10)).await, "the loss was announced");
+    assert!(
+        heard(&mut changes, s, Duration::from_secs(10)).await,
+        "the loss was announced"
+    );
     // Reported once: the next renewal neither sends nor lists it.
     let again = a.renew_leases().await.unwrap();
-    assert!(again.lost.is_empty() && again.renewed == vec![mine], "{again:?}");
+    assert!(
+        again.lost.is_empty() && again.renewed == vec![mine],
+        "{again:?}"
+    );
     // Sticky: fenced while b holds it and after b released it.
     assert!(matches!(append(&a, s).await, Err(AppendError::Fenced { session }) if session == s));
     b.release_lease(s).await.unwrap();
-    assert!(matches!(append(&a, s).await, Err(AppendError::Fenced { .. })));
+    assert!(matches!(
+        append(&a, s).await,
+        Err(AppendError::Fenced { .. })
+    ));
     assert!(matches!(a.release_lease(s).await, Err(LeaseError::Lost { session }) if session == s));
-    assert!(matches!(append(&a, s).await, Err(AppendError::Fenced { .. })));
+    assert!(matches!(
+        append(&a, s).await,
+        Err(AppendError::Fenced { .. })
+    ));
     // Until acquired again.
     let back = a.acquire_lease(s).await.unwrap();
     assert_eq!(back.epoch(), taken.epoch() + 1);
@@ -151,10 +171,16 @@ async fn held_names_the_holder_and_its_time_left() {
             holder,
             expires_in,
         }) => {
-            assert_eq!((session, epoch, holder), (s, lease.epoch(), Some(a.holder_id())));
+            assert_eq!(
+                (session, epoch, holder),
+                (s, lease.epoch(), Some(a.holder_id()))
+            );
             let left = expires_in.expect("a live lease's time left");
             // By the database's clock: more than zero, at most the lease.
-            assert!(left > Duration::ZERO && left <= Duration::from_secs(600), "{left:?}");
+            assert!(
+                left > Duration::ZERO && left <= Duration::from_secs(600),
+                "{left:?}"
+            );
         }
         other => panic!("want Held, got {other:?}"),
     }
@@ -162,7 +188,10 @@ async fn held_names_the_holder_and_its_time_left() {
     assert!(info.live && info.holder == Some(a.holder_id()) && info.expires_in.is_some());
     a.release_lease(s).await.unwrap();
     let info = b.lease_info(s).await.unwrap();
-    assert!(!info.live && info.holder.is_none() && info.expires_in.is_none(), "{info:?}");
+    assert!(
+        !info.live && info.holder.is_none() && info.expires_in.is_none(),
+        "{info:?}"
+    );
     a.close().await;
     b.close().await;
     drop_schema(&url, &schema).await;
@@ -177,7 +206,8 @@ async fn orphans_are_open_sessions_without_a_live_lease() {
     let short = PgOptions::default().lease_duration(Duration::from_millis(300));
     let j = journal(&url, &schema, PgOptions::default()).await;
     let brief = journal(&url, &schema, short).await;
-    let [never, released, expired, live, ended_s, purged] = std::array::from_fn(|_| SessionId::new());
+    let [never, released, expired, live, ended_s, purged] =
+        std::array::from_fn(|_| SessionId::new());
     for s in [never, released, expired, live, ended_s, purged] {
         append(&j, s).await.unwrap();
     }
@@ -206,7 +236,9 @@ async fn orphans_are_open_sessions_without_a_live_lease() {
     // The listing is an index range scan of `sessions_orphans`.
     let client = postgres_support::raw_client(&url).await;
     client
-        .batch_execute(&format!("SET search_path = \"{schema}\"; SET enable_seqscan = off"))
+        .batch_execute(&format!(
+            "SET search_path = \"{schema}\"; SET enable_seqscan = off"
+        ))
         .await
         .unwrap();
     let plan: Vec<String> = client
@@ -221,7 +253,10 @@ async fn orphans_are_open_sessions_without_a_live_lease() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert!(plan.iter().any(|l| l.contains("sessions_orphans")), "{plan:?}");
+    assert!(
+        plan.iter().any(|l| l.contains("sessions_orphans")),
+        "{plan:?}"
+    );
     j.close().await;
     brief.close().await;
     drop_schema(&url, &schema).await;

@@ -92,7 +92,11 @@ pub async fn acquire_is_reentrant_and_names_the_holder<B: JournalLeases + ?Sized
         format!("first lease {first:?}")
     })?;
     let again = c.ok("acquire again", a.acquire_lease(s).await)?;
-    c.eq("epoch of the lease acquired again", &again.epoch(), &first.epoch())?;
+    c.eq(
+        "epoch of the lease acquired again",
+        &again.epoch(),
+        &first.epoch(),
+    )?;
     let info = c.ok("lease info", a.lease_info(s).await)?;
     c.ensure(info.live && info.epoch == first.epoch(), || {
         format!("info {info:?} of lease {first:?}")
@@ -100,12 +104,22 @@ pub async fn acquire_is_reentrant_and_names_the_holder<B: JournalLeases + ?Sized
     c.eq("holder", &info.holder, &Some(a.holder_id()))?;
     c.ensure(
         info.expires_in.is_some_and(|d| d <= a.lease_duration()),
-        || format!("expires_in {:?} for a lease of {:?}", info.expires_in, a.lease_duration()),
+        || {
+            format!(
+                "expires_in {:?} for a lease of {:?}",
+                info.expires_in,
+                a.lease_duration()
+            )
+        },
     )?;
-    let never = c.ok("info of a session never leased", a.lease_info(SessionId::new()).await)?;
-    c.ensure(never.epoch == 0 && !never.live && never.holder.is_none(), || {
-        format!("never leased: {never:?}")
-    })?;
+    let never = c.ok(
+        "info of a session never leased",
+        a.lease_info(SessionId::new()).await,
+    )?;
+    c.ensure(
+        never.epoch == 0 && !never.live && never.holder.is_none(),
+        || format!("never leased: {never:?}"),
+    )?;
     c.ok("release", a.release_lease(s).await)
 }
 
@@ -121,11 +135,15 @@ pub async fn release_frees_and_epochs_grow<B: JournalLeases + ?Sized>(a: &B) -> 
     let first = c.ok("acquire", a.acquire_lease(s).await)?;
     c.ok("release", a.release_lease(s).await)?;
     let info = c.ok("lease info", a.lease_info(s).await)?;
-    c.ensure(!info.live && info.holder.is_none() && info.epoch == first.epoch(), || {
-        format!("after release: {info:?}")
-    })?;
+    c.ensure(
+        !info.live && info.holder.is_none() && info.epoch == first.epoch(),
+        || format!("after release: {info:?}"),
+    )?;
     c.ok("release again", a.release_lease(s).await)?;
-    c.ok("release of a session never leased", a.release_lease(SessionId::new()).await)?;
+    c.ok(
+        "release of a session never leased",
+        a.release_lease(SessionId::new()).await,
+    )?;
     let second = c.ok("acquire after release", a.acquire_lease(s).await)?;
     c.ensure(second.epoch() > first.epoch(), || {
         format!("epoch {} after {}", second.epoch(), first.epoch())
@@ -196,7 +214,11 @@ pub async fn orphans_are_the_open_sessions_nobody_leases<B: JournalLeases + ?Siz
             format!("{what} session {s}: listed {}, want {want}", !want)
         })?;
     }
-    c.eq("orphans with limit 0", &c.ok("orphans", a.orphaned_sessions(0).await)?, &vec![])?;
+    c.eq(
+        "orphans with limit 0",
+        &c.ok("orphans", a.orphaned_sessions(0).await)?,
+        &vec![],
+    )?;
     let one = c.ok("orphans with limit 1", a.orphaned_sessions(1).await)?;
     c.eq("orphans with limit 1", &one.len(), &1)?;
     c.ok("release", a.release_lease(leased).await)
@@ -214,7 +236,9 @@ pub async fn another_holders_live_lease_is_held<B: JournalLeases + ?Sized>(
     b: &B,
 ) -> CheckResult {
     let c = Check("another_holders_live_lease_is_held");
-    c.ensure(a.holder_id() != b.holder_id(), || "the two handles are one holder".into())?;
+    c.ensure(a.holder_id() != b.holder_id(), || {
+        "the two handles are one holder".into()
+    })?;
     let s = SessionId::new();
     let lease = c.ok("acquire", a.acquire_lease(s).await)?;
     match b.acquire_lease(s).await {
@@ -237,7 +261,11 @@ pub async fn another_holders_live_lease_is_held<B: JournalLeases + ?Sized>(
     c.append_ok(a, s).await?;
     c.ok("release", a.release_lease(s).await)?;
     let taken = c.ok("acquire after release", b.acquire_lease(s).await)?;
-    c.eq("epoch after the hand-over", &taken.epoch(), &(lease.epoch() + 1))?;
+    c.eq(
+        "epoch after the hand-over",
+        &taken.epoch(),
+        &(lease.epoch() + 1),
+    )?;
     c.append_ok(b, s).await?;
     c.append_fenced(a, s).await?;
     c.ok("release", b.release_lease(s).await)
@@ -278,9 +306,15 @@ pub async fn lost_lease_is_reported_and_stays_fenced<B: JournalLeases + ?Sized>(
     c.append_ok(a, s).await?;
     expire(c, a, s).await?;
     let taken = c.ok("take over", b.acquire_lease(s).await)?;
-    c.eq("epoch after the take-over", &taken.epoch(), &(lease.epoch() + 1))?;
+    c.eq(
+        "epoch after the take-over",
+        &taken.epoch(),
+        &(lease.epoch() + 1),
+    )?;
     let renewal = c.ok("renew", a.renew_leases().await)?;
-    c.ensure(renewal.lost.contains(&s), || format!("{s} not in lost: {renewal:?}"))?;
+    c.ensure(renewal.lost.contains(&s), || {
+        format!("{s} not in lost: {renewal:?}")
+    })?;
     c.ensure(renewal.renewed.iter().all(|l| l.session() != s), || {
         format!("{s} renewed: {renewal:?}")
     })?;
@@ -329,9 +363,10 @@ pub async fn release_is_announced<B: JournalLeases + ?Sized>(a: &B, b: &B) -> Ch
     let s = SessionId::new();
     c.ok("acquire", a.acquire_lease(s).await)?;
     c.ok("release", a.release_lease(s).await)?;
-    c.ensure(wait_for(&mut changes, s, Duration::from_secs(10)).await, || {
-        format!("the release of {s} was not announced")
-    })
+    c.ensure(
+        wait_for(&mut changes, s, Duration::from_secs(10)).await,
+        || format!("the release of {s} was not announced"),
+    )
 }
 
 /// Whether `want` is announced within `within` (other announcements are skipped).

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use notify_journal::{AppendError, BoxFuture, JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
+use notify_journal::{
+    AppendError, BoxFuture, JournalLeases, Lease, LeaseError, LeaseInfo, Renewal,
+};
 use notify_types::{SessionId, Uuid};
 use tokio::sync::broadcast;
 
@@ -93,7 +95,9 @@ impl MemoryJournal {
         let row = table.rows().get(&session).copied().unwrap_or_default();
         let live = row.held.filter(|(_, expires)| *expires > now);
         let fenced = match mine {
-            Some(epoch) => !matches!(live, Some((h, _)) if h == self.holder.id && row.epoch == epoch),
+            Some(epoch) => {
+                !matches!(live, Some((h, _)) if h == self.holder.id && row.epoch == epoch)
+            }
             None => live.is_some_and(|(h, _)| h != self.holder.id),
         };
         if fenced {
@@ -184,8 +188,7 @@ impl MemoryJournal {
         let mut rows = table.rows();
         match rows.get_mut(&session) {
             Some(row)
-                if row.epoch == epoch
-                    && matches!(row.held, Some((h, e)) if h == me && e > now) =>
+                if row.epoch == epoch && matches!(row.held, Some((h, e)) if h == me && e > now) =>
             {
                 row.held = None;
                 drop(rows);
@@ -270,10 +273,7 @@ impl JournalLeases for MemoryJournal {
         Box::pin(std::future::ready(Ok(self.info_now(session))))
     }
 
-    fn orphaned_sessions(
-        &self,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
+    fn orphaned_sessions(&self, limit: usize) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
         Box::pin(std::future::ready(Ok(self.orphans_now(limit))))
     }
 
