@@ -408,3 +408,57 @@ async fn damage_the_writer_finds_is_named_poisons_and_writes_nothing() {
         other => panic!("expected OpenError::Damaged, got {other:?}"),
     }
 }
+
+/// The gap the append path leaves to the scrub (design.md, "What this does not see in
+/// O(1)"): a session's last position entry lost whole. What an append may do meanwhile
+/// is bounded: the lost frame's own key is refused, never journaled twice; a new key
+/// takes the lost seq in a new frame, the lost one is left where it was; the scrub's
+/// next pass names it and poisons the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_position_lost_whole_is_bounded_until_the_scrub_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let s = session(50);
+    closed_session(&path, s, false).await;
+    tamper::with_txn(&path, |txn| {
+        txn.open_table(POSITIONS)
+            .unwrap()
+            .remove((u(s), 3))
+            .unwrap();
+        Ok(())
+    })
+    .unwrap();
+    let j = RedbJournal::open(
+        &path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+    )
+    .unwrap();
+    // The lost frame's retry: its index entry names a frame its log does not.
+    match j.append(s, command(s, 3)).await {
+        Err(AppendError::Corrupt { seq: 3, .. }) => {}
+        other => panic!("expected AppendError::Corrupt at seq 3, got {other:?}"),
+    }
+    // A new key takes seq 3 (the gap): a new frame, the lost one kept.
+    let outcome = j.append(s, command(s, 4)).await.unwrap();
+    assert_eq!((outcome.seq, outcome.appended), (3, true));
+    match j.append(s, command(s, 3)).await {
+        Err(AppendError::Corrupt { seq: 3, .. }) => {}
+        other => panic!("expected AppendError::Corrupt at seq 3, got {other:?}"),
+    }
+    j.close();
+    assert_eq!(frames_in(&path), 4, "the lost frame is still in the log");
+    // The scrub's first pass names the orphan and poisons the journal.
+    let j = RedbJournal::open(&path, fast()).unwrap();
+    let found = wait_for(&j, "the orphan", |st| {
+        matches!(st.state, ScrubState::Damaged(_))
+    });
+    let ScrubState::Damaged(detail) = &found.state else {
+        unreachable!()
+    };
+    assert!(detail.contains("no session's log reaches"), "{detail}");
+    assert!(matches!(
+        j.append(s, command(s, 5)).await,
+        Err(AppendError::Damaged { .. })
+    ));
+    j.close();
+}
