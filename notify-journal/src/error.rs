@@ -169,15 +169,18 @@ pub enum AppendError {
         /// newer schema's code).
         outcome_unknown: bool,
     },
-    /// The journal's background scrub
-    /// ([`RedbVerifyOnOpen::Background`](crate::RedbVerifyOnOpen::Background)) found its file
-    /// damaged: this handle refuses every later append, and nothing of this one was
-    /// written. `detail` names what the scrub found. Verify the file (`notify verify`)
-    /// and repair it (export what reads, import into a new file) before writing again;
-    /// [`RedbJournal::scrub_status`](crate::RedbJournal::scrub_status) says the same.
-    #[error("the journal's scrub found its file damaged ({detail}); nothing was written")]
+    /// The journal found its file damaged after open: its background scrub
+    /// ([`RedbVerifyOnOpen::Background`](crate::RedbVerifyOnOpen::Background)), or the
+    /// writer itself (an insert that would have replaced an entry a damaged page hid;
+    /// the append that found it got [`AppendError::Corrupt`]). This handle refuses every
+    /// later append, and nothing of this one was written. `detail` names what was found
+    /// and by whom (`the scrub found: …`, `the writer found: …`). Verify the file
+    /// (`notify verify`) and repair it (export what reads, import into a new file)
+    /// before writing again; [`RedbJournal::scrub_status`](crate::RedbJournal::scrub_status)
+    /// says the same for the scrub's findings.
+    #[error("the journal found its file damaged ({detail}); nothing was written")]
     Damaged {
-        /// What the scrub found.
+        /// What was found, and by whom.
         detail: String,
     },
 }

@@ -281,3 +281,184 @@ async fn an_interval_past_what_an_instant_holds_waits_until_close() {
     j.close();
     assert_eq!(j.scrub_status().state, ScrubState::Stopped);
 }
+
+/// Damages every branch page of the log's tree in the file at `path` (closed) the way a
+/// damaged page would: its first and last child pointers are swapped (each page is
+/// still reached once). The log's end then reads as the first leaf's end, while a
+/// lookup of a position in a middle leaf still finds its entry (the routing keys are
+/// intact). A log branch page is recognised by its routing keys: increasing log
+/// positions in `1..=positions` (the other tables' keys are tuples led by a random
+/// session or key). Answers the routing keys of each page it changed.
+fn misroute_log_end(path: &Path, positions: u64) -> Vec<Vec<u64>> {
+    let mut bytes = std::fs::read(path).unwrap();
+    // redb's header: 9 bytes of magic, the god byte, 2 of padding, then the page size.
+    let page = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let u64_at = |p: &[u8], at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+    let mut changed = Vec::new();
+    let mut start = page;
+    while start + page <= bytes.len() {
+        let p = &bytes[start..start + page];
+        // A branch page: type 2, the number of keys, 4 bytes of padding, then a checksum
+        // (16 bytes) and a page number (8) per child, then the keys (fixed width: no
+        // ends).
+        let keys = usize::from(u16::from_le_bytes([p[2], p[3]]));
+        let numbers_at = 8 + 16 * (keys + 1);
+        let keys_at = numbers_at + 8 * (keys + 1);
+        if p[0] == 2 && keys >= 2 && keys_at + 8 * keys <= page {
+            let routing: Vec<u64> = (0..keys).map(|i| u64_at(p, keys_at + 8 * i)).collect();
+            if routing[0] >= 1
+                && routing[keys - 1] <= positions
+                && routing.windows(2).all(|w| w[0] < w[1])
+            {
+                let (first, last) = (start + numbers_at, start + numbers_at + 8 * keys);
+                let first_child = bytes[first..first + 8].to_vec();
+                bytes.copy_within(last..last + 8, first);
+                bytes[last..last + 8].copy_from_slice(&first_child);
+                changed.push(routing);
+            }
+        }
+        start += page;
+    }
+    std::fs::write(path, &bytes).unwrap();
+    changed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damage_the_writer_finds_is_named_poisons_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    // Session `b`'s only frame is at log position 41, in a middle leaf; `a` fills the
+    // leaves before and after it.
+    let (a, b) = (session(40), session(41));
+    const FRAMES: u64 = 120;
+    const B_AT: u64 = 41;
+    {
+        let j = RedbJournal::open(
+            &path,
+            RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+        )
+        .unwrap();
+        for i in 1..FRAMES {
+            if i == B_AT {
+                j.append(b, command(b, 1)).await.unwrap();
+            }
+            j.append(a, command(a, i)).await.unwrap();
+        }
+        j.close();
+    }
+    let changed = misroute_log_end(&path, FRAMES);
+    // The live root is among them (stale copies in free pages change nothing): a root
+    // whose first leaf ends before `b`'s frame and whose last leaf starts after it.
+    assert!(
+        changed
+            .iter()
+            .any(|routing| routing[0] < B_AT && B_AT <= routing[routing.len() - 1]),
+        "no branch page of the log around position {B_AT}: {changed:?}"
+    );
+    // No scrub (it would find the damage first): only the writer's own checks run. The
+    // session's head check and the key census both pass (`b`'s frame is intact); the
+    // log's end reads short, so the new frame's position is one the log already holds.
+    let j = RedbJournal::open(
+        &path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+    )
+    .unwrap();
+    match j.append(b, command(b, 2)).await {
+        Err(AppendError::Corrupt {
+            session,
+            seq: 2,
+            source,
+        }) => {
+            assert_eq!(session, b);
+            let said = source.to_string();
+            assert!(said.contains("log position"), "{said}");
+            assert!(said.contains("nothing written"), "{said}");
+        }
+        other => panic!("expected AppendError::Corrupt from the writer, got {other:?}"),
+    }
+    // The journal is poisoned for damage: every later append is refused, whatever its
+    // session, naming what the writer found.
+    assert!(j.is_poisoned());
+    for (s, i) in [(a, FRAMES), (b, 3), (session(42), 1)] {
+        match j.append(s, command(s, i)).await {
+            Err(AppendError::Damaged { detail }) => {
+                assert!(detail.contains("the writer found"), "{detail}");
+            }
+            other => panic!("expected AppendError::Damaged, got {other:?}"),
+        }
+    }
+    j.close();
+    // Nothing was written: the log holds what it held, and `b` has no second frame.
+    assert_eq!(frames_in(&path), FRAMES);
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let positions = txn.open_table(POSITIONS).unwrap();
+        assert!(positions.get((u(b), 2)).unwrap().is_none());
+        assert!(positions.get((u(b), 1)).unwrap().is_some());
+    }
+    // The full check at open refuses the file: redb's page check finds the branch
+    // page's children disagree with the checksums it holds for them.
+    let full = RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full);
+    match RedbJournal::open(&path, full) {
+        Err(notify_journal::OpenError::Damaged { path: p, reason }) => {
+            assert_eq!(p, path);
+            assert!(reason.contains("corrupted"), "{reason}");
+        }
+        other => panic!("expected OpenError::Damaged, got {other:?}"),
+    }
+}
+
+/// The gap the append path leaves to the scrub (design.md, "What this does not see in
+/// O(1)"): a session's last position entry lost whole. What an append may do meanwhile
+/// is bounded: the lost frame's own key is refused, never journaled twice; a new key
+/// takes the lost seq in a new frame, the lost one is left where it was; the scrub's
+/// next pass names it and poisons the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_position_lost_whole_is_bounded_until_the_scrub_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let s = session(50);
+    closed_session(&path, s, false).await;
+    tamper::with_txn(&path, |txn| {
+        txn.open_table(POSITIONS)
+            .unwrap()
+            .remove((u(s), 3))
+            .unwrap();
+        Ok(())
+    })
+    .unwrap();
+    let j = RedbJournal::open(
+        &path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+    )
+    .unwrap();
+    // The lost frame's retry: its index entry names a frame its log does not.
+    match j.append(s, command(s, 3)).await {
+        Err(AppendError::Corrupt { seq: 3, .. }) => {}
+        other => panic!("expected AppendError::Corrupt at seq 3, got {other:?}"),
+    }
+    // A new key takes seq 3 (the gap): a new frame, the lost one kept.
+    let outcome = j.append(s, command(s, 4)).await.unwrap();
+    assert_eq!((outcome.seq, outcome.appended), (3, true));
+    match j.append(s, command(s, 3)).await {
+        Err(AppendError::Corrupt { seq: 3, .. }) => {}
+        other => panic!("expected AppendError::Corrupt at seq 3, got {other:?}"),
+    }
+    j.close();
+    assert_eq!(frames_in(&path), 4, "the lost frame is still in the log");
+    // The scrub's first pass names the orphan and poisons the journal.
+    let j = RedbJournal::open(&path, fast()).unwrap();
+    let found = wait_for(&j, "the orphan", |st| {
+        matches!(st.state, ScrubState::Damaged(_))
+    });
+    let ScrubState::Damaged(detail) = &found.state else {
+        unreachable!()
+    };
+    assert!(detail.contains("no session's log reaches"), "{detail}");
+    assert!(matches!(
+        j.append(s, command(s, 5)).await,
+        Err(AppendError::Damaged { .. })
+    ));
+    j.close();
+}

@@ -24,7 +24,7 @@ pub(super) enum BatchFailure {
         /// What it found.
         detail: String,
     },
-    /// The journal was poisoned (by damage the scrub found) while the batch gathered:
+    /// The journal was poisoned (by damage found) while the batch gathered:
     /// dropped before its commit, nothing written.
     Refused,
 }

@@ -45,7 +45,7 @@ use crate::stats::CommitStats;
 /// the last clone is dropped (both wait for the commit in flight).
 ///
 /// After a failed commit the journal is poisoned: every later append fails with
-/// [`AppendError::Poisoned`](crate::AppendError::Poisoned) (after damage the background scrub found, with
+/// [`AppendError::Poisoned`](crate::AppendError::Poisoned) (after damage found, by the background scrub or by the writer, with
 /// [`AppendError::Damaged`](crate::AppendError::Damaged); see [`scrub_status`](Self::scrub_status)). Close it and open the file again (redb then runs its
 /// crash recovery); it never writes through a handle that has failed.
 ///
@@ -146,8 +146,8 @@ impl RedbJournal {
         &self.inner.path
     }
 
-    /// Whether an earlier commit failure, or damage the background scrub found, has
-    /// poisoned this handle.
+    /// Whether an earlier commit failure, or damage found after open (by the background
+    /// scrub or by the writer), has poisoned this handle.
     #[must_use]
     pub fn is_poisoned(&self) -> bool {
         self.inner.queue.is_poisoned()

@@ -218,8 +218,9 @@ impl RedbOptions {
     /// The most table entries (frames, positions, index entries, session rows) the
     /// background scrub reads a second (default [`DEFAULT_SCRUB_PACE`], 200,000: a pass
     /// over 1M records, about 2M entries, takes some 10 s and leaves the writer most of
-    /// the disk and a core). 0 reads as fast as it can. Only with
-    /// [`RedbVerifyOnOpen::Background`].
+    /// the disk and a core). A pass counts as at least 1,024 entries, so passes over a
+    /// small journal with a short interval keep the pace too. 0 reads as fast as it can.
+    /// Only with [`RedbVerifyOnOpen::Background`].
     #[must_use]
     pub fn scrub_pace(mut self, entries_per_second: u64) -> Self {
         self.scrub_pace = entries_per_second;

@@ -263,15 +263,8 @@ fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: 
             if !entries.is_multiple_of(STEP) {
                 return true;
             }
-            // Unpaced (0): never ahead.
-            let ahead = entries
-                .saturating_mul(1_000_000)
-                .checked_div(pace)
-                .map_or(Duration::ZERO, |us| {
-                    Duration::from_micros(us).saturating_sub(started.elapsed())
-                });
             shared.lock().status.entries = entries;
-            shared.sleep(ahead)
+            shared.sleep(ahead(entries, pace, started))
         };
         let found = contain(|| verify::logical_paced(db, SCRUB_PROBLEMS, &mut keep_pace));
         let detail = match found {
@@ -322,8 +315,22 @@ fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: 
                 return;
             }
         }
-        if !shared.sleep(interval) {
+        // The pass's last partial step keeps the pace too, and a pass costs at least one
+        // step: passes over a small journal, back to back, stay within the pace.
+        let owed = ahead(entries.max(STEP), pace, started);
+        if !shared.sleep(owed.saturating_add(interval)) {
             return;
         }
     }
+}
+
+/// How far a pass that has read `entries` since `started` is ahead of `pace` entries a
+/// second: how long it sleeps to keep it (unpaced, 0: never ahead).
+fn ahead(entries: u64, pace: u64, started: Instant) -> Duration {
+    entries
+        .saturating_mul(1_000_000)
+        .checked_div(pace)
+        .map_or(Duration::ZERO, |us| {
+            Duration::from_micros(us).saturating_sub(started.elapsed())
+        })
 }

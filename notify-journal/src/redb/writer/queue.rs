@@ -135,7 +135,8 @@ pub(crate) struct Queue {
     closing: AtomicBool,
     /// Set after a failed commit; every later append is refused with `Poisoned`.
     poisoned: AtomicBool,
-    /// What the background scrub found damaged (`scrub.rs`); set with `poisoned`.
+    /// The damage found after open (by the scrub, `scrub.rs`, or the writer); set with
+    /// `poisoned`.
     damage: std::sync::OnceLock<String>,
     /// Successful commits, for [`CommitStats`].
     commits: AtomicU64,
