@@ -2,6 +2,8 @@
 //! version `i` to `i + 1` (see `schema.rs` for how they are applied, and
 //! `docs/postgres.md` for the layout they build).
 
+use super::migration_7::MIGRATION_7;
+
 /// Migration `i` takes the schema from version `i` to `i + 1`. `{s}` is the schema.
 pub(super) const MIGRATIONS: &[&str] = &[
     // 1: sessions with their lease, frames with the idempotency index.
@@ -509,4 +511,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
          ORDER BY j.i;
      END
      $fn$;",
+    // 6: finding orphaned sessions (`JournalLeases::orphaned_sessions`): sessions
+    // neither ended nor purged, by lease expiry (never leased and released ones,
+    // without an expiry, first), so listing the first orphans is a range scan that
+    // stops at the first live lease. Nothing else changes.
+    "CREATE INDEX sessions_orphans ON {s}.sessions
+         ((coalesce(lease_expires_at, '-infinity'::timestamptz)), session)
+         WHERE ended_at IS NULL AND purged_at IS NULL;",
+    // 7: a lone append in simple statements (`migration_7.rs`).
+    MIGRATION_7,
 ];

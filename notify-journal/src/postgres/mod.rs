@@ -71,6 +71,7 @@ mod connect;
 mod error;
 mod frame;
 mod lease;
+mod migration_7;
 mod migrations;
 mod open;
 mod options;
