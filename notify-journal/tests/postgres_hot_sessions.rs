@@ -39,7 +39,9 @@ async fn a_locked_session_holds_up_only_its_own_writer() {
     let others: Vec<SessionId> = (2..=17_u128)
         .map(|n| SessionId::from_uuid(Uuid::from_u128(n)))
         .collect();
-    j.append(hot, command(hot, Uuid::now_v7(), 0)).await.unwrap();
+    j.append(hot, command(hot, Uuid::now_v7(), 0))
+        .await
+        .unwrap();
 
     let mut locker = raw_client(&url).await;
     let tx = locker.transaction().await.unwrap();

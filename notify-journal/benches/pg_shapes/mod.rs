@@ -128,7 +128,9 @@ async fn journal(url: &str, shape: Shape, appenders: u64, pad: usize) -> Duratio
     for t in tasks {
         t.await.unwrap();
     }
-    let took = start.elapsed().mul_f64(RECORDS as f64 / (per * appenders) as f64);
+    let took = start
+        .elapsed()
+        .mul_f64(RECORDS as f64 / (per * appenders) as f64);
     j.close().await;
     took
 }
@@ -178,7 +180,9 @@ async fn bare(url: &str, appenders: u64, pad: usize) -> Duration {
     for t in tasks {
         t.await.unwrap();
     }
-    start.elapsed().mul_f64(RECORDS as f64 / (per * appenders) as f64)
+    start
+        .elapsed()
+        .mul_f64(RECORDS as f64 / (per * appenders) as f64)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
