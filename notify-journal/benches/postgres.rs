@@ -12,11 +12,22 @@
 //!   baseline `PgJournal` is compared with (`postgres/N` over `bare_insert/N`).
 //!   Both sides start from at least 50,000 rows, analyzed (a steady state, not an
 //!   empty table the run fills faster than autovacuum refreshes its statistics).
+//! * `shapes` (not criterion: `target/bench-metrics/pg_shapes/...`, which `cargo xtask
+//!   bench` prints as ratios): 4,000 appends of a 200-byte body by N appenders (1, 64,
+//!   1024) in two shapes, appender `a` on session `a % 8` (**8 hot sessions**) and a
+//!   session per appender, each beside the bare autocommit insert on a minimal table
+//!   (a pool of min(N, 64) connections), both in a fresh schema per round, medians of
+//!   3 rounds (alternating which side goes first). `PG_BENCH=shapes` runs only these.
 //! * `one_session/postgres/{1,3}_process`: appends per second to ONE session from one
 //!   process vs from three processes at once (the bench re-executes itself as the
 //!   children), each with 16 concurrent appenders: the cost of cross-process row
 //!   locking. The three-process figure includes starting the children.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[allow(dead_code)]
+mod common;
+#[path = "pg_shapes/mod.rs"]
+mod shapes;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -33,7 +44,7 @@ const URL_VAR: &str = "NOTIFY_TEST_DATABASE_URL";
 const DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SCHEMA: &str = "nj_bench_v6";
+const SCHEMA: &str = "nj_bench_v7";
 /// Set in the child processes of the one-session bench: `<session>/<appends>`.
 const CHILD_VAR: &str = "NJ_PG_BENCH_CHILD";
 const CHILD_TASKS: u64 = 16;
@@ -303,6 +314,10 @@ criterion_group!(benches, concurrent_appenders, one_session);
 fn main() {
     if let Ok(role) = std::env::var(CHILD_VAR) {
         child(&role);
+        return;
+    }
+    shapes::run(&url());
+    if std::env::var("PG_BENCH").is_ok_and(|v| v == "shapes") {
         return;
     }
     benches();

@@ -36,6 +36,7 @@ impl PgJournal {
             reply,
         };
         queue
+            .route(&req.session)
             .send(Job::One(req))
             .await
             .map_err(|_| self.writer_gone())?;
@@ -85,6 +86,7 @@ impl PgJournal {
             if_head,
         };
         queue
+            .route(session.as_uuid())
             .send(Job::Group(group))
             .await
             .map_err(|_| self.writer_gone())?;

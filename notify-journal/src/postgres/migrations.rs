@@ -2,6 +2,8 @@
 //! version `i` to `i + 1` (see `schema.rs` for how they are applied, and
 //! `docs/postgres.md` for the layout they build).
 
+use super::migration_7::MIGRATION_7;
+
 /// Migration `i` takes the schema from version `i` to `i + 1`. `{s}` is the schema.
 pub(super) const MIGRATIONS: &[&str] = &[
     // 1: sessions with their lease, frames with the idempotency index.
@@ -516,4 +518,6 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "CREATE INDEX sessions_orphans ON {s}.sessions
          ((coalesce(lease_expires_at, '-infinity'::timestamptz)), session)
          WHERE ended_at IS NULL AND purged_at IS NULL;",
+    // 7: a lone append in simple statements (`migration_7.rs`).
+    MIGRATION_7,
 ];

@@ -24,9 +24,11 @@
 //!   passwords; `options.rs`: [`PgOptions`]; `error.rs`: errors and sanitizing.
 //!
 //! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
-//!   connection) take turns gathering every append queued meanwhile and commit
-//!   each gathering as one batch (a lone append commits at once); several batches
-//!   may be in flight at once.
+//!   connection and channel) each commit, as one batch, everything queued on their
+//!   channel while their last batch was in flight (a lone append commits at once).
+//!   A session's appends always go to the same writer, so the journal's own
+//!   batches never wait for each other's session row locks; writers of different
+//!   sessions commit in parallel.
 //! * **Many processes, one session.** Every append transaction locks its sessions'
 //!   rows (`SELECT ... FOR UPDATE`) before reading `last_seq` and the index, so
 //!   writers on any host are totally ordered, sequences stay gap-free, and a retry
@@ -71,6 +73,7 @@ mod frame;
 mod lease;
 mod lease_conn;
 mod lease_listen;
+mod migration_7;
 mod migrations;
 mod open;
 mod options;
@@ -93,7 +96,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use error::{PgOpenError, PgTlsRefusal};
@@ -108,7 +110,6 @@ use lease_conn::LeaseConn;
 use lease_listen::Listener;
 use read_conn::{ConnSlot, ReaderSlot};
 use sql::Sql;
-use writer::Job;
 
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, StorageError};
@@ -258,10 +259,11 @@ pub struct PgJournal {
     connector: Arc<Connector>,
     /// The read connection (never locked across an await).
     reader: Mutex<ReaderSlot>,
-    /// The writer's queue; `None` once closed.
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    /// The writers' channels (a session's appends always to the same writer);
+    /// `None` once closed.
+    queue: Mutex<Option<Arc<writer::Senders>>>,
     writers: Mutex<Vec<JoinHandle<()>>>,
-    /// The writers' shared queue, read for [`commit_stats`](Self::commit_stats).
+    /// The writers' shared counters, read for [`commit_stats`](Self::commit_stats).
     commit_queue: Arc<writer::Queue>,
     /// Epoch of every lease this journal acquired and has not released while it was
     /// live. An entry outlives the lease itself: a lost lease keeps fencing appends

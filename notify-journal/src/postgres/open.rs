@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify_types::Uuid;
-use tokio::sync::mpsc;
 
 use super::connect::{self, Connector};
 use super::error::PgOpenError;
@@ -21,7 +20,7 @@ use super::writer::{self, Writer};
 use super::{PgJournal, lock};
 use crate::stats::CommitStats;
 
-/// How many appends may wait for the writer before `append` waits for room.
+/// How many appends may wait for each writer before `append` waits for room.
 const QUEUE: usize = 8192;
 
 impl PgJournal {
@@ -94,13 +93,13 @@ impl PgJournal {
                 .as_millis(),
         )
         .unwrap_or(u64::MAX);
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let queue = Arc::new(writer::Queue::new(rx, options.writers));
+        let (senders, receivers) = writer::Senders::new(options.writers, QUEUE);
+        let queue = Arc::new(writer::Queue::new());
         let mut tasks = Vec::with_capacity(options.writers);
         // The first writer uses the connection that migrated; the others connect
         // when they first get a batch.
         let mut client = Some(write_client);
-        for _ in 0..options.writers {
+        for rx in receivers {
             let writer = Writer::new(
                 Arc::clone(&connector),
                 Arc::clone(&sql),
@@ -112,7 +111,7 @@ impl PgJournal {
             )
             .await
             .map_err(PgOpenError::Storage)?;
-            tasks.push(tokio::spawn(writer.run(Arc::clone(&queue))));
+            tasks.push(tokio::spawn(writer.run(rx, Arc::clone(&queue))));
         }
 
         Ok(Self {
@@ -128,7 +127,7 @@ impl PgJournal {
                 current: Some(Arc::new(reader)),
                 pending: None,
             }),
-            queue: Mutex::new(Some(tx)),
+            queue: Mutex::new(Some(Arc::new(senders))),
             writers: Mutex::new(tasks),
             commit_queue: queue,
             leases: Mutex::new(HashMap::new()),

@@ -184,11 +184,12 @@ impl PgOptions {
     }
 
     /// How many group-commit writers, each with its own connection, may have a
-    /// batch in flight at once (default 3, at least 1, at most 64). One writer at
-    /// a time gathers a batch; it commits at once while another writer is free,
-    /// and when every other writer has a batch in flight it keeps gathering until
-    /// one of those commits. So a lone append commits alone, at once, and a busy
-    /// journal keeps several commits going while the next batch grows. The first
+    /// batch in flight at once (default 3, at least 1, at most 64). Every append to
+    /// a session goes to the same writer (a fixed function of the session's ID), so
+    /// the journal's batches never wait for each other's session row locks. Each
+    /// writer commits, as one batch, everything that reached it while its last batch
+    /// was in flight: a lone append commits alone, at once, and a busy journal keeps
+    /// a commit going on every writer while the next batches grow. The first
     /// writer connects at [`connect`](super::PgJournal::connect), the others when
     /// they first get a batch. Appends made concurrently may commit in any order;
     /// each session's sequence stays gap-free (the session row lock orders them).

@@ -277,6 +277,60 @@ pub(super) fn rows() -> Vec<Row> {
             Info,
         ),
     ];
+    // Issue 24: PgJournal against the bare autocommit insert (a pool of min(N, 64)
+    // connections), 4,000 records in a fresh schema, medians of 3; appenders over 8
+    // hot sessions and a session per appender. 1024 appenders must also keep the
+    // same run's 64-appender rate.
+    rows.extend([
+        row(
+            "PostgreSQL, 1 appender, 8 hot sessions, vs bare insert",
+            Metric("pg_shapes/hot8/1/journal"),
+            Metric("pg_shapes/hot8/1/bare"),
+            RateAtLeast(0.8),
+        ),
+        row(
+            "PostgreSQL, 64 appenders, 8 hot sessions, vs bare insert",
+            Metric("pg_shapes/hot8/64/journal"),
+            Metric("pg_shapes/hot8/64/bare"),
+            RateAtLeast(2.5),
+        ),
+        row(
+            "PostgreSQL, 1024 appenders, 8 hot sessions, vs bare insert",
+            Metric("pg_shapes/hot8/1024/journal"),
+            Metric("pg_shapes/hot8/1024/bare"),
+            RateAtLeast(4.0),
+        ),
+        row(
+            "PostgreSQL, 1024 vs 64 appenders, 8 hot sessions",
+            Metric("pg_shapes/hot8/1024/journal"),
+            Metric("pg_shapes/hot8/64/journal"),
+            RateAtLeast(1.0),
+        ),
+        row(
+            "PostgreSQL, 1 appender, a session each, vs bare insert",
+            Metric("pg_shapes/own/1/journal"),
+            Metric("pg_shapes/own/1/bare"),
+            RateAtLeast(0.8),
+        ),
+        row(
+            "PostgreSQL, 64 appenders, a session each, vs bare insert",
+            Metric("pg_shapes/own/64/journal"),
+            Metric("pg_shapes/own/64/bare"),
+            RateAtLeast(2.5),
+        ),
+        row(
+            "PostgreSQL, 1024 appenders, a session each, vs bare insert",
+            Metric("pg_shapes/own/1024/journal"),
+            Metric("pg_shapes/own/1024/bare"),
+            RateAtLeast(4.0),
+        ),
+        row(
+            "PostgreSQL, 1024 vs 64 appenders, a session each",
+            Metric("pg_shapes/own/1024/journal"),
+            Metric("pg_shapes/own/64/journal"),
+            RateAtLeast(1.0),
+        ),
+    ]);
     for (measured, baseline, what) in [
         (
             "current_thread/deliver_ack_x1/notify_loop",

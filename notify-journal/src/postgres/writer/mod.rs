@@ -1,5 +1,6 @@
-//! The group-commit writers: each task owns a write connection; they share one
-//! queue and take turns gathering a batch, which commits in one transaction: one
+//! The group-commit writers: each task owns a write connection and a channel of its
+//! own, which carries every append to the sessions routed to it, and commits what
+//! gathered there as one batch in one transaction: one
 //! call of the schema's `append_batch` function, sent as one statement outside any
 //! explicit transaction, so the whole batch (lease check, key resolution, frame
 //! inserts, `last_seq`, commit) costs one round trip. An atomic group
@@ -7,7 +8,7 @@
 //! one explicit transaction around one `append_batch` call, committed only if every
 //! record of the group was taken.
 //!
-//! One concern per file: what the queue carries and the queue itself (`queue.rs`),
+//! One concern per file: what the channels carry, the routing and the counters (`queue.rs`),
 //! the writer task and its gathering (here), committing with retries and reconnects
 //! (`commit.rs`), the write connection (`conn.rs`), the batch statement and its
 //! answer (`batch.rs`), atomic groups (`group.rs`), and what a failure means
@@ -21,11 +22,10 @@ mod group;
 mod queue;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::task::Poll;
 use std::time::Duration;
 
 use notify_types::Uuid;
+use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 use crate::error::StorageError;
@@ -33,7 +33,7 @@ use crate::postgres::connect::Connector;
 use crate::postgres::sql::Sql;
 use conn::{WriterConn, prepare_within};
 
-pub(crate) use queue::{AppendReq, GroupReq, Job, Queue};
+pub(crate) use queue::{AppendReq, GroupReq, Job, Queue, Senders};
 
 /// The writer task's state.
 pub(crate) struct Writer {
@@ -80,81 +80,41 @@ impl Writer {
         })
     }
 
-    /// Runs until every sender is gone, committing one batch per loop. Writers
-    /// share `queue`; one at a time gathers a batch: the first append that arrives
-    /// and whatever queued meanwhile; then, if every other writer has a batch in
-    /// flight, everything that arrives until one of those commits (or the batch is
-    /// full). A lone append commits at once; a busy journal keeps several commits
-    /// in flight while the next batch grows. An atomic group ends the gathering: the
-    /// batch gathered before it commits first, then the group on its own.
-    pub(crate) async fn run(mut self, queue: Arc<Queue>) {
+    /// Runs until every sender is gone, committing one batch per loop: the first
+    /// append that arrives and whatever queued on this writer's channel meanwhile (at
+    /// most `max_batch`), i.e. everything that arrived while its last batch was in
+    /// flight. Each session's appends come to one writer only, so this writer's
+    /// batch never waits for another writer's lock on a session row. An atomic group
+    /// ends the gathering: the batch gathered before it commits first, then the group
+    /// on its own.
+    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<Job>, queue: Arc<Queue>) {
         // Not preallocated: `max_batch` is an upper bound, batches are usually small.
         let mut batch = Vec::new();
         loop {
             let mut group = None;
-            {
-                let mut rx = queue.rx.lock().await;
-                let Some(first) = rx.recv().await else {
-                    return;
-                };
-                match first {
-                    Job::One(req) => batch.push(req),
-                    Job::Group(g) => group = Some(g),
-                }
-                'gather: while group.is_none() {
-                    while batch.len() < self.max_batch {
-                        match rx.try_recv() {
-                            Ok(Job::One(req)) => batch.push(req),
-                            Ok(Job::Group(g)) => {
-                                group = Some(g);
-                                break 'gather;
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                    if batch.len() >= self.max_batch {
-                        break;
-                    }
-                    // Registered before the check, so a commit that finishes after it
-                    // wakes us (`notify_waiters` keeps no permit for later).
-                    let mut done = std::pin::pin!(queue.done.notified());
-                    done.as_mut().enable();
-                    // Commit now if nothing is in flight, or another writer is free.
-                    let in_flight = queue.in_flight.load(Ordering::SeqCst);
-                    if in_flight == 0 || in_flight + 1 < queue.writers {
-                        break;
-                    }
-                    let mut next = std::pin::pin!(rx.recv());
-                    let arrived = std::future::poll_fn(|cx| {
-                        if done.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(None);
-                        }
-                        next.as_mut().poll(cx).map(Some)
-                    })
-                    .await;
-                    match arrived {
-                        Some(Some(Job::One(req))) => batch.push(req),
-                        Some(Some(Job::Group(g))) => group = Some(g),
-                        // A commit finished, or every sender is gone.
-                        Some(None) | None => break,
-                    }
+            let Some(first) = rx.recv().await else {
+                return;
+            };
+            match first {
+                Job::One(req) => batch.push(req),
+                Job::Group(g) => group = Some(g),
+            }
+            while group.is_none() && batch.len() < self.max_batch {
+                match rx.try_recv() {
+                    Ok(Job::One(req)) => batch.push(req),
+                    Ok(Job::Group(g)) => group = Some(g),
+                    Err(_) => break,
                 }
             }
             if !batch.is_empty() {
-                queue.in_flight.fetch_add(1, Ordering::SeqCst);
                 let results = self.commit(&batch, &queue).await;
-                queue.in_flight.fetch_sub(1, Ordering::SeqCst);
-                queue.done.notify_waiters();
                 for (req, result) in batch.drain(..).zip(results) {
                     // The caller may have gone away (dropped its future); that is normal.
                     let _ = req.reply.send(result);
                 }
             }
             if let Some(group) = group {
-                queue.in_flight.fetch_add(1, Ordering::SeqCst);
                 let answer = self.commit_group(&group, &queue).await;
-                queue.in_flight.fetch_sub(1, Ordering::SeqCst);
-                queue.done.notify_waiters();
                 for (index, req) in group.requests.into_iter().enumerate() {
                     let _ = req.reply.send(answer.of(index));
                 }

@@ -1,10 +1,11 @@
-//! What the writers' channel carries (single appends and atomic groups), and the
-//! queue the writers share, with its in-flight count and commit counters.
+//! What the writers' channels carry (single appends and atomic groups), the
+//! channels themselves with the routing of a session to its writer, and the commit
+//! counters the writers share.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use notify_types::{SessionId, Uuid};
-use tokio::sync::{Mutex as AsyncMutex, Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::AppendOutcome;
 use crate::error::AppendError;
@@ -43,13 +44,38 @@ pub(crate) enum Job {
     Group(GroupReq),
 }
 
-/// The writers' shared queue, and how many of them have a batch in flight.
+/// The writers' channels: one per writer, each append to a session always on the
+/// same one ([`Senders::route`]), so that no two writers of this journal ever hold
+/// batches that touch the same session row (see `docs/postgres.md`, "Group
+/// commit").
+pub(crate) struct Senders {
+    channels: Vec<mpsc::Sender<Job>>,
+}
+
+impl Senders {
+    /// `writers` channels of `capacity` each, and their receiving ends in order.
+    pub(crate) fn new(writers: usize, capacity: usize) -> (Self, Vec<mpsc::Receiver<Job>>) {
+        let (channels, receivers) = (0..writers.max(1))
+            .map(|_| mpsc::channel(capacity))
+            .unzip();
+        (Self { channels }, receivers)
+    }
+
+    /// The channel of the writer that commits every append to `session`: a fixed
+    /// function of the session's ID and the number of writers.
+    pub(crate) fn route(&self, session: &Uuid) -> &mpsc::Sender<Job> {
+        let v = session.as_u128();
+        // Session IDs are mostly random bits (UUIDv4 or the tail of a UUIDv7);
+        // mixing both halves spreads even sequential test IDs.
+        let mixed = ((v as u64) ^ ((v >> 64) as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let n = self.channels.len() as u64;
+        // `n` >= 1 by construction; the index is below `n`.
+        &self.channels[((mixed >> 32) % n) as usize]
+    }
+}
+
+/// What the writers share: the commit counters.
 pub(crate) struct Queue {
-    pub(super) rx: AsyncMutex<mpsc::Receiver<Job>>,
-    pub(super) in_flight: AtomicUsize,
-    pub(super) done: Notify,
-    /// How many writers share the queue.
-    pub(super) writers: usize,
     /// Successful batches, for [`CommitStats`].
     pub(super) commits: AtomicU64,
     /// Appends answered by successful batches, for [`CommitStats`].
@@ -57,18 +83,14 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub(crate) fn new(rx: mpsc::Receiver<Job>, writers: usize) -> Self {
+    pub(crate) fn new() -> Self {
         Self {
-            writers,
-            rx: AsyncMutex::new(rx),
-            in_flight: AtomicUsize::new(0),
-            done: Notify::new(),
             commits: AtomicU64::new(0),
             committed_appends: AtomicU64::new(0),
         }
     }
 
-    /// The commit counters of every writer on this queue.
+    /// The commit counters of every writer of the journal.
     pub(crate) fn stats(&self) -> CommitStats {
         CommitStats {
             commits: self.commits.load(Ordering::Relaxed),
