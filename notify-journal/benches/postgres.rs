@@ -24,7 +24,6 @@
 //!   locking. The three-process figure includes starting the children.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[allow(dead_code)]
 mod common;
 #[path = "pg_shapes/mod.rs"]
 mod shapes;

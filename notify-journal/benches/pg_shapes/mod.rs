@@ -71,10 +71,16 @@ fn record(s: SessionId, pad: usize) -> JournalRecord {
     }))
 }
 
-/// The handle length that makes a record [`BODY`] bytes long.
+/// The handle length that makes a record [`BODY`] bytes long (at least 1 byte: a
+/// handle is never empty; the smallest record is then a little over `BODY`).
 fn pad() -> usize {
     let base = record(SessionId::new(), 0).encode().len();
-    BODY.saturating_sub(base)
+    let pad = BODY.saturating_sub(base).max(1);
+    eprintln!(
+        "pg_shapes: records of {} bytes",
+        record(SessionId::new(), pad).encode().len()
+    );
+    pad
 }
 
 async fn connect(url: &str) -> Client {

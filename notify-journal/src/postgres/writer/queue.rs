@@ -55,9 +55,7 @@ pub(crate) struct Senders {
 impl Senders {
     /// `writers` channels of `capacity` each, and their receiving ends in order.
     pub(crate) fn new(writers: usize, capacity: usize) -> (Self, Vec<mpsc::Receiver<Job>>) {
-        let (channels, receivers) = (0..writers.max(1))
-            .map(|_| mpsc::channel(capacity))
-            .unzip();
+        let (channels, receivers) = (0..writers.max(1)).map(|_| mpsc::channel(capacity)).unzip();
         (Self { channels }, receivers)
     }
 
