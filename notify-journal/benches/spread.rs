@@ -99,8 +99,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let rt = runtime();
-    let orders: Vec<Arc<Vec<SessionId>>> =
-        SPREADS.iter().map(|&s| Arc::new(shuffled(s))).collect();
+    let orders: Vec<Arc<Vec<SessionId>>> = SPREADS.iter().map(|&s| Arc::new(shuffled(s))).collect();
     let mut rates = vec![Vec::new(); SPREADS.len()];
     let mut cpus = vec![Vec::new(); SPREADS.len()];
     for round in 0..ROUNDS {

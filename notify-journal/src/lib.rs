@@ -52,8 +52,8 @@ pub use integrity::{check_append, check_group};
 pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 pub use ops::{purge, purge_with, replay_all, replay_page};
 pub use redb::options::{
-    DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
-    RedbDurability, RedbOptions, RedbVerifyOnOpen,
+    DEFAULT_CACHE_SIZE, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL,
+    DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
 pub use redb::reader::RedbReader;
 pub use redb::reads::RedbStats;
@@ -73,8 +73,8 @@ pub const FORMAT_VERSION: u64 = redb::format::FORMAT_VERSION;
 mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo,
-    PgOpenError, PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
+    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo, PgOpenError,
+    PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
 };
 
 /// Plumbing for the workspace's own crates (the testkit's in-memory journal, the
