@@ -5,14 +5,15 @@ use std::sync::Arc;
 
 use notify_types::{CommandId, LoopId, ProcessNotification, SessionId};
 
-use crate::inbox::{Inbox, Pending};
+use crate::decide::Pending;
+use crate::inbox::Inbox;
 
 /// Why [`Received::ack`] failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoopAckError {
-    /// The loop task has exited, or is exiting because its consumer was dropped; there
-    /// is nothing left to release. In-process state is gone, so the notification cannot
+    /// The loop has ended (its consumer was dropped, or it was shut down and nothing
+    /// is live); there is nothing left to release. In-process state is gone, so the notification cannot
     /// be delivered again by this loop either.
     #[error("loop {loop_id} has exited; command {command_id} was not released")]
     LoopExited {
@@ -150,7 +151,7 @@ impl Received {
     ///
     /// # Errors
     ///
-    /// [`LoopAckError::LoopExited`] if the loop task has already exited.
+    /// [`LoopAckError::LoopExited`] if the loop has already ended.
     ///
     /// # Cancel safety
     ///

@@ -1,20 +1,10 @@
-//! The producer side: a cloneable handle that delivers notifications to a loop, and
-//! the requests it sends the loop task.
+//! The producer side: a cloneable handle that delivers notifications to a loop.
+
+use std::sync::Arc;
 
 use notify_types::{Disposition, LoopId, ProcessNotification, SessionId, StopCause};
-use tokio::sync::{mpsc, oneshot};
 
-/// What a [`LoopHandle`] asks of the loop task, over a bounded channel (producers get
-/// back-pressure).
-pub(crate) enum Request {
-    /// Offer a notification; the answer comes back on `reply`.
-    Deliver {
-        notification: ProcessNotification,
-        reply: oneshot::Sender<Delivery>,
-    },
-    /// Stop accepting; `reply` fires once the loop refuses further deliveries.
-    Shutdown { reply: oneshot::Sender<()> },
-}
+use crate::inbox::Inbox;
 
 /// The loop's answer to one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,26 +34,41 @@ impl Delivery {
 
 /// The producer side of a loop: delivers notifications and shuts the loop down.
 ///
-/// Cheap to clone; every clone talks to the same loop task through one bounded
-/// channel. When every handle is dropped the loop stops accepting (as after
+/// Cheap to clone; every clone decides its deliveries against the same loop state.
+/// When every handle is dropped the loop stops accepting (as after
 /// [`shutdown`](Self::shutdown)).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LoopHandle {
     session_id: SessionId,
     loop_id: LoopId,
-    requests: mpsc::Sender<Request>,
+    producers: Arc<Producers>,
+}
+
+/// What every clone of one loop's handle shares: dropping the last one stops the loop
+/// accepting.
+struct Producers(Arc<Inbox>);
+
+impl Drop for Producers {
+    fn drop(&mut self) {
+        self.0.stop_accepting();
+    }
+}
+
+impl std::fmt::Debug for LoopHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopHandle")
+            .field("session_id", &self.session_id)
+            .field("loop_id", &self.loop_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LoopHandle {
-    pub(crate) fn new(
-        session_id: SessionId,
-        loop_id: LoopId,
-        requests: mpsc::Sender<Request>,
-    ) -> Self {
+    pub(crate) fn new(session_id: SessionId, loop_id: LoopId, inbox: Arc<Inbox>) -> Self {
         Self {
             session_id,
             loop_id,
-            requests,
+            producers: Arc::new(Producers(inbox)),
         }
     }
 
@@ -91,40 +96,21 @@ impl LoopHandle {
     ///
     /// Deliveries from one task are decided in the order they are made, and every
     /// [`Received::ack`](crate::Received::ack) that returned before this call started
-    /// has been applied. If the channel is momentarily full this waits for room
-    /// (back-pressure); it never waits on the consumer.
+    /// has been applied. The decision is made by the caller, under the loop's lock (a
+    /// few map operations): it never waits on the consumer, nor on a task.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe in the sense that matters for retries: if the future is dropped
-    /// before the request entered the channel, nothing was delivered; if it is dropped
-    /// after, the loop still decides it, and the answer is lost. Either way, retrying
-    /// with the same notification answers `Duplicate` (it was accepted) or what a first
+    /// Cancel safe: it completes on its first poll, so a future dropped before it was
+    /// polled delivered nothing, and one that was polled has its answer. Retrying with
+    /// the same notification answers `Duplicate` (it was accepted) or what a first
     /// delivery would have answered.
     pub async fn deliver(&self, notification: ProcessNotification) -> Delivery {
-        let answer = self.decide(notification).await;
+        let answer = self.producers.0.deliver(notification);
         if let Delivery::Stopped(cause) = answer {
             crate::metrics::stopped(cause);
         }
         answer
-    }
-
-    /// [`deliver`](Self::deliver) without the metrics.
-    async fn decide(&self, notification: ProcessNotification) -> Delivery {
-        let (reply, answer) = oneshot::channel();
-        if self
-            .requests
-            .send(Request::Deliver {
-                notification,
-                reply,
-            })
-            .await
-            .is_err()
-        {
-            return Delivery::Stopped(StopCause::Exited);
-        }
-        // The loop drops the reply sender only when it exits without deciding.
-        answer.await.unwrap_or(Delivery::Stopped(StopCause::Exited))
     }
 
     /// Stops the loop accepting: every later delivery answers `Stopped(Exited)`, and
@@ -133,29 +119,20 @@ impl LoopHandle {
     /// Deliveries made before the shutdown are decided normally. Notifications already
     /// accepted are not lost: the consumer can still receive and acknowledge them, and
     /// [`LoopConsumer::recv`](crate::LoopConsumer::recv) returns `None` once none is
-    /// live; the task then ends. Shutting down an exited loop returns at once.
+    /// live; the loop then ends. Shutting down an exited loop returns at once.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: if the future is dropped, the loop either shuts down anyway or was
-    /// never told to; calling `shutdown` again is harmless.
+    /// Cancel safe: it completes on its first poll; calling `shutdown` again is
+    /// harmless.
     pub async fn shutdown(&self) {
-        let (reply, done) = oneshot::channel();
-        if self
-            .requests
-            .send(Request::Shutdown { reply })
-            .await
-            .is_ok()
-        {
-            // An error means the loop exited meanwhile, which is what was asked.
-            let _ = done.await;
-        }
+        self.producers.0.stop_accepting();
     }
 
     /// Whether the loop no longer accepts deliveries (shut down, every handle gone, or
-    /// its consumer dropped and the exit already processed).
+    /// its consumer dropped).
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.requests.is_closed()
+        self.producers.0.is_closed()
     }
 }

@@ -1,104 +1,143 @@
-//! The consumer queue, shared between the loop task and the consumer side.
+//! The loop's state, shared by its handles and its consumer under one lock.
 //!
-//! # Why this state is not owned by the loop task
+//! # Why there is no loop task
 //!
-//! Everything else a loop knows (the live set, the consumed memory, the capacity, the
-//! accepting flag) is owned by its task, as the house style prefers. The consumer queue
-//! is the exception, for throughput. When `recv` was a request/reply to the task and
-//! `ack` a message the task woke up for, one accepted-and-acknowledged notification
-//! cost three channel round trips and task wake-ups where the deliver alone needs one;
-//! the loop measured 0.08-0.21x a bare `mpsc` + `oneshot` round trip. Here `recv` takes
-//! the front of the queue itself, dropping an unacknowledged
-//! [`Received`](crate::Received) puts it back itself, and `ack` records the release for
-//! the task to apply without waking it, so the deliver is the only round trip.
+//! A loop was once a task that owned this state and decided each delivery sent to it
+//! over a channel, answering on a `oneshot`. One accepted-and-acknowledged
+//! notification then cost three hand-offs between tasks (producer to loop task, loop
+//! task back to the producer, loop task to the consumer) where a bare `mpsc` +
+//! `oneshot` round trip costs two, and the loop measured 0.21-0.34x of that round
+//! trip. Every decision is a few map operations, so here the producer makes it
+//! itself, under the lock, and the only hand-off left is the one to the consumer
+//! (and only when it is waiting): `deliver` completes on its first poll. `recv` takes
+//! the front of the queue, dropping an unacknowledged [`Received`](crate::Received)
+//! puts it back, and `ack` applies the release, each under the same lock.
 //!
 //! # Invariants
 //!
-//! * **The loop task stays the single decider.** Every delivery answer (accepted,
-//!   duplicate, full, refused, exited) is decided by the task, exactly once, from state
-//!   only it owns. Only the task puts new notifications into `queue`, and only ones it
-//!   has accepted. The consumer side decides nothing: it moves queued notifications out
-//!   (`recv`) and back in (requeue of one it holds), and records releases (`acked`).
-//! * **Every release is applied before any decision that could observe it.** The task
-//!   takes `acked` after it has taken a batch of requests from its channel and before
-//!   it decides any of them. An `ack` that returned before a `deliver` was sent pushed
-//!   its ID before that request entered the channel, so the task applies it first.
+//! * **One decider at a time.** Every delivery answer (accepted, duplicate, full,
+//!   refused, exited) is decided exactly once, under the lock, from [`Decider`]'s state,
+//!   so deliveries are decided in the order they take the lock: the deliveries of one
+//!   task in the order it makes them.
+//! * **Every release is applied before any decision that could observe it.** `ack`
+//!   applies it under the lock before it returns, so a delivery that starts after an
+//!   `ack` returned sees it.
 //! * **`queue` holds the live notifications not handed out, in acceptance order**
-//!   (`seq` ascending). The task appends new ones (their `seq` is higher than any
-//!   before); a requeue inserts at its `seq`'s place.
-//! * **No wake-up is lost.** A waiting `recv` and the waiting task each register their
-//!   waker under the lock in the same critical section as the check that found nothing
-//!   to do; whoever changes that state takes the waker under the lock and wakes it
-//!   after releasing the lock. The task is only woken for what it must react to while
-//!   idle: the consumer dropped, or a release while draining after a shutdown.
+//!   (`seq` ascending). A delivery appends (its `seq` is higher than any before); a
+//!   requeue inserts at its `seq`'s place.
+//! * **The loop ends once**: when its consumer is dropped, or when it no longer
+//!   accepts (shutdown, or every handle dropped) and no notification is live. Then a
+//!   `recv` on the empty queue returns `None`, releases are refused and requeues
+//!   discarded; its gauges are given back at that moment.
+//! * **No wake-up is lost.** A waiting `recv` registers its waker under the lock in
+//!   the same critical section as the check that found nothing; whoever queues
+//!   something or ends the loop takes the waker under the lock and wakes it after
+//!   releasing the lock.
 //! * **The lock is never held across `.await`** (a `std` mutex, per the tokio
-//!   guidance). Critical sections are a few collection operations plus cloning or
-//!   dropping a waker; nothing in them panics, so a poisoned lock still guards
-//!   consistent state and is recovered rather than propagated.
+//!   guidance), and neither logging nor metrics run under it. Critical sections are a
+//!   few collection operations plus cloning or dropping a waker; nothing in them
+//!   panics, so a poisoned lock still guards consistent state and is recovered rather
+//!   than propagated.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use notify_types::{CommandId, ProcessNotification};
+use notify_types::{CommandId, ProcessNotification, StopCause};
 
-/// An accepted notification waiting in the consumer queue, or handed out.
-pub(crate) struct Pending {
-    /// Acceptance order; keeps a requeued notification ahead of later ones.
-    pub(crate) seq: u64,
-    /// The notification itself.
-    pub(crate) notification: ProcessNotification,
-}
+use crate::config::LoopConfig;
+use crate::decide::{Decider, Pending, warn_refused};
+use crate::handle::Delivery;
 
 /// The state behind the lock.
 struct InboxState {
-    /// Live notifications not currently handed out, in acceptance order, so the
-    /// consumer receives them in order without asking the loop task.
+    /// The live set, the consumed memory and the delivery rules.
+    decider: Decider,
+    /// Live notifications not currently handed out, in acceptance order.
     queue: VecDeque<Pending>,
-    /// IDs acknowledged since the loop task last looked; it applies them to its live set
-    /// and consumed memory before its next decision. At most one entry per live
-    /// notification, so it is bounded by the live set.
-    acked: Vec<CommandId>,
-    /// True once the task no longer accepts and waits for the live set to drain: only
-    /// then does an `ack` wake it (otherwise releases wait for the next delivery, which
-    /// is the only decision they can affect).
-    draining: bool,
-    /// True once the [`LoopConsumer`](crate::LoopConsumer) is dropped: the task exits,
-    /// releases are refused and requeues discarded.
+    /// False after a shutdown or once every handle is gone: deliveries answer Exited,
+    /// and the loop ends when the live set drains.
+    accepting: bool,
+    /// True once the [`LoopConsumer`](crate::LoopConsumer) is dropped: the loop ends at
+    /// once.
     consumer_gone: bool,
-    /// True once the task has exited: `recv` on an empty queue returns `None` instead of
-    /// waiting, and releases are refused.
-    exited: bool,
+    /// True once the loop has ended (see the module docs).
+    ended: bool,
+    /// The live count as last added to the inbox depth gauge (the gauge sums every
+    /// loop's; an ended loop has given all of its back).
+    reported_live: usize,
     /// The waker of a `recv` that found the queue empty, stored under the same lock as
     /// the check, so a notification queued right after it is never missed. Taken (and
-    /// woken) by whoever queues something or closes the inbox; a stale one left by a
+    /// woken) by whoever queues something or ends the loop; a stale one left by a
     /// cancelled `recv` only causes a spurious wake-up.
     consumer_waker: Option<Waker>,
-    /// The loop task's waker, registered each time it waits, under the same lock as it
-    /// takes the releases. Taken (and woken) when the consumer is dropped, and by an
-    /// `ack` while draining.
-    loop_waker: Option<Waker>,
 }
 
-/// The consumer queue, shared by the loop task, the [`LoopConsumer`](crate::LoopConsumer)
-/// and every outstanding [`Received`](crate::Received).
+/// What a critical section leaves for after the lock: the gauges to move and the
+/// consumer to wake.
+#[must_use]
+struct After {
+    /// The depth gauge moves from the first to the second.
+    live: (usize, usize),
+    /// The loop ended in this critical section.
+    ended: bool,
+    /// A waiting consumer to wake.
+    waker: Option<Waker>,
+}
+
+impl After {
+    fn apply(self) {
+        let (mut reported, live) = self.live;
+        crate::metrics::live_changed(&mut reported, live);
+        if self.ended {
+            crate::metrics::loop_running(false);
+        }
+        if let Some(waker) = self.waker {
+            waker.wake();
+        }
+    }
+}
+
+/// One loop's state, shared by its [`LoopHandle`](crate::LoopHandle)s, its
+/// [`LoopConsumer`](crate::LoopConsumer) and every outstanding
+/// [`Received`](crate::Received).
 pub(crate) struct Inbox {
     /// The shared state; see the module docs for its invariants.
     state: Mutex<InboxState>,
 }
 
 impl Inbox {
-    /// An empty inbox.
-    pub(crate) fn new() -> Self {
+    /// A running loop, holding the seeded notifications (a refused seed is skipped with
+    /// a warning).
+    pub(crate) fn start(mut config: LoopConfig) -> Self {
+        let seed = std::mem::take(&mut config.seed);
+        let mut decider = Decider::new(&config);
+        let owner = (decider.session_id, decider.loop_id);
+        let mut queue = VecDeque::with_capacity(seed.len());
+        for notification in seed {
+            match decider.seed(notification) {
+                Ok(Some(pending)) => queue.push_back(pending),
+                Ok(None) => {}
+                Err((refusal, notification)) => warn_refused(
+                    owner,
+                    &notification,
+                    &refusal,
+                    "skipped seeded notification",
+                ),
+            }
+        }
+        crate::metrics::loop_running(true);
+        let mut reported_live = 0;
+        crate::metrics::live_changed(&mut reported_live, decider.live);
         Self {
             state: Mutex::new(InboxState {
-                queue: VecDeque::new(),
-                acked: Vec::new(),
-                draining: false,
+                decider,
+                queue,
+                accepting: true,
                 consumer_gone: false,
-                exited: false,
+                ended: false,
+                reported_live,
                 consumer_waker: None,
-                loop_waker: None,
             }),
         }
     }
@@ -109,124 +148,134 @@ impl Inbox {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    // ---- producer side ----
+
+    /// Decides one delivery (see [`LoopHandle::deliver`](crate::LoopHandle::deliver)
+    /// for the rules) and queues it if accepted.
+    pub(crate) fn deliver(&self, notification: ProcessNotification) -> Delivery {
+        let mut state = self.lock();
+        if !state.accepting || state.consumer_gone {
+            return Delivery::Stopped(StopCause::Exited);
+        }
+        match state.decider.deliver(notification) {
+            Ok((answer, None)) => answer,
+            Ok((answer, Some(pending))) => {
+                state.queue.push_back(pending);
+                let after = state.after();
+                drop(state);
+                after.apply();
+                answer
+            }
+            Err((refusal, notification)) => {
+                let owner = (state.decider.session_id, state.decider.loop_id);
+                drop(state);
+                warn_refused(owner, &notification, &refusal, "refused delivery");
+                Delivery::Stopped(StopCause::Refused)
+            }
+        }
+    }
+
+    /// Stops accepting (a shutdown, or the last handle dropped); the loop ends now if
+    /// nothing is live.
+    pub(crate) fn stop_accepting(&self) {
+        let mut state = self.lock();
+        state.accepting = false;
+        let after = state.after();
+        drop(state);
+        after.apply();
+    }
+
+    /// Whether deliveries answer `Stopped(Exited)` now.
+    pub(crate) fn is_closed(&self) -> bool {
+        let state = self.lock();
+        !state.accepting || state.consumer_gone
+    }
+
     // ---- consumer side ----
 
     /// Takes the front of the queue; `None` once the queue is empty and the loop has
-    /// exited; otherwise registers `cx` to be woken when either changes.
+    /// ended; otherwise registers `cx` to be woken when either changes.
     pub(crate) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Pending>> {
         let mut state = self.lock();
         if let Some(pending) = state.queue.pop_front() {
             return Poll::Ready(Some(pending));
         }
-        if state.exited {
+        if state.ended {
             return Poll::Ready(None);
         }
-        register(&mut state.consumer_waker, cx.waker());
+        match &mut state.consumer_waker {
+            Some(stored) if stored.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
         Poll::Pending
     }
 
-    /// Records a release for the task. False if the loop has exited or is exiting
-    /// (consumer dropped): there is nothing left to release.
+    /// Applies a release. False if the loop has ended: there is nothing left to
+    /// release.
     pub(crate) fn ack(&self, command_id: CommandId) -> bool {
-        let waker = {
-            let mut state = self.lock();
-            if state.exited || state.consumer_gone {
-                return false;
-            }
-            state.acked.push(command_id);
-            if state.draining {
-                state.loop_waker.take()
-            } else {
-                None
-            }
-        };
-        wake(waker);
+        let mut state = self.lock();
+        if state.ended {
+            return false;
+        }
+        state.decider.release(command_id);
+        let after = state.after();
+        drop(state);
+        after.apply();
         true
     }
 
     /// Puts a handed-out notification back at its acceptance position: ahead of every
     /// notification never handed out, behind any returned one accepted earlier.
     pub(crate) fn requeue(&self, pending: Pending) {
-        let waker = {
-            let mut state = self.lock();
-            if state.exited || state.consumer_gone {
-                // Nobody can receive it any more.
-                return;
-            }
-            let at = state.queue.partition_point(|p| p.seq < pending.seq);
-            state.queue.insert(at, pending);
-            state.consumer_waker.take()
-        };
-        wake(waker);
+        let mut state = self.lock();
+        if state.ended {
+            // Nobody can receive it any more.
+            return;
+        }
+        let at = state.queue.partition_point(|p| p.seq < pending.seq);
+        state.queue.insert(at, pending);
+        let waker = state.consumer_waker.take();
+        drop(state);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
-    /// The consumer is gone: the loop task must exit.
+    /// The consumer is gone: the loop ends.
     pub(crate) fn consumer_dropped(&self) {
-        let (queued, waker) = {
-            let mut state = self.lock();
-            state.consumer_gone = true;
-            (std::mem::take(&mut state.queue), state.loop_waker.take())
-        };
+        let mut state = self.lock();
+        state.consumer_gone = true;
+        let queued = std::mem::take(&mut state.queue);
+        let after = state.after();
+        drop(state);
         // Dropped outside the lock.
         drop(queued);
-        wake(waker);
-    }
-
-    // ---- loop-task side ----
-
-    /// Moves the releases recorded since the last call into `acked` (which must be
-    /// empty) and registers `waker` to be woken when the consumer side needs the task.
-    /// Returns whether the consumer has been dropped.
-    pub(crate) fn take_releases(&self, acked: &mut Vec<CommandId>, waker: &Waker) -> bool {
-        let mut state = self.lock();
-        std::mem::swap(&mut state.acked, acked);
-        register(&mut state.loop_waker, waker);
-        state.consumer_gone
-    }
-
-    /// Appends `accepted` (newly accepted, in order) to the queue, leaving it empty, and
-    /// records whether the task is draining. Wakes a waiting consumer if anything was
-    /// queued.
-    pub(crate) fn publish(&self, accepted: &mut VecDeque<Pending>, draining: bool) {
-        let waker = {
-            let mut state = self.lock();
-            state.draining = draining;
-            if accepted.is_empty() || state.consumer_gone {
-                None
-            } else {
-                state.queue.append(accepted);
-                state.consumer_waker.take()
-            }
-        };
-        // Only non-empty when the consumer is gone; dropped outside the lock.
-        accepted.clear();
-        wake(waker);
-    }
-
-    /// The task has exited: a waiting or later `recv` on an empty queue returns `None`,
-    /// and releases are refused.
-    pub(crate) fn close(&self) {
-        let waker = {
-            let mut state = self.lock();
-            state.exited = true;
-            state.loop_waker = None;
-            state.consumer_waker.take()
-        };
-        wake(waker);
+        after.apply();
     }
 }
 
-/// Stores `waker` in `slot` unless it already holds one that wakes the same task.
-fn register(slot: &mut Option<Waker>, waker: &Waker) {
-    match slot {
-        Some(stored) if stored.will_wake(waker) => {}
-        _ => *slot = Some(waker.clone()),
-    }
-}
-
-/// Wakes a waker taken out of the state, after the lock is released.
-fn wake(waker: Option<Waker>) {
-    if let Some(waker) = waker {
-        waker.wake();
+impl InboxState {
+    /// Ends the loop if it should end now, and collects what to do after the lock: the
+    /// depth gauge's move, and the consumer to wake if something is queued or the loop
+    /// ended (unless the consumer is gone).
+    fn after(&mut self) -> After {
+        let ending =
+            !self.ended && (self.consumer_gone || (!self.accepting && self.decider.live == 0));
+        if ending {
+            self.ended = true;
+        }
+        let live = if self.ended { 0 } else { self.decider.live };
+        let moved = (self.reported_live, live);
+        self.reported_live = live;
+        let waker = if self.consumer_gone || (self.queue.is_empty() && !ending) {
+            None
+        } else {
+            self.consumer_waker.take()
+        };
+        After {
+            live: moved,
+            ended: ending,
+            waker,
+        }
     }
 }

@@ -1,27 +1,25 @@
 //! The bounded loop inbox: where a process-completion notification ends up.
 //!
-//! A loop is one tokio task that owns its state (the mini-redis actor pattern). It is
-//! reached through two halves returned by [`spawn`]:
+//! A loop is one piece of shared state behind a `std` mutex, reached through two
+//! halves returned by [`spawn`]:
 //!
 //! * [`LoopHandle`] (cloneable, the producer side) [`deliver`](LoopHandle::deliver)s
-//!   a [`ProcessNotification`](notify_types::ProcessNotification) over a bounded
-//!   channel and gets exactly one [`Delivery`] back: `Accepted`, `Duplicate`, or
-//!   `Stopped` with a [`StopCause`](notify_types::StopCause) (`Full`, `Exited`,
-//!   `Refused`).
+//!   a [`ProcessNotification`](notify_types::ProcessNotification) and gets exactly
+//!   one [`Delivery`] back: `Accepted`, `Duplicate`, or `Stopped` with a
+//!   [`StopCause`](notify_types::StopCause) (`Full`, `Exited`, `Refused`).
 //! * [`LoopConsumer`] (one per loop) [`recv`](LoopConsumer::recv)s accepted
 //!   notifications in acceptance order, restore-seeded ones first. Each comes as a
 //!   [`Received`], which must be [`ack`](Received::ack)ed to release it; dropping it
 //!   unacknowledged puts it back at the front of the queue.
 //!
-//! **State ownership.** The loop task owns every piece of loop state (live set,
-//! consumed memory, capacity, whether it accepts) and is the single decider of every
-//! delivery, exactly once, in the order the requests reach it. The one exception is
-//! the consumer queue of accepted, not yet received notifications: it sits in a small
-//! structure shared with the consumer side under a `std` mutex that is never held
-//! across `.await`, so that `recv` and `ack` are not round trips to the task. Only the
-//! task appends to it, and only what it has accepted; acknowledgements are recorded
-//! there and applied by the task before it decides any delivery sent after them. The
-//! reasons and invariants are documented in the private `inbox` module.
+//! **State ownership.** Every piece of loop state (live set, consumed memory,
+//! capacity, whether it accepts, the consumer queue) sits in one structure under a
+//! lock that is never held across `.await`. Each delivery is decided exactly once,
+//! by its caller under that lock, in the order the deliveries take it; an `ack`
+//! applies its release under the same lock before it returns, so every delivery made
+//! after it observes it. No task runs: a delivery costs no hand-off but the wake-up
+//! of a waiting consumer. The reasons and invariants are documented in the private
+//! `inbox` module.
 //!
 //! The loop keeps a bounded **live set** (accepted, not yet acknowledged; default 64)
 //! and a bounded first-in-first-out **memory of consumed IDs** (default 4096) for
@@ -64,9 +62,9 @@
 //! ```
 #![deny(unsafe_code)]
 
-mod actor;
 mod config;
 mod consumer;
+mod decide;
 mod handle;
 mod inbox;
 mod metrics;
@@ -75,12 +73,14 @@ pub use config::{DEFAULT_CAPACITY, DEFAULT_CONSUMED_MEMORY, LoopConfig};
 pub use consumer::{LoopAckError, LoopConsumer, Received};
 pub use handle::{Delivery, LoopHandle};
 
-/// Spawns the loop task on the current tokio runtime and returns its two halves.
-///
-/// # Panics
-///
-/// Like [`tokio::spawn`], when called outside a tokio runtime.
+/// Starts a loop and returns its two halves. It runs no task of its own, so it needs
+/// no runtime; its halves are used from async code.
 #[must_use]
 pub fn spawn(config: LoopConfig) -> (LoopHandle, LoopConsumer) {
-    actor::spawn(config)
+    let (session_id, loop_id) = (config.session_id, config.loop_id);
+    let inbox = std::sync::Arc::new(inbox::Inbox::start(config));
+    (
+        LoopHandle::new(session_id, loop_id, std::sync::Arc::clone(&inbox)),
+        LoopConsumer::new(session_id, loop_id, inbox),
+    )
 }

@@ -135,10 +135,6 @@ impl Session {
     /// # Errors
     ///
     /// [`RegisterError`] if the ID is taken or `config` names another session.
-    ///
-    /// # Panics
-    ///
-    /// Outside a tokio runtime, like [`tokio::spawn`] (see [`notify_loop::spawn`]).
     pub fn register_loop(&self, config: LoopConfig) -> Result<SessionConsumer, RegisterError> {
         let (loop_id, session_id) = (config.loop_id(), config.session_id());
         if session_id != self.shared.id {
@@ -351,7 +347,7 @@ impl Session {
         }
         // The gate stays held through the dispatch: an end waits for it, so a
         // notification it lets through is delivered before the end abandons what is
-        // pending (the loop task never waits on the session, so this cannot deadlock).
+        // pending (a delivery never waits on the session, so this cannot deadlock).
         let delivery = handle.deliver(command).await;
         drop(gate);
         match delivery {

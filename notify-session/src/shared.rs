@@ -21,7 +21,7 @@ const DEFAULT_EVENT_BUFFER: usize = 1024;
 /// A registered loop.
 #[derive(Clone)]
 pub(crate) enum LoopEntry {
-    /// A loop of this engine, reached through its actor handle.
+    /// A loop of this engine, reached through its handle.
     Native(LoopHandle),
     /// A loop of another engine: it exists, but cannot take process notifications.
     Foreign,

@@ -83,6 +83,38 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("writer_cpu/spread/100000"),
     ),
     (
+        "140k fresh commands, 64 appenders, 1 session (shuffled)",
+        Src::Metric("spread_shuffled/1"),
+    ),
+    (
+        "writer CPU per append, 140k fresh commands, 1 session (shuffled)",
+        Src::Metric("spread_shuffled_cpu/1"),
+    ),
+    (
+        "140k fresh commands, 64 appenders, 8 sessions (shuffled)",
+        Src::Metric("spread_shuffled/8"),
+    ),
+    (
+        "writer CPU per append, 140k fresh commands, 8 sessions (shuffled)",
+        Src::Metric("spread_shuffled_cpu/8"),
+    ),
+    (
+        "140k fresh commands, 64 appenders, 1,000 sessions (shuffled)",
+        Src::Metric("spread_shuffled/1000"),
+    ),
+    (
+        "writer CPU per append, 140k fresh commands, 1,000 sessions (shuffled)",
+        Src::Metric("spread_shuffled_cpu/1000"),
+    ),
+    (
+        "140k fresh commands, 64 appenders, 100,000 sessions (shuffled)",
+        Src::Metric("spread_shuffled/100000"),
+    ),
+    (
+        "writer CPU per append, 140k fresh commands, 100,000 sessions (shuffled)",
+        Src::Metric("spread_shuffled_cpu/100000"),
+    ),
+    (
         "append, format 1, 1 appender",
         Src::Crit("formats/format1/1"),
     ),

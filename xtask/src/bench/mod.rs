@@ -66,7 +66,7 @@ fn measure_all<E: From<anyhow::Error>>(
         std::fs::remove_dir_all(&metrics)
             .with_context(|| format!("removing {}", metrics.display()))?;
     }
-    for name in ["append", "open_verify", "retention"] {
+    for name in ["append", "spread", "open_verify", "retention"] {
         bench(&["-p", "notify-journal", "--bench", name])?;
     }
     match format1_harness(root, target) {
