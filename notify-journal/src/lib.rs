@@ -52,8 +52,8 @@ pub use integrity::{check_append, check_group};
 pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 pub use ops::{purge, purge_with, replay_all, replay_page};
 pub use redb::options::{
-    DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
-    RedbDurability, RedbOptions, RedbVerifyOnOpen,
+    DEFAULT_CACHE_SIZE, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL,
+    DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
 pub use redb::reader::RedbReader;
 pub use redb::reads::RedbStats;
