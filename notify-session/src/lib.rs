@@ -74,6 +74,7 @@ mod append;
 mod consumer;
 mod end;
 mod error;
+mod host;
 mod metrics;
 mod restore;
 mod retry;
@@ -93,6 +94,10 @@ pub use notify_types;
 pub use consumer::{SessionConsumer, SessionReceived};
 pub use end::{Ended, IfPending};
 pub use error::{AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError};
+pub use host::{
+    AppError, DEFAULT_CAPACITY, HostApp, HostBuilder, HostError, HostStatus, RetentionSchedule,
+    SessionHost, SessionStatus, StopReason,
+};
 pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, completed_event, restore};
 pub use retry::{RetryPolicy, notify_with_retry};
 pub use session::Session;
