@@ -291,6 +291,14 @@ impl Session {
                 got: n.session_id,
             });
         }
+        // A session its host stopped serving answers "not the owner" before anything
+        // else about its loops (checked again under the gate, below).
+        if let Some(owner) = self.shared.stopped_by_host() {
+            return Err(NotifyError::NotOwner {
+                session_id: self.shared.id,
+                owner,
+            });
+        }
         let handle = match self.entry(n.loop_id) {
             None => return Err(NotifyError::LoopNotFound { loop_id: n.loop_id }),
             Some(LoopEntry::Foreign) => {

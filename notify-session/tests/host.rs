@@ -141,7 +141,7 @@ async fn open_of_a_session_held_elsewhere_names_the_holder_and_time_left() {
 
 #[tokio::test(start_paused = true)]
 async fn all_leases_are_renewed_by_one_call_per_interval() {
-    let counting = Arc::new(Counting::new(Leased::new(LEASE)));
+    let counting = Arc::new(Counting::new(Arc::new(Leased::new(LEASE))));
     let every = Duration::from_millis(500);
     let host = SessionHost::builder(Arc::clone(&counting))
         .adopt(false)
@@ -168,7 +168,7 @@ async fn all_leases_are_renewed_by_one_call_per_interval() {
 
 #[tokio::test(start_paused = true)]
 async fn renewals_failing_past_the_deadline_stop_the_session() {
-    let counting = Arc::new(Counting::new(Leased::new(LEASE)));
+    let counting = Arc::new(Counting::new(Arc::new(Leased::new(LEASE))));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     let host = SessionHost::builder(Arc::clone(&counting))
@@ -216,7 +216,7 @@ async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
     let b_journal = a_journal.another();
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
-    let counting = Arc::new(Counting::new(a_journal.clone()));
+    let counting = Arc::new(Counting::new(Arc::new(a_journal.clone())));
     let a = SessionHost::builder(Arc::clone(&counting))
         .adopt(false)
         .renew_every(Duration::from_millis(50))
@@ -494,7 +494,7 @@ async fn a_session_ended_through_its_handle_is_released() {
 
 #[tokio::test(start_paused = true)]
 async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
-    let counting = Arc::new(Counting::new(Leased::new(LEASE)));
+    let counting = Arc::new(Counting::new(Arc::new(Leased::new(LEASE))));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     // Renewals at 2 s, 4 s, 6 s; the deadline is at 5.4 s (6 s less a tenth).

@@ -15,12 +15,14 @@ use super::inner::Inner;
 use super::open::open_session;
 
 /// The adopter task: polls every `adopt_every` and listens to the engine's lease
-/// changes, until the host shuts down or is dropped.
+/// changes (subscribed before the host's first poll, so that the engine starts
+/// listening early), until the host shuts down or is dropped.
 pub(crate) async fn run<J: JournalLeases + 'static>(
     host: Weak<Inner<J>>,
+    changes: Option<broadcast::Receiver<SessionId>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let Some(mut changes) = host.upgrade().and_then(|h| h.journal.lease_changes()) else {
+    let Some(mut changes) = changes else {
         return poll_only(host, shutdown).await;
     };
     loop {

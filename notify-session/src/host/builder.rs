@@ -182,9 +182,13 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
             shutdown,
             tasks: Mutex::new(Vec::new()),
         });
-        if inner.options.adopt {
+        let changes = if inner.options.adopt {
+            let changes = inner.journal.lease_changes();
             adopt::adopt_once(&inner).await;
-        }
+            changes
+        } else {
+            None
+        };
         let weak = Arc::downgrade(&inner);
         let mut tasks = vec![tokio::spawn(keeper::run(
             weak.clone(),
@@ -193,6 +197,7 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
         if inner.options.adopt {
             tasks.push(tokio::spawn(adopt::run(
                 weak.clone(),
+                changes,
                 inner.shutdown.subscribe(),
             )));
         }

@@ -284,13 +284,13 @@ impl JournalLeases for Leased {
 
 /// A journal with leases whose renewals are counted, and fail while `failing` is set.
 pub(crate) struct Counting<J> {
-    pub(crate) inner: J,
+    pub(crate) inner: Arc<J>,
     pub(crate) renewals: AtomicUsize,
     pub(crate) failing: AtomicBool,
 }
 
 impl<J> Counting<J> {
-    pub(crate) fn new(inner: J) -> Self {
+    pub(crate) fn new(inner: Arc<J>) -> Self {
         Self {
             inner,
             renewals: AtomicUsize::new(0),
