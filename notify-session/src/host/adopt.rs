@@ -84,7 +84,10 @@ async fn adopt_one<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>, session: S
     log_outcome(session, open_session(inner, session, true).await);
 }
 
-/// One poll: adopts orphans up to the room left.
+/// How many adoptions one host runs at once (each a few round trips).
+const PARALLEL_ADOPTIONS: usize = 16;
+
+/// One poll: adopts orphans up to the room left, a few at a time.
 pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>) {
     let room = inner.table.room(inner.options.capacity);
     if room == 0 {
@@ -102,9 +105,10 @@ pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>
             return;
         }
     };
+    let mut running = tokio::task::JoinSet::new();
     for session in orphans {
         if inner.table.room(inner.options.capacity) == 0 {
-            return;
+            break;
         }
         if inner
             .table
@@ -112,8 +116,15 @@ pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>
         {
             continue;
         }
-        log_outcome(session, open_session(inner, session, true).await);
+        if running.len() >= PARALLEL_ADOPTIONS {
+            let _ = running.join_next().await;
+        }
+        let inner = Arc::clone(inner);
+        running.spawn(async move {
+            log_outcome(session, open_session(&inner, session, true).await);
+        });
     }
+    while running.join_next().await.is_some() {}
 }
 
 fn log_outcome<T>(session: SessionId, outcome: Result<T, HostError>) {
