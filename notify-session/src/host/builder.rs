@@ -23,7 +23,6 @@ pub const DEFAULT_CAPACITY: usize = 10_000;
 impl<J: JournalLeases + 'static> SessionHost<J> {
     /// A builder for a host on `journal` (a `PgJournal` shared by many hosts, or a
     /// `RedbJournal`, whose file lock makes this process the only host).
-    #[must_use]
     pub fn builder(journal: Arc<J>) -> HostBuilder<J> {
         HostBuilder {
             journal,
