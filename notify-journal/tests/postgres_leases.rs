@@ -41,7 +41,7 @@ where
 /// The tests' shared schema (each test uses fresh sessions in it).
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SHARED: &str = "nj_test_shared_v5";
+const SHARED: &str = "nj_test_shared_v6";
 
 /// Waits, by the database's clock, until `session`'s lease is no longer live. Polls;
 /// never asserts on elapsed time.

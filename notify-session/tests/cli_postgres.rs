@@ -540,3 +540,57 @@ fn a_password_from_the_environment_or_the_password_file_reaches_the_server() {
     );
     got_in(&sessions(&[("PGPASSFILE", o)]));
 }
+
+/// `notify sessions --postgres` shows each session's lease: holder, epoch and time
+/// left (the JSON's `lease` object, the table's last three columns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_show_each_lease_on_postgres() {
+    use notify_journal::JournalLeases;
+    let url = url();
+    let s = schema("leases");
+    let options = PgOptions::default()
+        .schema(&s)
+        .lease_duration(std::time::Duration::from_secs(600));
+    let journal = PgJournal::connect(&url, options).await.unwrap();
+    let (leased, free) = (
+        notify_types::SessionId::new(),
+        notify_types::SessionId::new(),
+    );
+    for session in [leased, free] {
+        let record = notify_testkit::sample::command(session, notify_types::LoopId::new());
+        journal.append(session, record).await.unwrap();
+    }
+    let lease = JournalLeases::acquire_lease(&journal, leased)
+        .await
+        .unwrap();
+    let run = notify(&["sessions", "--postgres", &url, "--schema", &s, "--json"]);
+    expect_code(&run, 0);
+    let lines = run.json();
+    let line = |id: notify_types::SessionId| {
+        lines
+            .iter()
+            .find(|l| l["session"] == id.to_string())
+            .unwrap_or_else(|| panic!("{id} not listed: {}", run.stdout))
+    };
+    let held = &line(leased)["lease"];
+    assert_eq!(held["holder"], journal.holder_id().to_string());
+    assert_eq!(held["epoch"], lease.epoch());
+    assert_eq!(held["live"], true);
+    let left = held["expires_in_ms"].as_u64().expect("time left");
+    assert!(left > 0 && left <= 600_000, "{left}");
+    let none = &line(free)["lease"];
+    assert!(none["holder"].is_null() && none["epoch"] == 0 && none["live"] == false);
+    assert!(none["expires_in_ms"].is_null());
+    // The table names the holder and the epoch too.
+    let table = notify(&["sessions", "--postgres", &url, "--schema", &s]);
+    expect_code(&table, 0);
+    assert!(table.stdout.contains("LEASE HOLDER"), "{}", table.stdout);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.contains(&leased.to_string()))
+        .unwrap();
+    assert!(row.contains(&journal.holder_id().to_string()), "{row}");
+    journal.close().await;
+    drop_schema(&url, &s).await;
+}

@@ -60,3 +60,21 @@ mod retention {
         backend = |journal| &journal,
     }
 }
+
+mod leases {
+    //! The lease contract: one holder, and two handles on one store (two holders)
+    //! with short leases, expiring in real time.
+    use std::time::Duration;
+
+    use notify_testkit::MemoryJournal;
+
+    fn journal() -> MemoryJournal {
+        MemoryJournal::new().with_lease_duration(Duration::from_millis(500))
+    }
+
+    notify_testkit::conformance_lease_tests! {
+        setup = journal(),
+        holder = |journal| &journal,
+        holders = |journal| (&journal, &journal.another_holder()),
+    }
+}

@@ -14,7 +14,7 @@ use notify_journal::{PgJournal, PgOptions};
 /// (and concurrent test processes) can share it.
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SCHEMA: &str = "nj_conformance_v5";
+const SCHEMA: &str = "nj_conformance_v6";
 
 /// Connects, or returns `None` after saying plainly that the suite is skipped.
 #[expect(
@@ -187,18 +187,22 @@ mod retention {
     /// A journal on a schema of its own.
     pub(super) struct Isolated {
         pub(super) journal: PgJournal,
-        url: String,
-        schema: String,
+        pub(super) url: String,
+        pub(super) schema: String,
+    }
+
+    pub(super) async fn open() -> Option<Isolated> {
+        open_with(PgOptions::default()).await
     }
 
     #[expect(
         clippy::panic,
         reason = "test setup outside a #[test] fn: an unreachable database must fail the test"
     )]
-    pub(super) async fn open() -> Option<Isolated> {
+    pub(super) async fn open_with(options: PgOptions) -> Option<Isolated> {
         let url = notify_testkit::postgres::database_url("PostgreSQL retention check")?;
         let schema = format!("nj_ret_{}", Uuid::now_v7().simple());
-        match PgJournal::connect(&url, PgOptions::default().schema(&schema)).await {
+        match PgJournal::connect(&url, options.schema(&schema)).await {
             Ok(journal) => Some(Isolated {
                 journal,
                 url,
@@ -243,5 +247,54 @@ mod retention {
             None => return Ok(()),
         },
         backend = |isolated| &isolated.journal,
+    }
+}
+
+mod leases {
+    //! The lease checks, each on a schema of its own (the orphan check lists the
+    //! whole schema): one holder with the default lease, and two handles (two
+    //! holders) with 2 s leases for the two-holder checks.
+    use std::time::Duration;
+
+    use notify_journal::{PgJournal, PgOptions};
+
+    use super::retention::{Isolated, open, open_with};
+
+    /// Two handles, two holders, on one schema of its own.
+    pub(super) struct Pair {
+        b: PgJournal,
+        a: Isolated,
+    }
+
+    #[expect(
+        clippy::panic,
+        reason = "test setup outside a #[test] fn: an unreachable database must fail the test"
+    )]
+    async fn pair() -> Option<Pair> {
+        let options = PgOptions::default().lease_duration(Duration::from_secs(2));
+        let a = open_with(options.clone()).await?;
+        match PgJournal::connect(&a.url, options.schema(&a.schema)).await {
+            Ok(b) => Some(Pair { b, a }),
+            Err(e) => panic!("cannot open the second PostgreSQL journal: {e}"),
+        }
+    }
+
+    notify_testkit::conformance_lease_tests! {
+        setup = match open().await {
+            Some(isolated) => isolated,
+            None => return Ok(()),
+        },
+        holder = |isolated| &isolated.journal,
+    }
+
+    mod two_holders {
+        notify_testkit::conformance_lease_tests! {
+            setup = match super::pair().await {
+                Some(pair) => pair,
+                None => return Ok(()),
+            },
+            holder = |pair| &pair.a.journal,
+            holders = |pair| (&pair.a.journal, &pair.b),
+        }
     }
 }

@@ -65,6 +65,17 @@ mod integrity {
     }
 }
 
+mod leases {
+    //! The one-holder lease contract (the file lock is the lease: there is no
+    //! second holder), each check on a file of its own.
+    use notify_journal::RedbOptions;
+
+    notify_testkit::conformance_lease_tests! {
+        setup = super::open(RedbOptions::default()),
+        holder = |fixture| &fixture.journal,
+    }
+}
+
 mod retention {
     //! Session end, purge and tombstones, each check on a file of its own.
     use notify_journal::RedbOptions;

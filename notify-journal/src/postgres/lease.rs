@@ -414,10 +414,7 @@ impl JournalLeases for PgJournal {
         Box::pin(PgJournal::lease_info(self, session))
     }
 
-    fn orphaned_sessions(
-        &self,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
+    fn orphaned_sessions(&self, limit: usize) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
         Box::pin(PgJournal::orphaned_sessions(self, limit))
     }
 

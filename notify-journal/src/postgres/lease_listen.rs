@@ -83,21 +83,21 @@ async fn listen(
             .connect_with(Some(Notifications { sink, ended }))
             .await
         {
-            Ok(client) => match tokio::time::timeout(op_timeout, client.batch_execute(&command))
-                .await
-            {
-                Ok(Ok(())) => {
-                    // Listening: until the connection ends (the driver drops
-                    // `ended`). The client must stay alive meanwhile.
-                    let _ = gone.await;
-                    drop(client);
-                    tracing::debug!("lease listener connection ended; reconnecting");
+            Ok(client) => {
+                match tokio::time::timeout(op_timeout, client.batch_execute(&command)).await {
+                    Ok(Ok(())) => {
+                        // Listening: until the connection ends (the driver drops
+                        // `ended`). The client must stay alive meanwhile.
+                        let _ = gone.await;
+                        drop(client);
+                        tracing::debug!("lease listener connection ended; reconnecting");
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %sanitize("listen", &e), "lease listener failed");
+                    }
+                    Err(_) => tracing::debug!("lease listener timed out starting to listen"),
                 }
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %sanitize("listen", &e), "lease listener failed");
-                }
-                Err(_) => tracing::debug!("lease listener timed out starting to listen"),
-            },
+            }
             Err(e) => {
                 tracing::debug!(error = %e.into_storage(), "lease listener could not connect");
             }

@@ -25,7 +25,10 @@ type Pending<C> = Arc<OnceCell<Result<Arc<C>, ReadFailure>>>;
 /// or the lease connection (`lease_conn.rs`).
 pub(super) trait Prepared: Sized + Send + Sync + 'static {
     /// Prepares the connection's statements on a freshly opened `client`.
-    fn prepare(client: Client, sql: &Sql) -> impl Future<Output = Result<Self, StorageError>> + Send;
+    fn prepare(
+        client: Client,
+        sql: &Sql,
+    ) -> impl Future<Output = Result<Self, StorageError>> + Send;
 
     /// The connection.
     fn client(&self) -> &Client;
@@ -192,7 +195,8 @@ impl PgJournal {
         F: FnOnce(Arc<ReaderConn>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        self.run_on(&self.reader, &self.read_statements, op, f).await
+        self.run_on(&self.reader, &self.read_statements, op, f)
+            .await
     }
 
     /// Runs one statement on the connection in `slot` within the operation timeout,

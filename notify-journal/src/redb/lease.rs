@@ -172,10 +172,7 @@ impl JournalLeases for RedbJournal {
         Box::pin(std::future::ready(Ok(self.inner.leases.info(session))))
     }
 
-    fn orphaned_sessions(
-        &self,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
+    fn orphaned_sessions(&self, limit: usize) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
         Box::pin(self.orphans(limit))
     }
 

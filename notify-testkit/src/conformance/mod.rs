@@ -28,13 +28,15 @@
 //! The checks, by file: `contract.rs` (sequences, duplicates, collisions, replay and
 //! listing), `refusals.rs` (another session's, invalid or oversized records: nothing
 //! written), `concurrency.rs` (gap-free sequences, one winner per key), `atomic.rs`
-//! (`append_all` groups), `retention.rs` (end, purge, tombstones) and `integrity.rs`
-//! (damage named on every read); `support.rs` holds what they share.
+//! (`append_all` groups), `retention.rs` (end, purge, tombstones), `integrity.rs`
+//! (damage named on every read) and `leases.rs` (the `JournalLeases` contract, one
+//! and two holders); `support.rs` holds what they share.
 
 mod atomic;
 mod concurrency;
 mod contract;
 mod integrity;
+mod leases;
 mod refusals;
 mod retention;
 mod support;
@@ -47,6 +49,7 @@ pub use contract::*;
 pub use integrity::{
     INTEGRITY_CHECKS, Tamper, damaged_frame_is_named, run_integrity, short_log_is_named,
 };
+pub use leases::*;
 pub use refusals::*;
 pub use retention::*;
 
@@ -270,5 +273,62 @@ macro_rules! conformance_retention_tests {
             let $f = $setup;
             $crate::conformance::run_retention($backend).await
         }
+    };
+}
+
+/// Generates one `#[tokio::test]` per lease check for an engine implementing
+/// [`JournalLeases`](notify_journal::JournalLeases): the one-holder checks
+/// ([`LEASE_CHECKS`]) on `holder`, and, when `holders` is given, the two-holder
+/// checks ([`TWO_HOLDER_CHECKS`]) on that pair (two handles on one store, each its
+/// own holder, with short leases).
+///
+/// `setup` is evaluated afresh in each test and bound to the identifier in
+/// `holder = |ident| …` (and `holders = |ident| …`), whose expressions give a
+/// `&impl JournalLeases` and a pair of them. The orphan check wants a backend of
+/// its own per test.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// notify_testkit::conformance_lease_tests! {
+///     setup = notify_testkit::MemoryJournal::new().with_lease_duration(Duration::from_millis(50)),
+///     holder = |journal| &journal,
+///     holders = |journal| (&journal, &journal.another_holder()),
+/// }
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! conformance_lease_tests {
+    (setup = $setup:expr, holder = |$f:ident| $holder:expr $(,)?) => {
+        $crate::conformance_tests!(@each ($setup) $f ($holder) [
+            acquire_is_reentrant_and_names_the_holder,
+            release_frees_and_epochs_grow,
+            renew_extends_every_lease,
+            orphans_are_the_open_sessions_nobody_leases,
+        ]);
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn run_leases_on_one_backend() -> Result<(), $crate::conformance::ConformanceError> {
+            let $f = $setup;
+            $crate::conformance::run_leases($holder).await
+        }
+    };
+    (setup = $setup:expr, holder = |$f:ident| $holder:expr, holders = |$g:ident| $pair:expr $(,)?) => {
+        $crate::conformance_lease_tests!(setup = $setup, holder = |$f| $holder);
+        $crate::conformance_lease_tests!(@pair ($setup) $g ($pair) [
+            another_holders_live_lease_is_held,
+            lost_lease_is_reported_and_stays_fenced,
+            release_is_announced,
+        ]);
+    };
+    (@pair ($setup:expr) $g:ident ($pair:expr) [$($check:ident),* $(,)?]) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() -> Result<(), $crate::conformance::ConformanceError> {
+                let $g = $setup;
+                let (a, b) = $pair;
+                $crate::conformance::$check(a, b).await
+            }
+        )*
     };
 }

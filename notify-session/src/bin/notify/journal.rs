@@ -103,6 +103,14 @@ impl Journal {
         }
     }
 
+    /// The PostgreSQL journal, when that is what was opened (its leases are shown).
+    pub(crate) fn postgres(&self) -> Option<&PgJournal> {
+        match self {
+            Self::Postgres(p) => Some(p),
+            _ => None,
+        }
+    }
+
     /// The journal as a backend that writes; `None` when it was opened read-only.
     pub(crate) fn writer(&self) -> Option<&dyn JournalBackend> {
         match self {
