@@ -1,4 +1,5 @@
-//! The host runtime over leases on the in-memory journal, several hosts sharing it:
+//! The host runtime over the testkit's in-memory journal (real holders, epochs,
+//! expiry and fencing), several hosts (holders) sharing it:
 //! open (lease, restore, seed through the application), `Held`, one renewal per
 //! interval for all sessions, a lost lease stopping its session (`NotOwner`, nothing
 //! written), handoff by release and shutdown, adoption (capacity, two hosts racing),
@@ -12,20 +13,31 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use host_support::{Counting, Leased, OneLoop, Seen, WAIT, next_seen, notification};
-use notify_journal::{JournalRead, replay_all};
+use host_support::{Counting, OneLoop, Seen, WAIT, next_seen, notification};
+use notify_journal::{JournalLeases, JournalRead, replay_all};
 use notify_loop::LoopConfig;
 use notify_session::{
     AckError, HostError, IfPending, RetentionSchedule, Session, SessionHost, StopReason,
 };
+use notify_testkit::MemoryJournal;
 use notify_types::{LoopId, Notified, NotifyError, SessionId};
 
 const LEASE: Duration = Duration::from_secs(6);
 
+/// The testkit's in-memory journal, leases lasting [`LEASE`].
+fn journal_with_leases() -> MemoryJournal {
+    MemoryJournal::new().with_lease_duration(LEASE)
+}
+
 /// Writes a session with `n` notifications to `loop_id`, the first `acked` of them
 /// acknowledged, through a plain session (no lease: as a host that died left it).
-async fn seed_session(journal: &Leased, loop_id: LoopId, n: usize, acked: usize) -> SessionId {
-    let session = Session::new(SessionId::new(), journal.memory().clone());
+async fn seed_session(
+    journal: &MemoryJournal,
+    loop_id: LoopId,
+    n: usize,
+    acked: usize,
+) -> SessionId {
+    let session = Session::new(SessionId::new(), journal.another_holder());
     let mut consumer = session
         .register_loop(LoopConfig::new(session.id(), loop_id))
         .unwrap();
@@ -63,7 +75,7 @@ async fn stopped(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>) -> (Sessio
 
 #[tokio::test]
 async fn open_takes_the_lease_restores_and_seeds_through_the_app() {
-    let journal = Leased::new(LEASE);
+    let journal = journal_with_leases();
     let loop_id = LoopId::new();
     let id = seed_session(&journal, loop_id, 3, 1).await;
     let (app, mut seen) = OneLoop::new(loop_id);
@@ -81,7 +93,7 @@ async fn open_takes_the_lease_restores_and_seeds_through_the_app() {
     assert_eq!(host.sessions(), vec![id]);
 
     let status = host.status();
-    assert_eq!(status.holder, journal.holder_id_for_test());
+    assert_eq!(status.holder, journal.holder_id());
     assert_eq!(status.sessions.len(), 1);
     assert_eq!(
         (status.sessions[0].epoch, status.sessions[0].pending),
@@ -107,8 +119,8 @@ async fn open_takes_the_lease_restores_and_seeds_through_the_app() {
 
 #[tokio::test]
 async fn open_of_a_session_held_elsewhere_names_the_holder_and_time_left() {
-    let a_journal = Leased::new(LEASE);
-    let b_journal = a_journal.another();
+    let a_journal = journal_with_leases();
+    let b_journal = a_journal.another_holder();
     let a = SessionHost::builder(Arc::new(a_journal.clone()))
         .adopt(false)
         .start()
@@ -141,7 +153,7 @@ async fn open_of_a_session_held_elsewhere_names_the_holder_and_time_left() {
 
 #[tokio::test(start_paused = true)]
 async fn all_leases_are_renewed_by_one_call_per_interval() {
-    let counting = Arc::new(Counting::new(Arc::new(Leased::new(LEASE))));
+    let counting = Arc::new(Counting::new(Arc::new(journal_with_leases())));
     let every = Duration::from_millis(500);
     let host = SessionHost::builder(Arc::clone(&counting))
         .adopt(false)
@@ -168,7 +180,7 @@ async fn all_leases_are_renewed_by_one_call_per_interval() {
 
 #[tokio::test(start_paused = true)]
 async fn renewals_failing_past_the_deadline_stop_the_session() {
-    let counting = Arc::new(Counting::new(Arc::new(Leased::new(LEASE))));
+    let counting = Arc::new(Counting::new(Arc::new(journal_with_leases())));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     let host = SessionHost::builder(Arc::clone(&counting))
@@ -183,7 +195,7 @@ async fn renewals_failing_past_the_deadline_stop_the_session() {
     let n = notification(id, loop_id);
     session.notify_process_completion(n).await.unwrap();
     let received = consumer.recv().await.unwrap();
-    let head = counting.inner.memory().last_seq(id).await.unwrap();
+    let head = counting.inner.last_seq(id).await.unwrap();
 
     counting.failing.store(true, Ordering::SeqCst);
     let (stopped_id, why) = stopped(&mut seen).await;
@@ -206,14 +218,14 @@ async fn renewals_failing_past_the_deadline_stop_the_session() {
         Err(AckError::NotOwner { .. })
     ));
     assert!(consumer.recv().await.is_none());
-    assert_eq!(counting.inner.memory().last_seq(id).await.unwrap(), head);
+    assert_eq!(counting.inner.last_seq(id).await.unwrap(), head);
     host.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
-    let a_journal = Leased::new(LEASE);
-    let b_journal = a_journal.another();
+    let a_journal = journal_with_leases();
+    let b_journal = a_journal.another_holder();
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     let counting = Arc::new(Counting::new(Arc::new(a_journal.clone())));
@@ -236,7 +248,7 @@ async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
     // within its deadline); B takes the session under epoch 2; A's next renewal
     // finds the lease lost.
     counting.failing.store(true, Ordering::SeqCst);
-    a_journal.expire(id);
+    a_journal.advance_lease_clock(LEASE);
     let b = SessionHost::builder(Arc::new(b_journal.clone()))
         .adopt(false)
         .start()
@@ -271,7 +283,7 @@ async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
     }
     assert!(consumer.recv().await.is_none());
     // Nothing of A's is journaled after the takeover: the log is the one notification.
-    let frames = replay_all(a_journal.memory(), id).await.unwrap();
+    let frames = replay_all(&a_journal, id).await.unwrap();
     assert_eq!(frames.len(), 1);
     // The supervisor's retry reaches the new owner.
     let _b_consumer = b_session
@@ -287,7 +299,7 @@ async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
 
 #[tokio::test]
 async fn a_released_session_is_adopted_by_another_host_at_once() {
-    let a_journal = Leased::new(LEASE);
+    let a_journal = journal_with_leases();
     let loop_id = LoopId::new();
     let id = seed_session(&a_journal, loop_id, 2, 0).await;
     let (a_app, mut a_seen) = OneLoop::new(loop_id);
@@ -301,7 +313,7 @@ async fn a_released_session_is_adopted_by_another_host_at_once() {
     let session = a.open(id).await.unwrap();
     started(&mut a_seen).await;
     // B polls once an hour: only the release's announcement can bring it the session.
-    let b = SessionHost::builder(Arc::new(a_journal.another()))
+    let b = SessionHost::builder(Arc::new(a_journal.another_holder()))
         .adopt_every(Duration::from_secs(3600))
         .app(b_app)
         .start()
@@ -330,7 +342,7 @@ async fn a_released_session_is_adopted_by_another_host_at_once() {
 
 #[tokio::test]
 async fn shutdown_hands_every_session_to_another_host() {
-    let a_journal = Leased::new(LEASE);
+    let a_journal = journal_with_leases();
     let loop_id = LoopId::new();
     let (b_app, mut b_seen) = OneLoop::new(loop_id);
     let a = SessionHost::builder(Arc::new(a_journal.clone()))
@@ -344,7 +356,7 @@ async fn shutdown_hands_every_session_to_another_host() {
         a.open(id).await.unwrap();
         ids.push(id);
     }
-    let b = SessionHost::builder(Arc::new(a_journal.another()))
+    let b = SessionHost::builder(Arc::new(a_journal.another_holder()))
         .adopt_every(Duration::from_secs(3600))
         .app(b_app)
         .start()
@@ -368,7 +380,7 @@ async fn shutdown_hands_every_session_to_another_host() {
 
 #[tokio::test]
 async fn adoption_stops_at_capacity_and_two_racing_hosts_never_share_a_session() {
-    let journal = Leased::new(LEASE);
+    let journal = journal_with_leases();
     let loop_id = LoopId::new();
     let mut orphans = Vec::new();
     for _ in 0..6 {
@@ -379,7 +391,7 @@ async fn adoption_stops_at_capacity_and_two_racing_hosts_never_share_a_session()
         SessionHost::builder(Arc::new(journal.clone()))
             .capacity(4)
             .start(),
-        SessionHost::builder(Arc::new(journal.another()))
+        SessionHost::builder(Arc::new(journal.another_holder()))
             .capacity(4)
             .start(),
     );
@@ -418,11 +430,11 @@ async fn adoption_stops_at_capacity_and_two_racing_hosts_never_share_a_session()
 
 #[tokio::test]
 async fn retention_purges_ended_sessions_and_drops_their_tombstones() {
-    let journal = Leased::new(LEASE);
+    let journal = journal_with_leases();
     let loop_id = LoopId::new();
     let mut ended = Vec::new();
     for _ in 0..3 {
-        let session = Session::new(SessionId::new(), journal.memory().clone());
+        let session = Session::new(SessionId::new(), journal.clone());
         let _consumer = session
             .register_loop(LoopConfig::new(session.id(), loop_id))
             .unwrap();
@@ -448,7 +460,7 @@ async fn retention_purges_ended_sessions_and_drops_their_tombstones() {
         .unwrap();
     let wait = async {
         loop {
-            let sessions = journal.memory().sessions().await.unwrap();
+            let sessions = journal.sessions().await.unwrap();
             if ended.iter().all(|id| !sessions.contains(id)) {
                 return sessions;
             }
@@ -459,13 +471,13 @@ async fn retention_purges_ended_sessions_and_drops_their_tombstones() {
         .await
         .expect("purged and dropped");
     assert_eq!(left, vec![live], "the live session stays");
-    assert_eq!(replay_all(journal.memory(), live).await.unwrap().len(), 1);
+    assert_eq!(replay_all(&journal, live).await.unwrap().len(), 1);
     host.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_session_ended_through_its_handle_is_released() {
-    let journal = Leased::new(LEASE);
+    let journal = journal_with_leases();
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     let host = SessionHost::builder(Arc::new(journal.clone()))
@@ -485,16 +497,14 @@ async fn a_session_ended_through_its_handle_is_released() {
     session.end(IfPending::Abandon).await.unwrap();
     assert_eq!(stopped(&mut seen).await, (id, StopReason::Ended));
     assert!(host.sessions().is_empty());
-    let info = notify_journal::JournalLeases::lease_info(&journal, id)
-        .await
-        .unwrap();
+    let info = journal.lease_info(id).await.unwrap();
     assert!(!info.live, "the ended session's lease is released");
     host.shutdown().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
-    let counting = Arc::new(Counting::new(Arc::new(Leased::new(LEASE))));
+    let counting = Arc::new(Counting::new(Arc::new(journal_with_leases())));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     // Renewals at 2 s, 4 s, 6 s; the deadline is at 5.4 s (6 s less a tenth).
@@ -520,6 +530,6 @@ async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
         matches!(answer, Err(NotifyError::NotOwner { .. })),
         "{answer:?}"
     );
-    assert_eq!(counting.inner.memory().last_seq(id).await.unwrap(), 0);
+    assert_eq!(counting.inner.last_seq(id).await.unwrap(), 0);
     host.shutdown().await.unwrap();
 }
