@@ -53,7 +53,7 @@
 //! * **Rolling upgrades.** Every reconnect checks the schema version; a schema a
 //!   newer build migrated is refused with typed errors naming both versions
 //!   ([`AppendError::SchemaTooNew`], [`JournalError::SchemaTooNew`],
-//!   [`LeaseError::SchemaTooNew`], [`PgOpenError::SchemaTooNew`]), and an append
+//!   [`LeaseError::SchemaTooNew`](crate::LeaseError::SchemaTooNew), [`PgOpenError::SchemaTooNew`]), and an append
 //!   answered with a status only a newer schema defines is `SchemaTooNew` with its
 //!   outcome unknown, alone in its batch. See `docs/postgres.md`.
 //! * **TLS** through rustls with libpq's modes ([`PgTls`], [`PgSslMode`]): a
@@ -154,7 +154,7 @@ use crate::retention::{PurgeStep, SessionState};
 /// one. Every reconnect checks the version again: once a newer build has migrated
 /// the schema, this handle refuses everything with typed errors naming both
 /// versions ([`AppendError::SchemaTooNew`] with nothing written,
-/// [`JournalError::SchemaTooNew`], [`LeaseError::SchemaTooNew`]). An append that a
+/// [`JournalError::SchemaTooNew`], [`LeaseError::SchemaTooNew`](crate::LeaseError::SchemaTooNew)). An append that a
 /// newer schema's `append_batch` answered with a status this build does not know
 /// committed with the rest of its batch: it alone is
 /// [`AppendError::SchemaTooNew`] with `outcome_unknown` (retry it through a newer
@@ -164,13 +164,15 @@ use crate::retention::{PurgeStep, SessionState};
 ///
 /// * [`acquire_lease`](Self::acquire_lease): free, released or expired -> new epoch
 ///   (last + 1); already ours and live -> extended, same epoch; another writer's live
-///   lease -> [`LeaseError::Held`].
-/// * [`renew_lease`](Self::renew_lease): extends our live lease, same epoch; an
-///   expired or taken-over lease cannot be renewed ([`LeaseError::Lost`]).
+///   lease -> [`LeaseError::Held`](crate::LeaseError::Held).
+/// * [`renew_lease`](Self::renew_lease): extends our live lease, same epoch;
+///   [`renew_leases`](Self::renew_leases) extends all of them in one statement on
+///   the lease connection (a connection of its own) and lists the lost ones; an
+///   expired or taken-over lease cannot be renewed ([`LeaseError::Lost`](crate::LeaseError::Lost)).
 /// * [`release_lease`](Self::release_lease): frees our live lease; the epoch stays,
 ///   so the next holder's is higher. Releasing a lease that was already lost
 ///   (expired or taken over) is
-///   [`LeaseError::Lost`].
+///   [`LeaseError::Lost`](crate::LeaseError::Lost).
 /// * Expiry is judged by the database's clock (`clock_timestamp()`), never ours,
 ///   and only once the session row lock is held: a writer whose lease expired while
 ///   it waited for the row is fenced (or, renewing, has lost it).
@@ -178,12 +180,17 @@ use crate::retention::{PurgeStep, SessionState};
 ///   and expiry under the session row lock, in the transaction that writes the
 ///   frame; if the lease is gone they are [`AppendError::Fenced`] and write nothing,
 ///   and stay fenced until a lease is acquired again. Fencing is sticky: releasing
-///   a lost lease answers [`LeaseError::Lost`] and does not lift it, so a handle
+///   a lost lease answers [`LeaseError::Lost`](crate::LeaseError::Lost) and does not lift it, so a handle
 ///   that held a lease never falls back to writing without one.
 /// * Appends to a session on which this journal holds no lease follow
 ///   [`LeasePolicy`]: by default they are allowed unless another writer holds a live
 ///   lease (then `Fenced`), so many processes can share a session; with
 ///   [`LeasePolicy::Required`] they are refused.
+///
+/// * [`JournalLeases`](crate::JournalLeases) is implemented with these, plus
+///   [`orphaned_sessions`](Self::orphaned_sessions) and
+///   [`lease_changes`](Self::lease_changes) (`LISTEN` on the schema's lease
+///   channel; releases and lost leases are announced).
 ///
 /// # Session end and retention
 ///

@@ -42,7 +42,7 @@ pub(crate) enum Journal {
     /// A redb file opened for writing.
     Writer(RedbJournal),
     /// A PostgreSQL journal.
-    Postgres(PgJournal),
+    Postgres(Box<PgJournal>),
 }
 
 /// PostgreSQL options: the schema, one writer, the password from the environment
@@ -67,7 +67,7 @@ impl Journal {
             Location::Postgres { conninfo, schema } => {
                 PgJournal::connect(conninfo, pg_options(schema, false))
                     .await
-                    .map(Self::Postgres)
+                    .map(|p| Self::Postgres(Box::new(p)))
                     .map_err(|e| CliError::postgres(schema, &e))
             }
         }
@@ -88,7 +88,7 @@ impl Journal {
             Location::Postgres { conninfo, schema } => {
                 PgJournal::connect(conninfo, pg_options(schema, true))
                     .await
-                    .map(Self::Postgres)
+                    .map(|p| Self::Postgres(Box::new(p)))
                     .map_err(|e| CliError::postgres(schema, &e))
             }
         }
@@ -99,14 +99,14 @@ impl Journal {
         match self {
             Self::Reader(r) => r,
             Self::Writer(w) => w,
-            Self::Postgres(p) => p,
+            Self::Postgres(p) => &**p,
         }
     }
 
     /// The PostgreSQL journal, when that is what was opened (its leases are shown).
     pub(crate) fn postgres(&self) -> Option<&PgJournal> {
         match self {
-            Self::Postgres(p) => Some(p),
+            Self::Postgres(p) => Some(&**p),
             _ => None,
         }
     }
@@ -116,7 +116,7 @@ impl Journal {
         match self {
             Self::Reader(_) => None,
             Self::Writer(w) => Some(w),
-            Self::Postgres(p) => Some(p),
+            Self::Postgres(p) => Some(&**p),
         }
     }
 

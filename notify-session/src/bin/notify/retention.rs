@@ -62,7 +62,7 @@ pub(crate) async fn purge(
         Location::Postgres { conninfo, schema } => {
             PgJournal::connect(conninfo, pg_options(schema, false))
                 .await
-                .map(Journal::Postgres)
+                .map(|p| Journal::Postgres(Box::new(p)))
                 .map_err(|e| CliError::postgres(schema, &e))?
         }
     };
