@@ -34,8 +34,6 @@ impl Location {
 }
 
 /// An open journal.
-// One per command run: the PostgreSQL handle's size costs nothing worth a box.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Journal {
     /// A redb file opened read-only.
     Reader(RedbReader),
