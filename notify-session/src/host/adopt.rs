@@ -105,19 +105,25 @@ pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>
             return;
         }
     };
+    let limit = PARALLEL_ADOPTIONS.min(room).max(1);
     let mut running = tokio::task::JoinSet::new();
     for session in orphans {
+        while running.len() >= limit {
+            let _ = running.join_next().await;
+        }
         if inner.table.room(inner.options.capacity) == 0 {
-            break;
+            // Opens in flight hold places they may lose to another host: wait for
+            // them before deciding the host is full.
+            while running.join_next().await.is_some() {}
+            if inner.table.room(inner.options.capacity) == 0 {
+                break;
+            }
         }
         if inner
             .table
             .recently_gone(session, Instant::now(), inner.options.readopt_after)
         {
             continue;
-        }
-        if running.len() >= PARALLEL_ADOPTIONS {
-            let _ = running.join_next().await;
         }
         let inner = Arc::clone(inner);
         running.spawn(async move {
