@@ -141,6 +141,9 @@ impl SessionReceived {
             Err(PublishError::SessionEnded { session_id, .. }) => {
                 return Err(AckError::SessionEnded { session_id });
             }
+            Err(PublishError::NotOwner { session_id, owner }) => {
+                return Err(AckError::NotOwner { session_id, owner });
+            }
             Err(PublishError::Collision { event_id, seq }) => {
                 return Err(AckError::Journal(notify_journal::AppendError::Collision {
                     key: *event_id.as_uuid(),

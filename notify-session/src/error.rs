@@ -64,6 +64,16 @@ pub enum PublishError {
     /// The journal append failed; nothing was broadcast.
     #[error("journal append failed")]
     Journal(#[source] AppendError),
+    /// The session's host runtime no longer holds its lease (see
+    /// [`NotifyError::NotOwner`]): nothing was journaled or broadcast. Publish it
+    /// again at the session's new owner.
+    #[error("this host no longer owns session {session_id}")]
+    NotOwner {
+        /// The session.
+        session_id: SessionId,
+        /// The lease holder that took the session over, when known.
+        owner: Option<notify_types::Uuid>,
+    },
 }
 
 /// Why an acknowledgement failed. See each variant for what became of the
@@ -86,6 +96,15 @@ pub enum AckError {
     /// redeliver it.
     #[error("loop exited before the release")]
     LoopExited(#[source] notify_loop::LoopAckError),
+    /// The session's host runtime no longer holds its lease: the consumption was not
+    /// journaled, and the session's new owner redelivers the notification.
+    #[error("this host no longer owns session {session_id}")]
+    NotOwner {
+        /// The session.
+        session_id: SessionId,
+        /// The lease holder that took the session over, when known.
+        owner: Option<notify_types::Uuid>,
+    },
 }
 
 /// Why restore failed.

@@ -31,10 +31,17 @@
 //! append (notify through its dispatch too), so that [`Session::end`] orders against
 //! them. One session serves many loops and many sessions share one journal.
 //!
+//! Across hosts, [`SessionHost`] (the host runtime) places, keeps, moves and retires
+//! sessions: it opens one in one call (lease, restore, [`HostApp::started`]), renews
+//! all its leases together, stops a session at once when its lease is lost (callers
+//! then get [`NotifyError::NotOwner`](notify_types::NotifyError::NotOwner)), adopts
+//! orphaned sessions, hands sessions off at shutdown and runs retention.
+//!
 //! Inside: `session.rs` (routing and the notify path), `shared.rs` (the state a
 //! session's handles and consumers share, the end gate among it), `append.rs`,
-//! `consumer.rs`, `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`
-//! and `metrics.rs`; the `notify` command line is `src/bin/notify/` (feature `cli`).
+//! `consumer.rs`, `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`,
+//! `metrics.rs` and `host/` (the host runtime); the `notify` command line is
+//! `src/bin/notify/` (feature `cli`).
 //!
 //! ```
 //! # use std::sync::Arc;
@@ -74,6 +81,7 @@ mod append;
 mod consumer;
 mod end;
 mod error;
+mod host;
 mod metrics;
 mod restore;
 mod retry;
@@ -93,6 +101,10 @@ pub use notify_types;
 pub use consumer::{SessionConsumer, SessionReceived};
 pub use end::{Ended, IfPending};
 pub use error::{AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError};
+pub use host::{
+    AppError, DEFAULT_CAPACITY, HostApp, HostBuilder, HostError, HostStatus, RetentionSchedule,
+    SessionHost, SessionStatus, StopReason,
+};
 pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, completed_event, restore};
 pub use retry::{RetryPolicy, notify_with_retry};
 pub use session::Session;
@@ -106,7 +118,8 @@ pub mod prelude {
     //!
     //! The IDs, the notification and its enums, the answers ([`Notified`],
     //! [`NotifyError`], [`Disposition`]), the redb journal, the session, its loops'
-    //! configuration and consumers, restore, the retry helper and the supervisor. The
+    //! configuration and consumers, restore, the retry helper, the supervisor and the
+    //! host runtime ([`SessionHost`], [`HostApp`]). The
     //! three crates underneath are re-exported too (`notify_session::notify_types`,
     //! `::notify_journal`, `::notify_loop`) for everything else.
     //!
@@ -148,8 +161,9 @@ pub mod prelude {
     };
 
     pub use crate::{
-        AckError, EndError, Ended, IfPending, ProcessOutcome, ProcessSpec, RestoreReport,
-        RetryPolicy, Session, SessionConsumer, SessionReceived, StopSignal, SupervisedProcess,
-        Supervisor, completed_event, notify_with_retry, restore,
+        AckError, EndError, Ended, HostApp, HostError, IfPending, ProcessOutcome, ProcessSpec,
+        RestoreReport, RetryPolicy, Session, SessionConsumer, SessionHost, SessionReceived,
+        StopReason, StopSignal, SupervisedProcess, Supervisor, completed_event, notify_with_retry,
+        restore,
     };
 }

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use notify_journal::{JournalBackend, SessionState};
+use notify_journal::{AppendError, JournalBackend, SessionState};
 use notify_loop::{Delivery, LoopConfig};
 use notify_types::{
     JournalRecord, LoopId, Notified, NotifyError, NotifyFuture, ProcessCompletionNotification,
@@ -152,6 +152,7 @@ impl Session {
         loops.insert(loop_id, LoopEntry::Native(handle));
         drop(loops);
         crate::metrics::redelivered(seeded);
+        self.shared.handed(seeded as u64);
         Ok(SessionConsumer::new(
             Arc::clone(&self.shared),
             loop_id,
@@ -286,6 +287,14 @@ impl Session {
                 got: n.session_id,
             });
         }
+        // A session its host stopped serving answers "not the owner" before anything
+        // else about its loops (checked again under the gate, below).
+        if let Some(owner) = self.shared.stopped_by_host() {
+            return Err(NotifyError::NotOwner {
+                session_id: self.shared.id,
+                owner,
+            });
+        }
         let handle = match self.entry(n.loop_id) {
             None => return Err(NotifyError::LoopNotFound { loop_id: n.loop_id }),
             Some(LoopEntry::Foreign) => {
@@ -296,6 +305,12 @@ impl Session {
         let command = ProcessNotification::new(n);
         let command_id = command.command_id();
         let gate = self.shared.end_gate.read().await;
+        if let Some(owner) = self.shared.stopped_by_host() {
+            return Err(NotifyError::NotOwner {
+                session_id: self.shared.id,
+                owner,
+            });
+        }
         if self.shared.is_ended() {
             // Nothing is appended or dispatched after the end; a retry of a
             // notification journaled before it still gets the truthful answer.
@@ -317,7 +332,13 @@ impl Session {
         if let Some(journal) = &self.shared.journal {
             let outcome = append(journal.as_ref(), self.shared.id, command.clone().into())
                 .await
-                .map_err(|e| crate::error::notify_error(command_id, e))?;
+                .map_err(|e| match (&e, self.shared.not_owner()) {
+                    (AppendError::Fenced { .. }, Some(owner)) => NotifyError::NotOwner {
+                        session_id: self.shared.id,
+                        owner,
+                    },
+                    _ => crate::error::notify_error(command_id, e),
+                })?;
             if !outcome.appended {
                 let unavailable = |e| {
                     NotifyError::Journal(notify_types::JournalFailure::new(
@@ -351,7 +372,10 @@ impl Session {
         let delivery = handle.deliver(command).await;
         drop(gate);
         match delivery {
-            Delivery::Accepted => Ok(Notified::Accepted),
+            Delivery::Accepted => {
+                self.shared.handed(1);
+                Ok(Notified::Accepted)
+            }
             Delivery::Duplicate => Ok(Notified::Duplicate),
             Delivery::Stopped(cause) => Err(NotifyError::DeliveryStopped {
                 loop_id: handle.loop_id(),

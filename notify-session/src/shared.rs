@@ -3,12 +3,12 @@
 //! its consumers work through it, so neither needs the other.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use notify_journal::{AppendError, AppendOutcome, JournalBackend};
 use notify_loop::LoopHandle;
-use notify_types::{JournalRecord, LoopId, SessionEvent, SessionId};
+use notify_types::{JournalRecord, LoopId, SessionEvent, SessionId, Uuid};
 use tokio::sync::broadcast;
 
 use crate::append::{answer_after_end, append};
@@ -64,6 +64,19 @@ pub(crate) struct Shared {
     /// receives what is being abandoned, even if that end then fails or is cancelled
     /// before they commit (a later end completes it).
     sealed: AtomicBool,
+    /// Whether a host runtime stopped serving the session here (it released or lost
+    /// the lease): set (once, never cleared) before the host takes the end gate's
+    /// write guard, so every append that checks it under a read guard afterwards sees
+    /// it, and every one in flight has finished when the host goes on.
+    host_stopped: AtomicBool,
+    /// The lease holder that took the session over, when the host knows it.
+    new_owner: Mutex<Option<Uuid>>,
+    /// Whether a host runtime serves the session (its appends go through the host's
+    /// fence): a fenced append then means "not the owner".
+    hosted: AtomicBool,
+    /// Notifications handed to this session's loops here (seeded or accepted) and not
+    /// yet acknowledged through it: what a host's status reports as pending.
+    pending: AtomicU64,
 }
 
 impl Shared {
@@ -78,7 +91,52 @@ impl Shared {
             end_gate: tokio::sync::RwLock::new(()),
             ended: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
+            host_stopped: AtomicBool::new(false),
+            new_owner: Mutex::new(None),
+            hosted: AtomicBool::new(false),
+            pending: AtomicU64::new(0),
         }
+    }
+
+    /// Notifications handed to the loops here and not yet acknowledged.
+    pub(crate) fn pending(&self) -> u64 {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// `n` more notifications handed to the loops (seeded or accepted).
+    pub(crate) fn handed(&self, n: u64) {
+        self.pending.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Marks the session as served by a host runtime (before anyone else sees it).
+    pub(crate) fn mark_hosted(&self) {
+        self.hosted.store(true, Ordering::Release);
+    }
+
+    /// What a fenced append of a hosted session answers: the host's stop, or (the
+    /// fence refused before the host stopped the session) "not the owner" with the
+    /// owner unknown. `None` for a session no host runs.
+    pub(crate) fn not_owner(&self) -> Option<Option<Uuid>> {
+        if !self.hosted.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.stopped_by_host().flatten())
+    }
+
+    /// `Some(new owner, if known)` once a host runtime stopped serving the session
+    /// here; `None` while it serves it (or for a session no host runs).
+    pub(crate) fn stopped_by_host(&self) -> Option<Option<Uuid>> {
+        if !self.host_stopped.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(*self.new_owner.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Marks the session stopped by its host, naming the new owner when known. The
+    /// host then takes the end gate's write guard to wait out appends in flight.
+    pub(crate) fn stop_by_host(&self, owner: Option<Uuid>) {
+        *self.new_owner.lock().unwrap_or_else(|p| p.into_inner()) = owner;
+        self.host_stopped.store(true, Ordering::Release);
     }
 
     /// Whether the session has ended.
@@ -87,9 +145,11 @@ impl Shared {
     }
 
     /// Whether consumers may still receive: not once the session ended, nor once an
-    /// end began abandoning.
+    /// end began abandoning, nor once its host stopped serving it.
     pub(crate) fn delivers(&self) -> bool {
-        !self.is_ended() && !self.sealed.load(Ordering::Acquire)
+        !self.is_ended()
+            && !self.sealed.load(Ordering::Acquire)
+            && !self.host_stopped.load(Ordering::Acquire)
     }
 
     /// Marks the session ended. Only `Session::end` calls it, with the end gate's write
@@ -111,6 +171,12 @@ impl Shared {
     ) -> Result<Published, PublishError> {
         let event_id = event.event_id();
         let gate = self.end_gate.read().await;
+        if let Some(owner) = self.stopped_by_host() {
+            return Err(PublishError::NotOwner {
+                session_id: self.id,
+                owner,
+            });
+        }
         let ended = self.is_ended();
         if ended && self.journal.is_none() {
             return Err(PublishError::SessionEnded {
@@ -148,12 +214,25 @@ impl Shared {
                             purged,
                         });
                     }
+                    Err(AppendError::Fenced { .. }) if self.not_owner().is_some() => {
+                        return Err(PublishError::NotOwner {
+                            session_id: self.id,
+                            owner: self.not_owner().flatten(),
+                        });
+                    }
                     Err(e) => return Err(PublishError::Journal(e)),
                 }
             }
             None => 0,
         };
         drop(gate);
+        if matches!(event, SessionEvent::NotificationConsumed(_)) {
+            let _ = self
+                .pending
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    Some(n.saturating_sub(1))
+                });
+        }
         // No subscribers is a normal state, not an error.
         let _ = self.events.send(event);
         Ok(Published::New { seq })

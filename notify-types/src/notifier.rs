@@ -10,6 +10,7 @@ use crate::id::{CommandId, LoopId, SessionId};
 use crate::notification::ProcessCompletionNotification;
 use crate::state::{Disposition, Notified};
 use crate::validation::{ValidationError, ValidationField};
+use uuid::Uuid;
 
 /// Why a loop refused delivery with `Stopped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,6 +93,7 @@ impl JournalFailure {
 /// | `LoopNotFound` | Stopped | do not retry blindly: register the loop (e.g. after restore), then retry with the same ID |
 /// | `Unsupported` (foreign engine) | Stopped | never retry |
 /// | `SessionEnded` | Stopped | never retry: the session ended and this ID was never journaled in it, or the session was purged (`purged: true`, for every ID); nothing was appended |
+/// | `NotOwner` | Stopped | retry with the same ID and identical DTO at the session's new owner (`owner`, when known), or here later: this host no longer holds the session's lease; nothing was appended |
 /// | `Collision` | Collision | fail closed; investigate ID reuse or forgery (before or after the session's end) |
 /// | `Invalid`, `OwnerMismatch` | none | fix the bug; never retry |
 /// | `Journal` | none | surface it; an `OutcomeUnknown` commit may be retried with the same ID |
@@ -177,6 +179,19 @@ pub enum NotifyError {
     /// The journal append failed; nothing was dispatched.
     #[error(transparent)]
     Journal(#[from] JournalFailure),
+    /// This host does not (any longer) hold the session's lease: it lost it (a renewal
+    /// failed past its deadline, or another host took it over) or gave it up (released,
+    /// shut down). Nothing was appended or dispatched. Retryable: send the identical
+    /// notification, same ID, to the session's owner — `owner`, the new holder's
+    /// identity when this host knows it — or retry here later (a host that adopts the
+    /// session again answers it).
+    #[error("this host no longer owns session {session_id}{}", match owner { Some(o) => format!(" (owner: {o})"), None => String::new() })]
+    NotOwner {
+        /// The session.
+        session_id: SessionId,
+        /// The lease holder that took the session over, when known.
+        owner: Option<Uuid>,
+    },
 }
 
 impl NotifyError {
@@ -187,14 +202,16 @@ impl NotifyError {
             Self::LoopNotFound { .. }
             | Self::Unsupported { .. }
             | Self::DeliveryStopped { .. }
-            | Self::SessionEnded { .. } => Some(Disposition::Stopped),
+            | Self::SessionEnded { .. }
+            | Self::NotOwner { .. } => Some(Disposition::Stopped),
             Self::Collision { .. } => Some(Disposition::Collision),
             Self::Invalid { .. } | Self::OwnerMismatch { .. } | Self::Journal(_) => None,
         }
     }
 
     /// Whether retrying with the same command ID and identical notification may succeed.
-    /// Only [`DeliveryStopped`](Self::DeliveryStopped) (full or exited) is retryable; a
+    /// [`DeliveryStopped`](Self::DeliveryStopped) (full or exited) is retryable (later,
+    /// here), and so is [`NotOwner`](Self::NotOwner) (at the session's new owner); a
     /// loop that refused the command as invalid or misaddressed is not.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
@@ -203,7 +220,7 @@ impl NotifyError {
             Self::DeliveryStopped {
                 cause: StopCause::Full | StopCause::Exited,
                 ..
-            }
+            } | Self::NotOwner { .. }
         )
     }
 }

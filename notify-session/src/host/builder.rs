@@ -1,0 +1,213 @@
+//! [`HostBuilder`]: a host's settings, and starting it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use notify_journal::{JournalBackend, JournalLeases};
+use tokio::sync::watch;
+
+use super::adopt;
+use super::app::{HostApp, NoApp};
+use super::error::HostError;
+use super::fence::Fence;
+use super::handle::SessionHost;
+use super::inner::Inner;
+use super::keeper;
+use super::options::{HostOptions, RetentionSchedule};
+use super::retention;
+use super::table::LeaseTable;
+
+/// The default capacity: sessions one host serves at most.
+pub const DEFAULT_CAPACITY: usize = 10_000;
+
+impl<J: JournalLeases + 'static> SessionHost<J> {
+    /// A builder for a host on `journal` (a `PgJournal` shared by many hosts, or a
+    /// `RedbJournal`, whose file lock makes this process the only host).
+    pub fn builder(journal: Arc<J>) -> HostBuilder<J> {
+        HostBuilder {
+            journal,
+            capacity: DEFAULT_CAPACITY,
+            renew_every: None,
+            margin: None,
+            adopt_every: None,
+            adopt: true,
+            retention: None,
+            app: Arc::new(NoApp),
+        }
+    }
+}
+
+/// A host's settings; [`start`](Self::start) starts it. Built by
+/// [`SessionHost::builder`].
+#[must_use = "a builder does nothing until started"]
+pub struct HostBuilder<J: JournalLeases + 'static> {
+    journal: Arc<J>,
+    capacity: usize,
+    renew_every: Option<Duration>,
+    margin: Option<Duration>,
+    adopt_every: Option<Duration>,
+    adopt: bool,
+    retention: Option<RetentionSchedule>,
+    app: Arc<dyn HostApp>,
+}
+
+impl<J: JournalLeases + 'static> std::fmt::Debug for HostBuilder<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBuilder")
+            .field("capacity", &self.capacity)
+            .field("renew_every", &self.renew_every)
+            .field("margin", &self.margin)
+            .field("adopt_every", &self.adopt_every)
+            .field("adopt", &self.adopt)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<J: JournalLeases + 'static> HostBuilder<J> {
+    /// The most sessions this host serves at once (opened and adopted); default
+    /// [`DEFAULT_CAPACITY`].
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// How often all leases are renewed (one statement each time); default a third
+    /// of the journal's lease duration.
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// How long before a lease would run out (counted from the start of its last
+    /// successful renewal) the host stops serving a session whose renewals keep
+    /// failing; default a tenth of the lease duration. It covers clock drift between
+    /// this process and the engine.
+    pub fn safety_margin(mut self, margin: Duration) -> Self {
+        self.margin = Some(margin);
+        self
+    }
+
+    /// How often the host looks for orphaned sessions to adopt (besides the engine's
+    /// announcements); default the lease duration.
+    pub fn adopt_every(mut self, every: Duration) -> Self {
+        self.adopt_every = Some(every);
+        self
+    }
+
+    /// Whether the host adopts orphaned sessions at all (default `true`); a host that
+    /// does not only serves what it [opens](SessionHost::open).
+    pub fn adopt(mut self, adopt: bool) -> Self {
+        self.adopt = adopt;
+        self
+    }
+
+    /// Runs retention in the background on this schedule (default: none).
+    pub fn retention(mut self, schedule: RetentionSchedule) -> Self {
+        self.retention = Some(schedule);
+        self
+    }
+
+    /// The application that registers and seeds each session's loops (default: none,
+    /// the host only keeps leases).
+    pub fn app(mut self, app: impl HostApp) -> Self {
+        self.app = Arc::new(app);
+        self
+    }
+
+    /// Starts the host: adopts the orphans it finds now (up to its capacity; on redb,
+    /// every live session in the file), then renews, adopts and retires in the
+    /// background.
+    ///
+    /// # Errors
+    ///
+    /// [`HostError::Options`] if the renewal interval is not shorter than the lease
+    /// duration less the safety margin, or the capacity or an interval is zero.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (it spawns its tasks).
+    ///
+    /// # Cancel safety
+    ///
+    /// If dropped during the first adoption, the host is dropped: sessions it
+    /// adopted are stopped by no one and their leases expire.
+    pub async fn start(self) -> Result<SessionHost<J>, HostError> {
+        let lease_duration = self.journal.lease_duration();
+        let renew_every = self.renew_every.unwrap_or(lease_duration / 3);
+        let margin = self.margin.unwrap_or(lease_duration / 10);
+        let adopt_every = self.adopt_every.unwrap_or(lease_duration);
+        if self.capacity == 0 {
+            return Err(HostError::Options {
+                reason: "capacity must be at least 1",
+            });
+        }
+        if renew_every.is_zero() || adopt_every.is_zero() {
+            return Err(HostError::Options {
+                reason: "intervals must not be zero",
+            });
+        }
+        if renew_every >= lease_duration.saturating_sub(margin) {
+            return Err(HostError::Options {
+                reason: "renew_every must be shorter than the lease duration less the safety margin",
+            });
+        }
+        if let Some(r) = &self.retention
+            && (r.every.is_zero() || !(r.max_share > 0.0 && r.max_share <= 1.0))
+        {
+            return Err(HostError::Options {
+                reason: "retention needs a non-zero interval and a max_share in (0, 1]",
+            });
+        }
+        let table = Arc::new(LeaseTable::default());
+        let fenced: Arc<dyn JournalBackend> =
+            Arc::new(Fence::new(Arc::clone(&self.journal), Arc::clone(&table)));
+        let (shutdown, _) = watch::channel(false);
+        let inner = Arc::new(Inner {
+            journal: self.journal,
+            fenced,
+            table,
+            app: self.app,
+            options: HostOptions {
+                capacity: self.capacity,
+                lease_duration,
+                renew_every,
+                margin,
+                adopt_every,
+                adopt: self.adopt,
+                retention: self.retention,
+                readopt_after: lease_duration,
+            },
+            shutdown,
+            tasks: Mutex::new(Vec::new()),
+        });
+        let changes = if inner.options.adopt {
+            let changes = inner.journal.lease_changes();
+            adopt::adopt_once(&inner).await;
+            changes
+        } else {
+            None
+        };
+        let weak = Arc::downgrade(&inner);
+        let mut tasks = vec![tokio::spawn(keeper::run(
+            weak.clone(),
+            inner.shutdown.subscribe(),
+        ))];
+        if inner.options.adopt {
+            tasks.push(tokio::spawn(adopt::run(
+                weak.clone(),
+                changes,
+                inner.shutdown.subscribe(),
+            )));
+        }
+        if let Some(schedule) = inner.options.retention {
+            tasks.push(tokio::spawn(retention::run(
+                weak,
+                schedule,
+                inner.shutdown.subscribe(),
+            )));
+        }
+        *inner.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
+        Ok(SessionHost { inner })
+    }
+}

@@ -1,0 +1,38 @@
+//! The state every handle of one host and its background tasks share.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use notify_journal::{JournalBackend, JournalLeases};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::app::HostApp;
+use super::options::HostOptions;
+use super::table::LeaseTable;
+
+/// One host: its journal, the fenced view its sessions append through, its leases,
+/// the application, its settings and its background tasks.
+pub(crate) struct Inner<J: JournalLeases + 'static> {
+    /// The journal itself: leases, retention.
+    pub(crate) journal: Arc<J>,
+    /// The journal behind the host's fence: what its sessions append through.
+    pub(crate) fenced: Arc<dyn JournalBackend>,
+    pub(crate) table: Arc<LeaseTable>,
+    pub(crate) app: Arc<dyn HostApp>,
+    pub(crate) options: HostOptions,
+    /// Set to `true` by shutdown: the background tasks end.
+    pub(crate) shutdown: watch::Sender<bool>,
+    /// The background tasks (keeper, adopter, retention), joined by shutdown.
+    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl<J: JournalLeases + 'static> Inner<J> {
+    /// How long after the start of a successful renewal the host keeps serving a
+    /// session without another one: the lease duration less the safety margin.
+    pub(crate) fn keep_for(&self) -> Duration {
+        self.options
+            .lease_duration
+            .saturating_sub(self.options.margin)
+    }
+}

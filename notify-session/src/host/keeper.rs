@@ -1,0 +1,112 @@
+//! Keeping a host's leases: one renewal of all of them per interval, the deadline of
+//! each, and stopping a session at once when its lease is lost.
+//!
+//! **Architecture Invariant:** a host renews its leases with one
+//! `JournalLeases::renew_leases` call per interval, whatever their number; a session
+//! whose renewal reports it lost, or whose last successful renewal started more than
+//! the lease duration less the safety margin ago, is stopped here before the next
+//! interval. A session ended through its handle is released at the next interval.
+
+use std::sync::{Arc, Weak};
+use tokio::time::Instant;
+
+use notify_journal::JournalLeases;
+use notify_types::SessionId;
+use tokio::sync::watch;
+
+use super::app::StopReason;
+use super::inner::Inner;
+use super::metrics;
+use super::stop::stop_session;
+
+/// The keeper task: renews every `renew_every` until the host shuts down or is
+/// dropped.
+pub(crate) async fn run<J: JournalLeases + 'static>(
+    host: Weak<Inner<J>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let Some(every) = host.upgrade().map(|h| h.options.renew_every) else {
+            return;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = shutdown.wait_for(|down| *down) => return,
+        }
+        let Some(inner) = host.upgrade() else {
+            return;
+        };
+        keep_once(&inner).await;
+    }
+}
+
+/// One renewal of all leases, then the deadlines.
+pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>) {
+    let started = Instant::now();
+    // A renewal stuck behind a slow database must not hold the deadlines back.
+    let renewal =
+        tokio::time::timeout(inner.options.renew_every, inner.journal.renew_leases()).await;
+    match renewal {
+        Ok(Ok(renewal)) => {
+            metrics::renewal(true);
+            for lease in &renewal.renewed {
+                let id = lease.session();
+                if !inner
+                    .table
+                    .renewed(id, lease.epoch(), started, inner.keep_for())
+                    && !inner.table.knows(id)
+                {
+                    // A lease the engine holds for this handle and the host does not
+                    // serve (an open cancelled after acquiring it): give it up.
+                    let _ = inner.journal.release_lease(id).await;
+                }
+            }
+            for id in renewal.lost {
+                if inner.table.get(id).is_some() {
+                    lose(inner, id, false).await;
+                }
+            }
+        }
+        Ok(Err(e)) => {
+            metrics::renewal(false);
+            tracing::warn!(error = %e, "lease renewal failed");
+        }
+        Err(_) => {
+            metrics::renewal(false);
+            tracing::warn!("lease renewal timed out");
+        }
+    }
+    for id in inner.table.overdue(Instant::now()) {
+        lose(inner, id, true).await;
+    }
+    // A session ended through its handle has nothing more to serve: give it up, so
+    // that retention may purge it wherever it runs.
+    for id in inner.table.ended() {
+        let _ = stop_session(inner, id, StopReason::Ended).await;
+    }
+}
+
+/// Stops `session`, whose lease is lost (`deadline`: renewals failed past it), naming
+/// the new holder if the engine can tell.
+async fn lose<J: JournalLeases + 'static>(
+    inner: &Arc<Inner<J>>,
+    session: SessionId,
+    deadline: bool,
+) {
+    metrics::lost(deadline);
+    let me = inner.journal.holder_id();
+    // Close the fence before any await; then ask who holds the lease, and stop.
+    inner.table.fence_off(session);
+    let owner = if deadline {
+        None
+    } else {
+        match tokio::time::timeout(inner.options.renew_every, inner.journal.lease_info(session))
+            .await
+        {
+            Ok(Ok(info)) if info.live => info.holder.filter(|h| *h != me),
+            _ => None,
+        }
+    };
+    tracing::warn!(%session, ?owner, deadline, "lease lost");
+    let _ = stop_session(inner, session, StopReason::LeaseLost { owner }).await;
+}

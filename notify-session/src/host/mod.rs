@@ -1,0 +1,47 @@
+//! The host runtime: a [`SessionHost`] places, keeps, moves and retires sessions on
+//! this process, over any journal with leases ([`JournalLeases`]: PostgreSQL shared
+//! by many hosts, or redb, whose file lock makes one process the only host).
+//!
+//! * Opening is one call ([`SessionHost::open`]): lease, restore, and the report to
+//!   the application's [`HostApp::started`], which registers and seeds its loops.
+//! * The host keeps the leases: one renewal of all of them per interval; a lease
+//!   lost (or past its deadline) stops its session here at once — loops shut, new
+//!   notifications answered [`NotOwner`](notify_types::NotifyError::NotOwner),
+//!   nothing appended.
+//! * It adopts orphaned sessions up to its capacity, on a poll interval and at once
+//!   when the engine announces a lease released or lost.
+//! * It hands sessions off gracefully ([`SessionHost::release`],
+//!   [`SessionHost::shutdown`]) and runs retention ([`RetentionSchedule`]).
+//! * [`SessionHost::status`] reports its health; its metrics are `notify_host_*`.
+//!
+//! Inside: `handle.rs` ([`SessionHost`]), `builder.rs`, `app.rs` ([`HostApp`]),
+//! `open.rs` (lease, restore, start), `keeper.rs` (renewals, deadlines, losses),
+//! `stop.rs` (stopping one session), `adopt.rs`, `retention.rs`, `fence.rs` (the
+//! journal layer refusing appends for sessions not held), `table.rs` (the leases
+//! held), `status.rs`, `options.rs`, `error.rs`, `metrics.rs`, `inner.rs` (the
+//! state the handle and tasks share).
+//!
+//! [`JournalLeases`]: notify_journal::JournalLeases
+
+mod adopt;
+mod app;
+mod builder;
+mod error;
+mod fence;
+mod handle;
+mod inner;
+mod keeper;
+mod metrics;
+mod open;
+mod options;
+mod retention;
+mod status;
+mod stop;
+mod table;
+
+pub use app::{AppError, HostApp, StopReason};
+pub use builder::{DEFAULT_CAPACITY, HostBuilder};
+pub use error::HostError;
+pub use handle::SessionHost;
+pub use options::RetentionSchedule;
+pub use status::{HostStatus, SessionStatus};

@@ -1,0 +1,330 @@
+//! The host runtime on PostgreSQL, several hosts (journal handles) sharing one schema:
+//! `Held` naming the holder and its time left, one lease statement per renewal
+//! interval for many sessions, a lease lost to failing renewals stopping its session
+//! (nothing written, `NotOwner`) while another host takes it over, a release adopted
+//! at once through `LISTEN/NOTIFY`, and two hosts racing for orphans. Each test has a
+//! schema of its own (orphans are per schema), dropped at its end.
+//!
+//! Needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the local default).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod host_support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use host_support::{Counting, OneLoop, Seen, WAIT, next_seen, notification};
+use notify_journal::{PgJournal, PgOptions, replay_all};
+use notify_loop::LoopConfig;
+use notify_session::{HostError, Session, SessionConsumer, SessionHost, StopReason};
+use notify_testkit::postgres::database_url;
+use notify_types::{LoopId, Notified, NotifyError, SessionId, Uuid};
+
+/// A new schema for one test.
+fn schema() -> String {
+    format!("ns_host_{}", Uuid::new_v4().simple())
+}
+
+async fn journal(url: &str, schema: &str, lease: Duration) -> Arc<PgJournal> {
+    let options = PgOptions::default().schema(schema).lease_duration(lease);
+    Arc::new(PgJournal::connect(url, options).await.unwrap())
+}
+
+async fn drop_schema(url: &str, schema: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
+
+/// A session with `n` unacknowledged notifications to `loop_id`, written without a
+/// lease (as a host that died left it): an orphan.
+async fn orphan(journal: &Arc<PgJournal>, loop_id: LoopId, n: usize) -> SessionId {
+    let session = Session::new(SessionId::new(), Arc::clone(journal));
+    let _consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    for _ in 0..n {
+        let answer = session
+            .notify_process_completion(notification(session.id(), loop_id))
+            .await;
+        assert_eq!(answer.unwrap(), Notified::Accepted);
+    }
+    session.id()
+}
+
+async fn started(
+    seen: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>,
+) -> (SessionId, usize, SessionConsumer) {
+    match next_seen(seen).await {
+        Seen::Started {
+            session,
+            seeded,
+            consumer,
+        } => (session, seeded, consumer),
+        Seen::Stopped { session, why } => panic!("expected a start, saw {session} stop: {why}"),
+    }
+}
+
+/// Waits until `b` hears lease changes: `a` opens and releases probe sessions until
+/// `b`'s adopter picks one up through the announcement (its `LISTEN` connection is
+/// set up in the background, and a release before it is heard only by polling).
+async fn until_listening(
+    a: &SessionHost<PgJournal>,
+    b_seen: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>,
+) {
+    for _ in 0..100 {
+        let probe = SessionId::new();
+        a.open(probe).await.unwrap();
+        a.release(probe).await.unwrap();
+        if let Ok(Some(Seen::Started { session, .. })) =
+            tokio::time::timeout(Duration::from_millis(300), b_seen.recv()).await
+        {
+            assert_eq!(session, probe);
+            return;
+        }
+    }
+    panic!("the other host never heard a release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_of_a_session_another_host_holds_names_the_holder_and_its_time_left() {
+    let Some(url) = database_url("host open Held") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    let a = SessionHost::builder(journal(&url, &schema, lease).await)
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    let b = SessionHost::builder(journal(&url, &schema, lease).await)
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    a.open(id).await.unwrap();
+    match b.open(id).await {
+        Err(HostError::Held {
+            session,
+            holder,
+            expires_in,
+        }) => {
+            assert_eq!((session, holder), (id, Some(a.holder_id())));
+            let left = expires_in.expect("the database's time left");
+            assert!(left > Duration::ZERO && left <= lease);
+        }
+        other => panic!("expected Held, got {other:?}"),
+    }
+    a.shutdown().await.unwrap();
+    // Released: B opens it at once, under the next epoch.
+    b.open(id).await.unwrap();
+    assert_eq!(b.status().sessions[0].epoch, 2);
+    b.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_leases_are_renewed_by_one_statement_per_interval() {
+    let Some(url) = database_url("host renewal statements") else {
+        return;
+    };
+    let schema = schema();
+    let pg = journal(&url, &schema, Duration::from_secs(30)).await;
+    let counting = Arc::new(Counting::new(Arc::clone(&pg)));
+    let host = SessionHost::builder(Arc::clone(&counting))
+        .adopt(false)
+        .renew_every(Duration::from_millis(100))
+        .start()
+        .await
+        .unwrap();
+    for _ in 0..50 {
+        host.open(SessionId::new()).await.unwrap();
+    }
+    let (calls, statements) = (
+        counting.renewals.load(Ordering::SeqCst),
+        pg.lease_round_trips(),
+    );
+    let wait = async {
+        while counting.renewals.load(Ordering::SeqCst) < calls + 5 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, wait)
+        .await
+        .expect("five renewals");
+    // Read both once the fifth renewal has returned: each call is one statement.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let calls = counting.renewals.load(Ordering::SeqCst) - calls;
+    let statements = pg.lease_round_trips() - statements;
+    assert!(calls >= 5);
+    assert!(
+        statements == calls as u64 || statements + 1 == calls as u64,
+        "{statements} lease statements for {calls} renewals of 50 leases"
+    );
+    assert_eq!(host.status().sessions.len(), 50);
+    host.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_lost_to_failing_renewals_stops_the_session_and_another_host_takes_over() {
+    let Some(url) = database_url("host lease lost") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(2);
+    let loop_id = LoopId::new();
+    let a_journal = journal(&url, &schema, lease).await;
+    let counting = Arc::new(Counting::new(Arc::clone(&a_journal)));
+    let (a_app, mut a_seen) = OneLoop::new(loop_id);
+    let a = SessionHost::builder(Arc::clone(&counting))
+        .adopt(false)
+        .app(a_app)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    let session = a.open(id).await.unwrap();
+    let (_, _, _consumer) = started(&mut a_seen).await;
+    let n = notification(id, loop_id);
+    assert_eq!(
+        session.notify_process_completion(n).await.unwrap(),
+        Notified::Accepted
+    );
+
+    // A's renewals fail from now on (a database A cannot reach): past its deadline A
+    // stops serving the session, at once and by itself.
+    counting.failing.store(true, Ordering::SeqCst);
+    match next_seen(&mut a_seen).await {
+        Seen::Stopped { session, why } => {
+            assert_eq!((session, why), (id, StopReason::LeaseLost { owner: None }));
+        }
+        Seen::Started { .. } => panic!("expected the stop"),
+    }
+    let retry = notification(id, loop_id);
+    let refused = session.notify_process_completion(retry.clone()).await;
+    assert!(
+        matches!(refused, Err(NotifyError::NotOwner { .. })),
+        "{refused:?}"
+    );
+
+    // B adopts the session once the lease runs out by the database's clock, with the
+    // pending notification, and takes the supervisor's retry.
+    let (b_app, mut b_seen) = OneLoop::new(loop_id);
+    let b = SessionHost::builder(journal(&url, &schema, lease).await)
+        .adopt_every(Duration::from_millis(200))
+        .app(b_app)
+        .start()
+        .await
+        .unwrap();
+    let (adopted, seeded, _b_consumer) = started(&mut b_seen).await;
+    assert_eq!((adopted, seeded), (id, 1));
+    assert_eq!(b.status().sessions[0].epoch, 2);
+    let b_session = b.session(id).unwrap();
+    assert_eq!(
+        b_session.notify_process_completion(retry).await.unwrap(),
+        Notified::Accepted
+    );
+    // A wrote nothing after it stopped: the log is the first notification and B's.
+    let frames = replay_all(a_journal.as_ref(), id).await.unwrap();
+    assert_eq!(frames.len(), 2);
+    let info = a_journal.lease_info(id).await.unwrap();
+    assert_eq!((info.epoch, info.holder), (2, Some(b.holder_id())));
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_session_is_adopted_through_lease_changes() {
+    let Some(url) = database_url("host release adopted") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    let loop_id = LoopId::new();
+    let a_journal = journal(&url, &schema, lease).await;
+    let id = orphan(&a_journal, loop_id, 2).await;
+    let a = SessionHost::builder(Arc::clone(&a_journal))
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    let session = a.open(id).await.unwrap();
+    // B polls once an hour: only the release's NOTIFY can bring it the session.
+    let (b_app, mut b_seen) = OneLoop::new(loop_id);
+    let b = SessionHost::builder(journal(&url, &schema, lease).await)
+        .adopt_every(Duration::from_secs(3600))
+        .app(b_app)
+        .start()
+        .await
+        .unwrap();
+    until_listening(&a, &mut b_seen).await;
+    a.release(id).await.unwrap();
+    let (adopted, seeded, _consumer) = started(&mut b_seen).await;
+    assert_eq!((adopted, seeded), (id, 2));
+    let refused = session
+        .notify_process_completion(notification(id, loop_id))
+        .await;
+    assert!(matches!(refused, Err(NotifyError::NotOwner { .. })));
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_racing_for_orphans_never_share_one() {
+    let Some(url) = database_url("host adoption race") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    let loop_id = LoopId::new();
+    let writer = journal(&url, &schema, lease).await;
+    let mut orphans = Vec::new();
+    for _ in 0..8 {
+        orphans.push(orphan(&writer, loop_id, 1).await);
+    }
+    let (a, b) = tokio::join!(
+        async {
+            SessionHost::builder(journal(&url, &schema, lease).await)
+                .capacity(5)
+                .start()
+                .await
+        },
+        async {
+            SessionHost::builder(journal(&url, &schema, lease).await)
+                .capacity(5)
+                .start()
+                .await
+        },
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let wait = async {
+        while a.sessions().len() + b.sessions().len() < orphans.len() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, wait)
+        .await
+        .expect("every orphan adopted");
+    for id in &orphans {
+        assert!(
+            a.sessions().contains(id) ^ b.sessions().contains(id),
+            "{id} is served by exactly one host"
+        );
+        let info = writer.lease_info(*id).await.unwrap();
+        assert!(info.live && info.epoch == 1);
+    }
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}

@@ -1,0 +1,120 @@
+//! The host runtime's single-host path: over a real redb file, whose lock makes this
+//! process the only writer, a host adopts every live session in the file as it
+//! starts (up to its capacity), seeds each from its restore report, and serves it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod host_support;
+
+use std::sync::Arc;
+
+use host_support::{OneLoop, Seen, next_seen, notification};
+use notify_journal::{RedbJournal, RedbOptions};
+use notify_loop::LoopConfig;
+use notify_session::{IfPending, Session, SessionHost, StopReason};
+use notify_types::{LoopId, Notified, SessionId};
+
+/// Writes `n` unacknowledged notifications to a new session through a plain session.
+async fn live_session(journal: &Arc<RedbJournal>, loop_id: LoopId, n: usize) -> SessionId {
+    let session = Session::new(SessionId::new(), Arc::clone(journal));
+    let _consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    for _ in 0..n {
+        let answer = session
+            .notify_process_completion(notification(session.id(), loop_id))
+            .await;
+        assert_eq!(answer.unwrap(), Notified::Accepted);
+    }
+    session.id()
+}
+
+#[tokio::test]
+async fn a_host_on_a_redb_file_adopts_every_live_session_up_to_its_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.redb");
+    let loop_id = LoopId::new();
+    let mut live = Vec::new();
+    {
+        let journal = Arc::new(RedbJournal::open(&path, RedbOptions::default()).unwrap());
+        for n in 1..=3 {
+            live.push((live_session(&journal, loop_id, n).await, n));
+        }
+        let ended = live_session(&journal, loop_id, 1).await;
+        let session = Session::new(ended, Arc::clone(&journal));
+        session.end(IfPending::Abandon).await.unwrap();
+        journal.close();
+    }
+
+    // The process restarts: a host on the file adopts the three live sessions as it
+    // starts, each seeded with what it left pending; the ended one stays ended.
+    let journal = Arc::new(RedbJournal::open(&path, RedbOptions::default()).unwrap());
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = SessionHost::builder(Arc::clone(&journal))
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let mut started = Vec::new();
+    let mut consumers = Vec::new();
+    for _ in 0..3 {
+        match next_seen(&mut seen).await {
+            Seen::Started {
+                session,
+                seeded,
+                consumer,
+            } => {
+                started.push((session, seeded));
+                consumers.push(consumer);
+            }
+            Seen::Stopped { session, why } => panic!("{session} stopped: {why}"),
+        }
+    }
+    started.sort();
+    live.sort();
+    assert_eq!(started, live);
+    let mut served: Vec<SessionId> = live.iter().map(|(id, _)| *id).collect();
+    served.sort();
+    assert_eq!(host.sessions(), served);
+
+    // Each is served: the pending ones come back, a new one is accepted.
+    for consumer in &mut consumers {
+        let received = consumer.recv().await.unwrap();
+        received.ack().await.unwrap();
+    }
+    let (id, _) = live[0];
+    let session = host.session(id).unwrap();
+    assert_eq!(
+        session
+            .notify_process_completion(notification(id, loop_id))
+            .await
+            .unwrap(),
+        Notified::Accepted
+    );
+    host.shutdown().await.unwrap();
+    let mut stops = 0;
+    while stops < 3 {
+        if let Seen::Stopped { why, .. } = next_seen(&mut seen).await {
+            assert_eq!(why, StopReason::ShutDown);
+            stops += 1;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_host_on_a_redb_file_adopts_no_more_than_its_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal =
+        Arc::new(RedbJournal::open(dir.path().join("n.redb"), RedbOptions::default()).unwrap());
+    let loop_id = LoopId::new();
+    for _ in 0..5 {
+        live_session(&journal, loop_id, 1).await;
+    }
+    let host = SessionHost::builder(Arc::clone(&journal))
+        .capacity(2)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(host.sessions().len(), 2);
+    assert_eq!(host.status().capacity, 2);
+    host.shutdown().await.unwrap();
+}

@@ -1,0 +1,160 @@
+//! Support for the host runtime's tests: a wrapper counting and failing renewals, an
+//! application that registers one seeded loop per session, and notifications.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use notify_journal::layer::{JournalLayer, JournalReadLayer};
+use notify_journal::{
+    BoxFuture, JournalLeases, Lease, LeaseError, LeaseInfo, Renewal, StorageError,
+};
+use notify_loop::LoopConfig;
+use notify_session::{AppError, HostApp, RestoreReport, Session, SessionConsumer, StopReason};
+use notify_types::{
+    CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState, ProcessTerminalReason,
+    SessionId, Uuid,
+};
+use tokio::sync::{broadcast, mpsc};
+
+/// A generous bound on every wait for an event (never a timing assertion).
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
+
+/// A journal with leases whose renewals are counted, and fail while `failing` is set.
+pub(crate) struct Counting<J> {
+    pub(crate) inner: Arc<J>,
+    pub(crate) renewals: AtomicUsize,
+    pub(crate) failing: AtomicBool,
+}
+
+impl<J> Counting<J> {
+    pub(crate) fn new(inner: Arc<J>) -> Self {
+        Self {
+            inner,
+            renewals: AtomicUsize::new(0),
+            failing: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<J: JournalLeases> JournalReadLayer for Counting<J> {
+    type Inner = J;
+    fn inner(&self) -> &J {
+        &self.inner
+    }
+}
+
+impl<J: JournalLeases> JournalLayer for Counting<J> {}
+
+impl<J: JournalLeases> JournalLeases for Counting<J> {
+    fn holder_id(&self) -> Uuid {
+        self.inner.holder_id()
+    }
+    fn lease_duration(&self) -> Duration {
+        self.inner.lease_duration()
+    }
+    fn acquire_lease(&self, session: SessionId) -> BoxFuture<'_, Result<Lease, LeaseError>> {
+        self.inner.acquire_lease(session)
+    }
+    fn renew_leases(&self) -> BoxFuture<'_, Result<Renewal, LeaseError>> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        if self.failing.load(Ordering::SeqCst) {
+            return Box::pin(async {
+                Err(LeaseError::Storage(StorageError::msg(
+                    "renewal refused by the test",
+                )))
+            });
+        }
+        self.inner.renew_leases()
+    }
+    fn release_lease(&self, session: SessionId) -> BoxFuture<'_, Result<(), LeaseError>> {
+        self.inner.release_lease(session)
+    }
+    fn lease_info(&self, session: SessionId) -> BoxFuture<'_, Result<LeaseInfo, LeaseError>> {
+        self.inner.lease_info(session)
+    }
+    fn orphaned_sessions(&self, limit: usize) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
+        self.inner.orphaned_sessions(limit)
+    }
+    fn lease_changes(&self) -> Option<broadcast::Receiver<SessionId>> {
+        self.inner.lease_changes()
+    }
+}
+
+/// What the test application saw: each session started (with its consumer and how
+/// many notifications were seeded) and each stop.
+pub(crate) enum Seen {
+    Started {
+        session: SessionId,
+        seeded: usize,
+        consumer: SessionConsumer,
+    },
+    Stopped {
+        session: SessionId,
+        why: StopReason,
+    },
+}
+
+/// An application that registers loop `LOOP` in every session, seeded from the
+/// report, and reports what it saw on a channel.
+pub(crate) struct OneLoop {
+    pub(crate) loop_id: LoopId,
+    pub(crate) seen: mpsc::UnboundedSender<Seen>,
+}
+
+impl OneLoop {
+    pub(crate) fn new(loop_id: LoopId) -> (Self, mpsc::UnboundedReceiver<Seen>) {
+        let (seen, rx) = mpsc::unbounded_channel();
+        (Self { loop_id, seen }, rx)
+    }
+}
+
+impl HostApp for OneLoop {
+    fn started<'a>(
+        &'a self,
+        session: &'a Session,
+        report: RestoreReport,
+    ) -> BoxFuture<'a, Result<(), AppError>> {
+        Box::pin(async move {
+            let pending = report
+                .pending
+                .get(&self.loop_id)
+                .cloned()
+                .unwrap_or_default();
+            let seeded = pending.len();
+            let consumer =
+                session.register_loop(LoopConfig::new(session.id(), self.loop_id).seed(pending))?;
+            let _ = self.seen.send(Seen::Started {
+                session: session.id(),
+                seeded,
+                consumer,
+            });
+            Ok(())
+        })
+    }
+
+    fn stopped(&self, session: SessionId, why: StopReason) {
+        let _ = self.seen.send(Seen::Stopped { session, why });
+    }
+}
+
+/// The next thing the application saw, within [`WAIT`].
+pub(crate) async fn next_seen(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+    tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("the application saw nothing within the bound")
+        .expect("the host dropped the application")
+}
+
+/// A valid completion notification for `loop_id` in `session`.
+pub(crate) fn notification(session: SessionId, loop_id: LoopId) -> ProcessCompletionNotification {
+    ProcessCompletionNotification {
+        command_id: CommandId::new(),
+        session_id: session,
+        loop_id,
+        process_handle: "build-42".into(),
+        state: ProcessLifecycleState::Exited,
+        reason: ProcessTerminalReason::Exited,
+    }
+}
