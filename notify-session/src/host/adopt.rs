@@ -4,7 +4,7 @@
 //! loser's acquisition is refused `Held` and it moves on.
 
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use notify_journal::JournalLeases;
 use notify_types::SessionId;

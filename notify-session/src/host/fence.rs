@@ -8,7 +8,7 @@
 //! stands behind it for an append already past the fence when the lease is lost.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use notify_journal::layer::{JournalLayer, JournalReadLayer};
 use notify_journal::{AppendError, AppendOutcome, BoxFuture, JournalBackend};

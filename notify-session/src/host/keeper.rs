@@ -8,7 +8,7 @@
 //! interval.
 
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use notify_journal::JournalLeases;
 use notify_types::SessionId;

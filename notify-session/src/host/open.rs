@@ -2,7 +2,7 @@
 //! application.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use notify_journal::{JournalLeases, SessionState};
 use notify_types::SessionId;

@@ -2,7 +2,9 @@
 //! paced to a share of wall time, then drop old tombstones.
 
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use notify_journal::layer::{JournalLayer, JournalReadLayer};
 use notify_journal::{

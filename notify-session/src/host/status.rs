@@ -1,6 +1,8 @@
 //! What a host reports about itself: the sessions it serves and each one's lease.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use notify_types::{SessionId, Uuid};
 

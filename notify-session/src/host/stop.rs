@@ -2,7 +2,7 @@
 //! appends in flight, shut its loops, release its lease (unless lost) and tell the
 //! application.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use notify_journal::{JournalLeases, LeaseError};
 use notify_types::SessionId;

@@ -1,0 +1,464 @@
+//! The host runtime over leases on the in-memory journal, several hosts sharing it:
+//! open (lease, restore, seed through the application), `Held`, one renewal per
+//! interval for all sessions, a lost lease stopping its session (`NotOwner`, nothing
+//! written), handoff by release and shutdown, adoption (capacity, two hosts racing),
+//! and retention. Waits are for events, bounded by a generous timeout; the renewal
+//! count runs on tokio's paused clock.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod host_support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use host_support::{Counting, Leased, OneLoop, Seen, WAIT, next_seen, notification};
+use notify_journal::{JournalRead, replay_all};
+use notify_loop::LoopConfig;
+use notify_session::{
+    AckError, HostError, IfPending, RetentionSchedule, Session, SessionHost, StopReason,
+};
+use notify_types::{LoopId, Notified, NotifyError, SessionId};
+
+const LEASE: Duration = Duration::from_secs(6);
+
+/// Writes a session with `n` notifications to `loop_id`, the first `acked` of them
+/// acknowledged, through a plain session (no lease: as a host that died left it).
+async fn seed_session(journal: &Leased, loop_id: LoopId, n: usize, acked: usize) -> SessionId {
+    let session = Session::new(SessionId::new(), journal.memory().clone());
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    for _ in 0..n {
+        let answer = session
+            .notify_process_completion(notification(session.id(), loop_id))
+            .await;
+        assert_eq!(answer.unwrap(), Notified::Accepted);
+    }
+    for _ in 0..acked {
+        consumer.recv().await.unwrap().ack().await.unwrap();
+    }
+    session.id()
+}
+
+async fn started(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>,
+) -> (SessionId, usize, notify_session::SessionConsumer) {
+    match next_seen(rx).await {
+        Seen::Started {
+            session,
+            seeded,
+            consumer,
+        } => (session, seeded, consumer),
+        Seen::Stopped { session, why } => panic!("expected a start, saw {session} stop: {why}"),
+    }
+}
+
+async fn stopped(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>) -> (SessionId, StopReason) {
+    match next_seen(rx).await {
+        Seen::Stopped { session, why } => (session, why),
+        Seen::Started { session, .. } => panic!("expected a stop, saw {session} start"),
+    }
+}
+
+#[tokio::test]
+async fn open_takes_the_lease_restores_and_seeds_through_the_app() {
+    let journal = Leased::new(LEASE);
+    let loop_id = LoopId::new();
+    let id = seed_session(&journal, loop_id, 3, 1).await;
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = SessionHost::builder(Arc::new(journal.clone()))
+        .adopt(false)
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+
+    let session = host.open(id).await.unwrap();
+    let (started_id, seeded, mut consumer) = started(&mut seen).await;
+    assert_eq!((started_id, seeded), (id, 2));
+    assert_eq!(host.session(id).unwrap().id(), id);
+    assert_eq!(host.sessions(), vec![id]);
+
+    let status = host.status();
+    assert_eq!(status.holder, journal.holder_id_for_test());
+    assert_eq!(status.sessions.len(), 1);
+    assert_eq!(
+        (status.sessions[0].epoch, status.sessions[0].pending),
+        (1, 2)
+    );
+    assert!(status.sessions[0].time_left > Duration::ZERO);
+
+    // The two pending ones come back; a new one is accepted and journaled.
+    for _ in 0..2 {
+        let received = consumer.recv().await.unwrap();
+        received.ack().await.unwrap();
+    }
+    let n = notification(id, loop_id);
+    assert_eq!(
+        session.notify_process_completion(n).await.unwrap(),
+        Notified::Accepted
+    );
+    assert_eq!(host.status().sessions[0].pending, 1);
+    // Opening again answers the session served.
+    assert_eq!(host.open(id).await.unwrap().id(), id);
+    host.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn open_of_a_session_held_elsewhere_names_the_holder_and_time_left() {
+    let a_journal = Leased::new(LEASE);
+    let b_journal = a_journal.another();
+    let a = SessionHost::builder(Arc::new(a_journal.clone()))
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    let b = SessionHost::builder(Arc::new(b_journal))
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    a.open(id).await.unwrap();
+    match b.open(id).await {
+        Err(HostError::Held {
+            session,
+            holder,
+            expires_in,
+        }) => {
+            assert_eq!(session, id);
+            assert_eq!(holder, Some(a.holder_id()));
+            let left = expires_in.expect("time left");
+            assert!(left > Duration::ZERO && left <= LEASE);
+        }
+        other => panic!("expected Held, got {other:?}"),
+    }
+    assert!(b.session(id).is_none());
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn all_leases_are_renewed_by_one_call_per_interval() {
+    let counting = Arc::new(Counting::new(Leased::new(LEASE)));
+    let every = Duration::from_millis(500);
+    let host = SessionHost::builder(Arc::clone(&counting))
+        .adopt(false)
+        .renew_every(every)
+        .start()
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        host.open(SessionId::new()).await.unwrap();
+    }
+    let before = counting.renewals.load(Ordering::SeqCst);
+    // Ten intervals of the paused clock: ten renewals for twenty sessions.
+    tokio::time::sleep(every * 10 + every / 2).await;
+    let calls = counting.renewals.load(Ordering::SeqCst) - before;
+    assert_eq!(
+        calls, 10,
+        "one renewal per interval, whatever the number of sessions"
+    );
+    let status = host.status();
+    assert_eq!(status.sessions.len(), 20);
+    assert!(status.sessions.iter().all(|s| s.since_renewal < every));
+    host.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewals_failing_past_the_deadline_stop_the_session() {
+    let counting = Arc::new(Counting::new(Leased::new(LEASE)));
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = SessionHost::builder(Arc::clone(&counting))
+        .adopt(false)
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    let session = host.open(id).await.unwrap();
+    let (_, _, mut consumer) = started(&mut seen).await;
+    let n = notification(id, loop_id);
+    session.notify_process_completion(n).await.unwrap();
+    let received = consumer.recv().await.unwrap();
+    let head = counting.inner.memory().last_seq(id).await.unwrap();
+
+    counting.failing.store(true, Ordering::SeqCst);
+    let (stopped_id, why) = stopped(&mut seen).await;
+    assert_eq!(
+        (stopped_id, why),
+        (id, StopReason::LeaseLost { owner: None })
+    );
+    assert!(host.session(id).is_none());
+
+    // Nothing more is written: new notifications, acks and consumers all see it.
+    let again = session
+        .notify_process_completion(notification(id, loop_id))
+        .await;
+    assert!(
+        matches!(again, Err(NotifyError::NotOwner { session_id, owner: None }) if session_id == id)
+    );
+    assert!(again.unwrap_err().is_retryable());
+    assert!(matches!(
+        received.ack().await,
+        Err(AckError::NotOwner { .. })
+    ));
+    assert!(consumer.recv().await.is_none());
+    assert_eq!(counting.inner.memory().last_seq(id).await.unwrap(), head);
+    host.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
+    let a_journal = Leased::new(LEASE);
+    let b_journal = a_journal.another();
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let counting = Arc::new(Counting::new(a_journal.clone()));
+    let a = SessionHost::builder(Arc::clone(&counting))
+        .adopt(false)
+        .renew_every(Duration::from_millis(50))
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    let session = a.open(id).await.unwrap();
+    let (_, _, mut consumer) = started(&mut seen).await;
+    session
+        .notify_process_completion(notification(id, loop_id))
+        .await
+        .unwrap();
+
+    // The engine's clock ran past A's lease (A's renewals held back meanwhile, well
+    // within its deadline); B takes the session under epoch 2; A's next renewal
+    // finds the lease lost.
+    counting.failing.store(true, Ordering::SeqCst);
+    a_journal.expire(id);
+    let b = SessionHost::builder(Arc::new(b_journal.clone()))
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    let b_session = b.open(id).await.unwrap();
+    assert_eq!(b.status().sessions[0].epoch, 2);
+    // A stale append through A's journal handle is fenced by the engine itself.
+    let stale = session
+        .notify_process_completion(notification(id, loop_id))
+        .await;
+    assert!(
+        matches!(stale, Err(NotifyError::NotOwner { .. })),
+        "{stale:?}"
+    );
+    counting.failing.store(false, Ordering::SeqCst);
+
+    let (stopped_id, why) = stopped(&mut seen).await;
+    assert_eq!(stopped_id, id);
+    assert_eq!(
+        why,
+        StopReason::LeaseLost {
+            owner: Some(b.holder_id())
+        }
+    );
+    let n = notification(id, loop_id);
+    match session.notify_process_completion(n.clone()).await {
+        Err(NotifyError::NotOwner { session_id, owner }) => {
+            assert_eq!((session_id, owner), (id, Some(b.holder_id())));
+        }
+        other => panic!("expected NotOwner, got {other:?}"),
+    }
+    assert!(consumer.recv().await.is_none());
+    // Nothing of A's is journaled after the takeover: the log is the one notification.
+    let frames = replay_all(a_journal.memory(), id).await.unwrap();
+    assert_eq!(frames.len(), 1);
+    // The supervisor's retry reaches the new owner.
+    let _b_consumer = b_session
+        .register_loop(LoopConfig::new(id, loop_id))
+        .unwrap();
+    assert_eq!(
+        b_session.notify_process_completion(n).await.unwrap(),
+        Notified::Accepted
+    );
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_released_session_is_adopted_by_another_host_at_once() {
+    let a_journal = Leased::new(LEASE);
+    let loop_id = LoopId::new();
+    let id = seed_session(&a_journal, loop_id, 2, 0).await;
+    let (a_app, mut a_seen) = OneLoop::new(loop_id);
+    let (b_app, mut b_seen) = OneLoop::new(loop_id);
+    let a = SessionHost::builder(Arc::new(a_journal.clone()))
+        .adopt(false)
+        .app(a_app)
+        .start()
+        .await
+        .unwrap();
+    let session = a.open(id).await.unwrap();
+    started(&mut a_seen).await;
+    // B polls once an hour: only the release's announcement can bring it the session.
+    let b = SessionHost::builder(Arc::new(a_journal.another()))
+        .adopt_every(Duration::from_secs(3600))
+        .app(b_app)
+        .start()
+        .await
+        .unwrap();
+    assert!(b.sessions().is_empty());
+
+    a.release(id).await.unwrap();
+    assert_eq!(stopped(&mut a_seen).await, (id, StopReason::Released));
+    let (adopted, seeded, _consumer) = started(&mut b_seen).await;
+    assert_eq!((adopted, seeded), (id, 2));
+    assert_eq!(b.sessions(), vec![id]);
+    assert!(matches!(
+        session
+            .notify_process_completion(notification(id, loop_id))
+            .await,
+        Err(NotifyError::NotOwner { .. })
+    ));
+    assert!(matches!(
+        a.release(id).await,
+        Err(HostError::NotServed { .. })
+    ));
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_hands_every_session_to_another_host() {
+    let a_journal = Leased::new(LEASE);
+    let loop_id = LoopId::new();
+    let (b_app, mut b_seen) = OneLoop::new(loop_id);
+    let a = SessionHost::builder(Arc::new(a_journal.clone()))
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = seed_session(&a_journal, loop_id, 1, 0).await;
+        a.open(id).await.unwrap();
+        ids.push(id);
+    }
+    let b = SessionHost::builder(Arc::new(a_journal.another()))
+        .adopt_every(Duration::from_secs(3600))
+        .app(b_app)
+        .start()
+        .await
+        .unwrap();
+    let a2 = a.clone();
+    a.shutdown().await.unwrap();
+    assert!(matches!(
+        a2.open(SessionId::new()).await,
+        Err(HostError::ShutDown)
+    ));
+    let mut adopted = Vec::new();
+    for _ in 0..3 {
+        adopted.push(started(&mut b_seen).await.0);
+    }
+    adopted.sort();
+    ids.sort();
+    assert_eq!(adopted, ids);
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn adoption_stops_at_capacity_and_two_racing_hosts_never_share_a_session() {
+    let journal = Leased::new(LEASE);
+    let loop_id = LoopId::new();
+    let mut orphans = Vec::new();
+    for _ in 0..6 {
+        orphans.push(seed_session(&journal, loop_id, 1, 0).await);
+    }
+    // Both hosts adopt as they start, racing for the same six orphans.
+    let (a, b) = tokio::join!(
+        SessionHost::builder(Arc::new(journal.clone()))
+            .capacity(4)
+            .start(),
+        SessionHost::builder(Arc::new(journal.another()))
+            .capacity(4)
+            .start(),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let wait = async {
+        while a.sessions().len() + b.sessions().len() < 6 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, wait)
+        .await
+        .expect("every orphan adopted");
+    assert!(a.sessions().len() <= 4 && b.sessions().len() <= 4);
+    for id in &orphans {
+        let on_a = a.sessions().contains(id);
+        let on_b = b.sessions().contains(id);
+        assert!(on_a ^ on_b, "session {id} is served by exactly one host");
+    }
+    // An explicit race for one new session: exactly one open wins.
+    let id = SessionId::new();
+    let (x, y) = tokio::join!(a.open(id), b.open(id));
+    let wins = usize::from(x.is_ok()) + usize::from(y.is_ok());
+    let refusals = [&x, &y]
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Err(HostError::Held { .. } | HostError::AtCapacity { .. })
+            )
+        })
+        .count();
+    assert_eq!((wins, refusals), (1, 1));
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn retention_purges_ended_sessions_and_drops_their_tombstones() {
+    let journal = Leased::new(LEASE);
+    let loop_id = LoopId::new();
+    let mut ended = Vec::new();
+    for _ in 0..3 {
+        let session = Session::new(SessionId::new(), journal.memory().clone());
+        let _consumer = session
+            .register_loop(LoopConfig::new(session.id(), loop_id))
+            .unwrap();
+        session
+            .notify_process_completion(notification(session.id(), loop_id))
+            .await
+            .unwrap();
+        session.end(IfPending::Abandon).await.unwrap();
+        ended.push(session.id());
+    }
+    let live = seed_session(&journal, loop_id, 1, 0).await;
+    let host = SessionHost::builder(Arc::new(journal.clone()))
+        .adopt(false)
+        .retention(RetentionSchedule {
+            purge_after: Duration::ZERO,
+            drop_tombstones_after: Duration::ZERO,
+            max_share: 0.5,
+            step: 1,
+            every: Duration::from_millis(20),
+        })
+        .start()
+        .await
+        .unwrap();
+    let wait = async {
+        loop {
+            let sessions = journal.memory().sessions().await.unwrap();
+            if ended.iter().all(|id| !sessions.contains(id)) {
+                return sessions;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let left = tokio::time::timeout(WAIT, wait)
+        .await
+        .expect("purged and dropped");
+    assert_eq!(left, vec![live], "the live session stays");
+    assert_eq!(replay_all(journal.memory(), live).await.unwrap().len(), 1);
+    host.shutdown().await.unwrap();
+}
