@@ -4,6 +4,41 @@ use notify_types::{JournalRecord, SessionId};
 
 use crate::backend::{AppendOutcome, SeqRecord};
 use crate::error::{AppendError, JournalError};
+use crate::lease::{Lease, LeaseInfo};
+
+/// The old name of [`Lease`]: every engine's leases are one type now.
+#[cfg(feature = "postgres")]
+#[deprecated(note = "renamed to `Lease` (the `JournalLeases` trait's)")]
+pub type PgLease = Lease;
+
+/// The old name of [`LeaseInfo`]: every engine's leases are one type now.
+#[cfg(feature = "postgres")]
+#[deprecated(note = "renamed to `LeaseInfo` (the `JournalLeases` trait's)")]
+pub type PgLeaseInfo = LeaseInfo;
+
+/// The accessors of the old `PgLeaseInfo`; its fields are public now.
+impl LeaseInfo {
+    /// The latest epoch handed out (0: never leased).
+    #[deprecated(note = "read the `epoch` field")]
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The holder's identity, if the lease has not been released.
+    #[deprecated(note = "read the `holder` field")]
+    #[must_use]
+    pub fn holder(&self) -> Option<notify_types::Uuid> {
+        self.holder
+    }
+
+    /// Whether the lease is held and unexpired by the engine's clock.
+    #[deprecated(note = "read the `live` field")]
+    #[must_use]
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+}
 
 /// The old name of [`RedbOptions`](crate::RedbOptions): the options are redb's only.
 #[deprecated(note = "renamed to `RedbOptions`")]

@@ -73,9 +73,12 @@ pub const FORMAT_VERSION: u64 = redb::format::FORMAT_VERSION;
 mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgLease, PgLeaseInfo, PgOpenError,
-    PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
+    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, PgSslMode,
+    PgStats, PgTls, PgTlsRefusal,
 };
+#[cfg(feature = "postgres")]
+#[allow(deprecated)]
+pub use deprecated::{PgLease, PgLeaseInfo};
 
 /// Plumbing for the workspace's own crates (the testkit's in-memory journal, the
 /// command line): the integrity checks and the append counter a backend built outside

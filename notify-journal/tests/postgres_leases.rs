@@ -47,7 +47,7 @@ const SHARED: &str = "nj_test_shared_v5";
 /// never asserts on elapsed time.
 async fn wait_for_expiry(j: &PgJournal, session: SessionId) {
     for _ in 0..2000 {
-        if !j.lease_info(session).await.unwrap().is_live() {
+        if !j.lease_info(session).await.unwrap().live {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -148,10 +148,10 @@ async fn lease_takeover_raises_the_epoch_and_fences_the_old_holder() {
     assert!(taken.epoch() > first.epoch(), "a takeover raises the epoch");
     let info = b.lease_info(s).await.unwrap();
     assert_eq!(
-        (info.epoch(), info.holder()),
+        (info.epoch, info.holder),
         (taken.epoch(), Some(b.holder_id()))
     );
-    assert!(info.is_live());
+    assert!(info.live);
 
     // The old holder is fenced and writes nothing; the new one writes.
     let k = Uuid::now_v7();
@@ -176,7 +176,7 @@ async fn lease_takeover_raises_the_epoch_and_fences_the_old_holder() {
         a.append(s, command(s, k, 0)).await,
         Err(AppendError::Fenced { .. })
     ));
-    assert_eq!(b.lease_info(s).await.unwrap().holder(), Some(b.holder_id()));
+    assert_eq!(b.lease_info(s).await.unwrap().holder, Some(b.holder_id()));
     assert!(matches!(
         a.acquire_lease(s).await,
         Err(LeaseError::Held { epoch, .. }) if epoch == taken.epoch()
@@ -193,7 +193,7 @@ async fn lease_takeover_raises_the_epoch_and_fences_the_old_holder() {
     // After release, the next lease has a higher epoch still, and writers without a
     // lease may append again.
     b.release_lease(s).await.unwrap();
-    assert!(!b.lease_info(s).await.unwrap().is_live());
+    assert!(!b.lease_info(s).await.unwrap().live);
     assert_eq!(
         bystander
             .append(s, command(s, Uuid::now_v7(), 0))
@@ -291,7 +291,7 @@ async fn leases_and_appends_survive_connection_turnover() {
     }
     let info = info.unwrap();
     assert_eq!(
-        (info.epoch(), info.holder()),
+        (info.epoch, info.holder),
         (lease.epoch(), Some(j.holder_id()))
     );
     assert_eq!(j.renew_lease(s).await.unwrap().epoch(), lease.epoch());
@@ -410,7 +410,7 @@ async fn a_release_retried_after_it_committed_unseen_is_not_lost() {
         .unwrap();
     assert_eq!(released, 1);
     j.release_lease(s).await.unwrap();
-    assert_eq!(j.lease_info(s).await.unwrap().epoch(), lease.epoch());
+    assert_eq!(j.lease_info(s).await.unwrap().epoch, lease.epoch());
 
     // A lease taken over is still reported lost.
     let t = SessionId::new();
@@ -466,7 +466,7 @@ async fn a_lost_lease_fences_until_a_new_one_is_acquired() {
         a.release_lease(s).await,
         Err(LeaseError::Lost { session }) if session == s
     ));
-    assert!(!a.lease_info(s).await.unwrap().is_live());
+    assert!(!a.lease_info(s).await.unwrap().live);
     for _ in 0..2 {
         assert!(matches!(
             a.append(s, command(s, Uuid::now_v7(), 0)).await,
@@ -509,7 +509,7 @@ async fn a_lost_lease_fences_until_a_new_one_is_acquired() {
         Err(LeaseError::Lost { session }) if session == t
     ));
     b.release_lease(t).await.unwrap();
-    assert!(!a.lease_info(t).await.unwrap().is_live());
+    assert!(!a.lease_info(t).await.unwrap().live);
     assert!(matches!(
         a.append(t, command(t, Uuid::now_v7(), 0)).await,
         Err(AppendError::Fenced { session }) if session == t

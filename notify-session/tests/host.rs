@@ -462,3 +462,64 @@ async fn retention_purges_ended_sessions_and_drops_their_tombstones() {
     assert_eq!(replay_all(journal.memory(), live).await.unwrap().len(), 1);
     host.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_session_ended_through_its_handle_is_released() {
+    let journal = Leased::new(LEASE);
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = SessionHost::builder(Arc::new(journal.clone()))
+        .adopt(false)
+        .renew_every(Duration::from_millis(50))
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    let session = host.open(id).await.unwrap();
+    let (_, _, _consumer) = started(&mut seen).await;
+    session
+        .notify_process_completion(notification(id, loop_id))
+        .await
+        .unwrap();
+    session.end(IfPending::Abandon).await.unwrap();
+    assert_eq!(stopped(&mut seen).await, (id, StopReason::Ended));
+    assert!(host.sessions().is_empty());
+    let info = notify_journal::JournalLeases::lease_info(&journal, id)
+        .await
+        .unwrap();
+    assert!(!info.live, "the ended session's lease is released");
+    host.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
+    let counting = Arc::new(Counting::new(Leased::new(LEASE)));
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    // Renewals at 2 s, 4 s, 6 s; the deadline is at 5.4 s (6 s less a tenth).
+    let host = SessionHost::builder(Arc::clone(&counting))
+        .adopt(false)
+        .renew_every(Duration::from_secs(2))
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    let session = host.open(id).await.unwrap();
+    let (_, _, _consumer) = started(&mut seen).await;
+    counting.failing.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    // The keeper has not stopped the session yet, and the engine's lease (by the
+    // wall clock) is live: only the host's fence stands in the way.
+    assert_eq!(host.status().sessions.len(), 1);
+    let answer = session
+        .notify_process_completion(notification(id, loop_id))
+        .await;
+    assert!(
+        matches!(answer, Err(NotifyError::NotOwner { .. })),
+        "{answer:?}"
+    );
+    assert_eq!(counting.inner.memory().last_seq(id).await.unwrap(), 0);
+    host.shutdown().await.unwrap();
+}

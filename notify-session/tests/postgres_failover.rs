@@ -263,7 +263,7 @@ async fn failover(test: &str, signal: Signal) {
     assert_eq!(commands, once);
     assert_eq!(consumed, once);
     let info = jb.lease_info(s).await.unwrap();
-    assert_eq!(info.epoch(), lease.epoch());
+    assert_eq!(info.epoch, lease.epoch());
     jb.release_lease(s).await.unwrap();
     jb.close().await;
 }

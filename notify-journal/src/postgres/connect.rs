@@ -4,8 +4,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::oneshot;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Notification};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::{PgOpenError, PgTlsRefusal, sanitize};
@@ -51,6 +53,14 @@ impl ConnectFailure {
             Self::Failed(e) => PgOpenError::Unreachable(e),
         }
     }
+}
+
+/// Where a connection's notifications (`LISTEN`) go, and who hears that it ended:
+/// `ended`'s receiver resolves (with an error) once the connection is gone.
+pub(crate) struct Notifications {
+    pub(crate) sink: Box<dyn FnMut(Notification) + Send>,
+    #[expect(dead_code, reason = "never sent on: dropping it tells the receiver")]
+    pub(crate) ended: oneshot::Sender<()>,
 }
 
 impl std::fmt::Debug for Connector {
@@ -128,6 +138,15 @@ impl Connector {
     /// default; the journal's statements are written for it) and `lock_timeout` set
     /// to the operation timeout. Never waits longer than the connect timeout.
     pub(crate) async fn connect(&self) -> Result<Client, ConnectFailure> {
+        self.connect_with(None).await
+    }
+
+    /// [`connect`](Self::connect), handing the connection's notifications to
+    /// `notes` (when given) as they arrive.
+    pub(crate) async fn connect_with(
+        &self,
+        notes: Option<Notifications>,
+    ) -> Result<Client, ConnectFailure> {
         let lock_ms = self.op_timeout.as_millis().clamp(1, i32::MAX as u128);
         let setup = format!(
             "SET default_transaction_isolation = 'read committed'; SET lock_timeout = {lock_ms}"
@@ -141,12 +160,12 @@ impl Connector {
                 Some(tls) => {
                     let (client, connection) =
                         self.config.connect(tls.clone()).await.map_err(failed)?;
-                    tokio::spawn(drive(connection));
+                    tokio::spawn(drive(connection, notes));
                     client
                 }
                 None => {
                     let (client, connection) = self.config.connect(NoTls).await.map_err(failed)?;
-                    tokio::spawn(drive(connection));
+                    tokio::spawn(drive(connection, notes));
                     client
                 }
             };
@@ -163,12 +182,28 @@ impl Connector {
     }
 }
 
-/// Runs a connection until it ends; its error is logged sanitized.
-async fn drive<F>(connection: F)
+/// Runs a connection until it ends, handing its notifications to `notes` (if
+/// any); its error is logged sanitized. Dropping `notes` at the end tells its
+/// `ended` receiver.
+async fn drive<S, T>(mut connection: Connection<S, T>, mut notes: Option<Notifications>)
 where
-    F: Future<Output = Result<(), tokio_postgres::Error>>,
+    S: AsyncRead + AsyncWrite + Unpin,
+    T: AsyncRead + AsyncWrite + Unpin,
 {
-    if let Err(e) = connection.await {
-        tracing::debug!(error = %sanitize("connection", &e), "postgres connection ended");
+    loop {
+        match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            None => break,
+            Some(Ok(AsyncMessage::Notification(n))) => {
+                if let Some(notes) = notes.as_mut() {
+                    (notes.sink)(n);
+                }
+            }
+            // Notices (and whatever else the server sends unasked) are not used.
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                tracing::debug!(error = %sanitize("connection", &e), "postgres connection ended");
+                break;
+            }
+        }
     }
 }

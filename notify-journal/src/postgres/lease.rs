@@ -1,65 +1,31 @@
-//! Leases: a writer's epoch-fenced claim on a session, kept in the session's row.
+//! Leases: a writer's epoch-fenced claim on a session, kept in the session's row;
+//! [`PgJournal`]'s [`JournalLeases`] implementation. The statements run on the lease
+//! connection (`lease_conn.rs`); lease changes are heard on a `LISTEN` connection
+//! (`lease_listen.rs`).
+
+use std::time::Duration;
 
 use notify_types::{SessionId, Uuid};
+use tokio::sync::broadcast;
 
 use super::error::sanitize;
+use super::lease_listen::Listener;
 use super::{PgJournal, lock, seq_u64};
-use crate::lease::LeaseError;
-
-/// A lease this journal holds on a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PgLease {
-    session: SessionId,
-    epoch: u64,
-}
-
-impl PgLease {
-    /// The leased session.
-    #[must_use]
-    pub fn session(&self) -> SessionId {
-        self.session
-    }
-
-    /// The lease's epoch: it grows by one each time the lease changes hands or is
-    /// acquired again after expiring or being released.
-    #[must_use]
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-}
-
-/// A session's lease as the database sees it now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PgLeaseInfo {
-    epoch: u64,
-    holder: Option<Uuid>,
-    live: bool,
-}
-
-impl PgLeaseInfo {
-    /// The latest epoch handed out (0: never leased).
-    #[must_use]
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-
-    /// The holder's identity ([`PgJournal::holder_id`]), if the lease has not been
-    /// released (it may have expired).
-    #[must_use]
-    pub fn holder(&self) -> Option<Uuid> {
-        self.holder
-    }
-
-    /// Whether the lease is held and unexpired by the database's clock.
-    #[must_use]
-    pub fn is_live(&self) -> bool {
-        self.live
-    }
-}
+use crate::backend::BoxFuture;
+use crate::lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 
 /// How many times `acquire_lease` retries when the lease it found held was freed
 /// before it could be reported.
 const ACQUIRE_ATTEMPTS: usize = 3;
+
+fn storage(op: &'static str) -> impl Fn(tokio_postgres::Error) -> LeaseError {
+    move |e| LeaseError::Storage(sanitize(op, &e))
+}
+
+/// Milliseconds left, as the database computed them, as a duration.
+fn left(ms: Option<f64>) -> Option<Duration> {
+    ms.map(|ms| Duration::try_from_secs_f64(ms.max(0.0) / 1000.0).unwrap_or(Duration::MAX))
+}
 
 impl PgJournal {
     /// Acquires this journal's lease on `session` for the configured lease duration.
@@ -70,23 +36,30 @@ impl PgJournal {
     ///
     /// # Errors
     ///
-    /// [`LeaseError::Held`] if another writer holds a live lease. Its epoch is read
-    /// by a second statement right after the refused one; should the lease be freed
-    /// in between, acquiring is retried (three times); if the lease keeps changing
-    /// hands that fast, `Held` may report one that is no longer live: retry. [`LeaseError::Storage`] (also after the operation
-    /// timeout; retrying is safe) or [`LeaseError::Closed`].
+    /// [`LeaseError::Held`] if another writer holds a live lease, naming it and its
+    /// time left. These are read by a second statement right after the refused one;
+    /// should the lease be freed in between, acquiring is retried (three times); if
+    /// the lease keeps changing hands that fast, `Held` may report one that is no
+    /// longer live: retry. [`LeaseError::Storage`] (also after the operation
+    /// timeout; retrying is safe), [`LeaseError::Closed`] or
+    /// [`LeaseError::SchemaTooNew`].
     ///
     /// # Cancel safety
     ///
     /// If dropped, the lease may have been taken in the database without this
     /// journal knowing; acquiring again returns it.
-    pub async fn acquire_lease(&self, session: SessionId) -> Result<PgLease, LeaseError> {
+    pub async fn acquire_lease(&self, session: SessionId) -> Result<Lease, LeaseError> {
         let s = *session.as_uuid();
         let (holder, lease_ms) = (self.holder, self.lease_ms);
-        let mut held = (0, None);
+        let mut held = LeaseInfo {
+            epoch: 0,
+            holder: None,
+            live: false,
+            expires_in: None,
+        };
         for _ in 0..ACQUIRE_ATTEMPTS {
             let row = self
-                .read("acquire lease", |c| async move {
+                .lease_statement("acquire lease", |c| async move {
                     c.client
                         .query_opt(&c.acquire, &[&s, &holder, &lease_ms])
                         .await
@@ -95,39 +68,40 @@ impl PgJournal {
             if let Some(row) = row {
                 let epoch = row
                     .try_get::<_, i64>(0)
-                    .map_err(|e| LeaseError::Storage(sanitize("acquire lease", &e)))
+                    .map_err(storage("acquire lease"))
                     .and_then(|v| seq_u64(v).map_err(LeaseError::Storage))?;
                 lock(&self.leases).insert(session, epoch);
-                return Ok(PgLease { session, epoch });
+                lock(&self.lost).remove(&session);
+                return Ok(Lease::new(session, epoch));
             }
-            let info = self.lease_info(session).await?;
-            held = (info.epoch, info.holder);
-            if info.live {
+            held = self.lease_info(session).await?;
+            if held.live {
                 break;
             }
         }
         Err(LeaseError::Held {
             session,
-            epoch: held.0,
-            holder: held.1,
-            expires_in: None,
+            epoch: held.epoch,
+            holder: held.holder,
+            expires_in: held.expires_in,
         })
     }
 
     /// Extends this journal's live lease on `session` by the lease duration, under
-    /// the same epoch.
+    /// the same epoch ([`renew_leases`](Self::renew_leases) renews them all at once).
     ///
     /// # Errors
     ///
     /// [`LeaseError::Lost`] if this journal holds no lease on the session, or it
     /// expired (judged once the session row lock is held) or was taken over
     /// (appends stay fenced: acquire a new lease); [`LeaseError::Storage`] (also
-    /// after the operation timeout; retrying is safe) or [`LeaseError::Closed`].
+    /// after the operation timeout; retrying is safe), [`LeaseError::Closed`] or
+    /// [`LeaseError::SchemaTooNew`].
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the lease is either extended or not.
-    pub async fn renew_lease(&self, session: SessionId) -> Result<PgLease, LeaseError> {
+    pub async fn renew_lease(&self, session: SessionId) -> Result<Lease, LeaseError> {
         let Some(epoch) = lock(&self.leases).get(&session).copied() else {
             return Err(LeaseError::Lost { session });
         };
@@ -135,7 +109,7 @@ impl PgJournal {
         let s = *session.as_uuid();
         let (holder, lease_ms) = (self.holder, self.lease_ms);
         let row = self
-            .read("renew lease", |c| async move {
+            .lease_statement("renew lease", |c| async move {
                 c.client
                     .query_opt(&c.renew, &[&s, &holder, &epoch_i, &lease_ms])
                     .await
@@ -144,20 +118,102 @@ impl PgJournal {
         let renewed_by = match row {
             Some(row) => row
                 .try_get::<_, Option<Uuid>>(0)
-                .map_err(|e| LeaseError::Storage(sanitize("renew lease", &e)))?,
+                .map_err(storage("renew lease"))?,
             None => None,
         };
         if renewed_by == Some(self.holder) {
-            Ok(PgLease { session, epoch })
+            Ok(Lease::new(session, epoch))
         } else {
+            self.mark_lost(session, epoch);
             Err(LeaseError::Lost { session })
         }
     }
 
+    /// Renews every lease this journal believes live in one statement (one round
+    /// trip on the lease connection, whatever their number; none when it holds
+    /// none). Each is extended if it is still this journal's under the same epoch
+    /// and unexpired by the database's clock once its row lock is held; the others
+    /// are listed in [`Renewal::lost`] (each by the first renewal that finds it
+    /// lost), announced on the lease channel, and stay fenced until acquired again.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Storage`] (also after the operation timeout; nothing was
+    /// renewed unless the statement committed unseen; retrying is safe),
+    /// [`LeaseError::Closed`] or [`LeaseError::SchemaTooNew`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: each lease is either extended or not; a lease found lost is
+    /// marked so before the answer is returned, and fences appends either way.
+    pub async fn renew_leases(&self) -> Result<Renewal, LeaseError> {
+        let held: Vec<(SessionId, u64)> = {
+            let leases = lock(&self.leases);
+            let lost = lock(&self.lost);
+            leases
+                .iter()
+                .filter(|(s, _)| !lost.contains(s))
+                .map(|(s, e)| (*s, *e))
+                .collect()
+        };
+        if held.is_empty() {
+            return Ok(Renewal::default());
+        }
+        let (mut sessions, mut epochs) = (Vec::new(), Vec::new());
+        let mut renewal = Renewal::default();
+        for (session, epoch) in &held {
+            match i64::try_from(*epoch) {
+                Ok(e) => {
+                    sessions.push(*session.as_uuid());
+                    epochs.push(e);
+                }
+                // No such epoch is ever handed out: the lease is not ours.
+                Err(_) => renewal.lost.push(*session),
+            }
+        }
+        let (holder, lease_ms) = (self.holder, self.lease_ms);
+        let channel = &self.sql.lease_channel;
+        let rows = self
+            .lease_statement("renew leases", |c| async move {
+                c.client
+                    .query(
+                        &c.renew_all,
+                        &[&sessions, &epochs, &holder, &lease_ms, channel],
+                    )
+                    .await
+            })
+            .await?;
+        let mut renewed = std::collections::HashSet::with_capacity(rows.len());
+        for row in rows {
+            let (session, ok): (Uuid, bool) = (
+                row.try_get(0).map_err(storage("renew leases"))?,
+                row.try_get(1).map_err(storage("renew leases"))?,
+            );
+            if ok {
+                renewed.insert(SessionId::from_uuid(session));
+            }
+        }
+        let leases = lock(&self.leases);
+        let mut lost = lock(&self.lost);
+        for (session, epoch) in held {
+            if renewed.contains(&session) {
+                renewal.renewed.push(Lease::new(session, epoch));
+            } else if leases.get(&session) == Some(&epoch) && lost.insert(session) {
+                // Still the lease the statement judged (not released or acquired
+                // anew meanwhile), and not reported before.
+                if !renewal.lost.contains(&session) {
+                    renewal.lost.push(session);
+                }
+            }
+        }
+        Ok(renewal)
+    }
+
     /// Gives up this journal's live lease on `session`: later appends behave as if
     /// it had never been acquired ([`LeasePolicy`](super::LeasePolicy) decides). The
-    /// epoch is kept, so the next lease on the session has a higher one. Releasing
-    /// when this journal holds no lease on the session is not an error.
+    /// epoch is kept, so the next lease on the session has a higher one; the release
+    /// is announced on the lease channel when it commits. Releasing when this
+    /// journal holds no lease on the session is not an error.
     ///
     /// # Errors
     ///
@@ -169,7 +225,8 @@ impl PgJournal {
     /// to writing without one just because no other lease is live at the moment. A
     /// release retried after an earlier attempt committed unseen is not an error.
     /// [`LeaseError::Storage`] (also after the operation timeout; the lease is still
-    /// considered held; retry) or [`LeaseError::Closed`].
+    /// considered held; retry), [`LeaseError::Closed`] or
+    /// [`LeaseError::SchemaTooNew`].
     ///
     /// # Cancel safety
     ///
@@ -186,6 +243,7 @@ impl PgJournal {
             let mut leases = lock(&self.leases);
             if leases.get(&session) == Some(&epoch) {
                 leases.remove(&session);
+                lock(&self.lost).remove(&session);
             }
         };
         let Ok(epoch_i) = i64::try_from(epoch) else {
@@ -193,9 +251,12 @@ impl PgJournal {
         };
         let s = *session.as_uuid();
         let holder = self.holder;
+        let channel = &self.sql.lease_channel;
         let released = self
-            .read("release lease", |c| async move {
-                c.client.execute(&c.release, &[&s, &holder, &epoch_i]).await
+            .lease_statement("release lease", |c| async move {
+                c.client
+                    .execute(&c.release, &[&s, &holder, &epoch_i, channel])
+                    .await
             })
             .await?;
         if released == 0 {
@@ -208,45 +269,159 @@ impl PgJournal {
                 forget();
                 return Ok(());
             }
+            self.mark_lost(session, epoch);
             return Err(LeaseError::Lost { session });
         }
         forget();
         Ok(())
     }
 
-    /// The session's lease as the database sees it now.
+    /// The session's lease as the database sees it now (its time left by the
+    /// database's clock).
     ///
     /// # Errors
     ///
-    /// [`LeaseError::Storage`] (also after the operation timeout) or
-    /// [`LeaseError::Closed`].
+    /// [`LeaseError::Storage`] (also after the operation timeout),
+    /// [`LeaseError::Closed`] or [`LeaseError::SchemaTooNew`].
     ///
     /// # Cancel safety
     ///
     /// Cancel safe (read only).
-    pub async fn lease_info(&self, session: SessionId) -> Result<PgLeaseInfo, LeaseError> {
+    pub async fn lease_info(&self, session: SessionId) -> Result<LeaseInfo, LeaseError> {
         let s = *session.as_uuid();
         let row = self
-            .read("read lease", |c| async move {
+            .lease_statement("read lease", |c| async move {
                 c.client.query_opt(&c.lease_info, &[&s]).await
             })
             .await?;
         let Some(row) = row else {
-            return Ok(PgLeaseInfo {
+            return Ok(LeaseInfo {
                 epoch: 0,
                 holder: None,
                 live: false,
+                expires_in: None,
             });
         };
-        let read = || -> Result<(i64, Option<Uuid>, bool), tokio_postgres::Error> {
-            Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+        type Read = (i64, Option<Uuid>, bool, Option<f64>);
+        let read = || -> Result<Read, tokio_postgres::Error> {
+            Ok((
+                row.try_get(0)?,
+                row.try_get(1)?,
+                row.try_get(2)?,
+                row.try_get(3)?,
+            ))
         };
-        let (epoch, holder, live) =
-            read().map_err(|e| LeaseError::Storage(sanitize("read lease", &e)))?;
-        Ok(PgLeaseInfo {
+        let (epoch, holder, live, ms) = read().map_err(storage("read lease"))?;
+        Ok(LeaseInfo {
             epoch: seq_u64(epoch).map_err(LeaseError::Storage)?,
             holder,
             live,
+            expires_in: if live { left(ms) } else { None },
         })
+    }
+
+    /// Up to `limit` sessions neither ended nor purged whose lease is not live
+    /// (never leased or released first, then the longest expired), read on the
+    /// read connection by one statement (a range scan of the `sessions_orphans`
+    /// index).
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Storage`] (also after the operation timeout),
+    /// [`LeaseError::Closed`] or [`LeaseError::SchemaTooNew`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    pub async fn orphaned_sessions(&self, limit: usize) -> Result<Vec<SessionId>, LeaseError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .read("orphaned sessions", |c| async move {
+                c.client.query(&c.orphans, &[&limit]).await
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                row.try_get::<_, Uuid>(0)
+                    .map(SessionId::from_uuid)
+                    .map_err(storage("orphaned sessions"))
+            })
+            .collect()
+    }
+
+    /// Sessions whose lease any holder released or lost, as announced on the
+    /// schema's lease channel; the first call opens the `LISTEN` connection
+    /// (reopened whenever it drops). `None` outside a tokio runtime or once closed.
+    #[must_use]
+    pub fn lease_changes(&self) -> Option<broadcast::Receiver<SessionId>> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        let mut listener = lock(&self.listener);
+        if listener.is_none() {
+            *listener = Listener::start(
+                std::sync::Arc::clone(&self.connector),
+                self.sql.lease_channel.clone(),
+                self.op_timeout,
+            );
+        }
+        listener.as_ref().map(Listener::subscribe)
+    }
+
+    /// How many lease statements this journal has sent on its lease connection
+    /// since [`connect`](Self::connect): acquire, renew (one per
+    /// [`renew_leases`](Self::renew_leases), whatever the number of leases),
+    /// release and lease reads.
+    #[must_use]
+    pub fn lease_round_trips(&self) -> u64 {
+        self.lease_round_trips
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Marks the lease on `session` lost if it is still the one under `epoch`.
+    fn mark_lost(&self, session: SessionId, epoch: u64) {
+        if lock(&self.leases).get(&session) == Some(&epoch) {
+            lock(&self.lost).insert(session);
+        }
+    }
+}
+
+impl JournalLeases for PgJournal {
+    fn holder_id(&self) -> Uuid {
+        self.holder
+    }
+
+    fn lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+
+    fn acquire_lease(&self, session: SessionId) -> BoxFuture<'_, Result<Lease, LeaseError>> {
+        Box::pin(PgJournal::acquire_lease(self, session))
+    }
+
+    fn renew_leases(&self) -> BoxFuture<'_, Result<Renewal, LeaseError>> {
+        Box::pin(PgJournal::renew_leases(self))
+    }
+
+    fn release_lease(&self, session: SessionId) -> BoxFuture<'_, Result<(), LeaseError>> {
+        Box::pin(PgJournal::release_lease(self, session))
+    }
+
+    fn lease_info(&self, session: SessionId) -> BoxFuture<'_, Result<LeaseInfo, LeaseError>> {
+        Box::pin(PgJournal::lease_info(self, session))
+    }
+
+    fn orphaned_sessions(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
+        Box::pin(PgJournal::orphaned_sessions(self, limit))
+    }
+
+    fn lease_changes(&self) -> Option<broadcast::Receiver<SessionId>> {
+        PgJournal::lease_changes(self)
     }
 }

@@ -509,4 +509,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
          ORDER BY j.i;
      END
      $fn$;",
+    // 6: finding orphaned sessions (`JournalLeases::orphaned_sessions`): sessions
+    // neither ended nor purged, by lease expiry (never leased and released ones,
+    // without an expiry, first), so listing the first orphans is a range scan that
+    // stops at the first live lease. Nothing else changes.
+    "CREATE INDEX sessions_orphans ON {s}.sessions
+         ((coalesce(lease_expires_at, '-infinity'::timestamptz)), session)
+         WHERE ended_at IS NULL AND purged_at IS NULL;",
 ];

@@ -69,6 +69,8 @@ mod connect;
 mod error;
 mod frame;
 mod lease;
+mod lease_conn;
+mod lease_listen;
 mod migrations;
 mod open;
 mod options;
@@ -85,7 +87,7 @@ mod verify;
 mod version;
 mod writer;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -95,7 +97,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use error::{PgOpenError, PgTlsRefusal};
-pub use lease::{PgLease, PgLeaseInfo};
 pub use options::{LeasePolicy, PgOptions};
 pub use schema::MigrationMode;
 pub use stats::PgStats;
@@ -103,7 +104,9 @@ pub use tls::{PgSslMode, PgTls};
 pub use version::PG_SCHEMA_VERSION;
 
 use connect::Connector;
-use read_conn::ReaderSlot;
+use lease_conn::LeaseConn;
+use lease_listen::Listener;
+use read_conn::{ConnSlot, ReaderSlot};
 use sql::Sql;
 use writer::Job;
 
@@ -240,6 +243,7 @@ pub struct PgJournal {
     max_record_bytes: usize,
     /// Lease duration in milliseconds, as bound to the lease statements.
     lease_ms: f64,
+    lease_duration: Duration,
     /// Bounds every read, lease statement and reconnect preparation.
     op_timeout: Duration,
     /// The statements, and the schema version check of every reconnect.
@@ -256,6 +260,15 @@ pub struct PgJournal {
     /// live. An entry outlives the lease itself: a lost lease keeps fencing appends
     /// until the caller acquires anew (releasing a lost lease keeps its entry).
     leases: Mutex<HashMap<SessionId, u64>>,
+    /// The sessions of `leases` whose lease is known lost (not renewed again, and
+    /// reported lost once); never locked before `leases`.
+    lost: Mutex<HashSet<SessionId>>,
+    /// The lease connection (opened on first use; never locked across an await).
+    lease_conn: Mutex<ConnSlot<LeaseConn>>,
+    /// Statements sent on the lease connection, for [`lease_round_trips`](Self::lease_round_trips).
+    lease_round_trips: AtomicU64,
+    /// The `LISTEN` task of [`lease_changes`](Self::lease_changes), once asked for.
+    listener: Mutex<Option<Listener>>,
     closed: AtomicBool,
     /// Rows per statement of the whole-journal operations ([`PgOptions::page_rows`]).
     page_rows: i64,

@@ -2,7 +2,7 @@
 //! migrated or validated, the writers started), what a handle reports about itself,
 //! and closing it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::connect::{self, Connector};
 use super::error::PgOpenError;
 use super::options::PgOptions;
-use super::read_conn::{ReaderConn, ReaderSlot};
+use super::read_conn::{ConnSlot, ReaderConn, ReaderSlot, prepare_within};
 use super::schema;
 use super::sql::Sql;
 use super::tls::PgSslMode;
@@ -80,7 +80,7 @@ impl PgJournal {
             .connect()
             .await
             .map_err(connect::ConnectFailure::into_open_error)?;
-        let reader = ReaderConn::prepare_within(op_timeout, read_client, &sql)
+        let reader = prepare_within::<ReaderConn>(op_timeout, read_client, &sql)
             .await
             .map_err(PgOpenError::Storage)?;
 
@@ -120,6 +120,7 @@ impl PgJournal {
             policy: options.lease_policy,
             max_record_bytes: options.max_record_bytes,
             lease_ms: options.lease_duration.as_secs_f64() * 1000.0,
+            lease_duration: options.lease_duration,
             op_timeout,
             sql,
             connector,
@@ -131,6 +132,10 @@ impl PgJournal {
             writers: Mutex::new(tasks),
             commit_queue: queue,
             leases: Mutex::new(HashMap::new()),
+            lost: Mutex::new(HashSet::new()),
+            lease_conn: Mutex::new(ConnSlot::default()),
+            lease_round_trips: AtomicU64::new(0),
+            listener: Mutex::new(None),
             closed: AtomicBool::new(false),
             page_rows: i64::try_from(options.page_rows).unwrap_or(i64::MAX),
             read_statements: AtomicU64::new(0),
@@ -174,7 +179,7 @@ impl PgJournal {
     }
 
     /// Stops accepting appends, waits until every append already queued has been
-    /// answered, and closes both connections. Later calls get `Closed` errors. Each
+    /// answered, and closes its connections (writers, reads, leases, `LISTEN`). Later calls get `Closed` errors. Each
     /// batch still queued is bounded by the operation timeout, so this returns even
     /// when the database stopped answering.
     ///
@@ -195,5 +200,12 @@ impl PgJournal {
         let mut slot = lock(&self.reader);
         slot.current = None;
         slot.pending = None;
+        drop(slot);
+        let mut slot = lock(&self.lease_conn);
+        slot.current = None;
+        slot.pending = None;
+        drop(slot);
+        // Stops the listening task; its connection closes with it.
+        drop(lock(&self.listener).take());
     }
 }

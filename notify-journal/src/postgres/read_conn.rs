@@ -1,6 +1,7 @@
-//! The shared read connection (reads and lease statements): its prepared
-//! statements, the reconnect that concurrent callers share, and running one bounded
-//! statement on it ([`PgJournal::read`]).
+//! The shared read connection: its prepared statements, the reconnect that
+//! concurrent callers share ([`Prepared`], [`ConnSlot`]: also used by the lease
+//! connection, `lease_conn.rs`), and running one bounded statement on it
+//! ([`PgJournal::read`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,15 +18,36 @@ use super::{PgJournal, lock, timed_out};
 use crate::error::{JournalError, StorageError};
 use crate::lease::LeaseError;
 
-/// A reconnect of the read connection, shared by every caller that needs it.
-type PendingReader = Arc<OnceCell<Result<Arc<ReaderConn>, ReadFailure>>>;
+/// A reconnect of a connection, shared by every caller that needs it.
+type Pending<C> = Arc<OnceCell<Result<Arc<C>, ReadFailure>>>;
 
-/// The read connection, and the reconnect in progress if it broke.
-#[derive(Default)]
-pub(super) struct ReaderSlot {
-    pub(super) current: Option<Arc<ReaderConn>>,
-    pub(super) pending: Option<PendingReader>,
+/// A connection with its prepared statements: the read connection ([`ReaderConn`])
+/// or the lease connection (`lease_conn.rs`).
+pub(super) trait Prepared: Sized + Send + Sync + 'static {
+    /// Prepares the connection's statements on a freshly opened `client`.
+    fn prepare(client: Client, sql: &Sql) -> impl Future<Output = Result<Self, StorageError>> + Send;
+
+    /// The connection.
+    fn client(&self) -> &Client;
 }
+
+/// A connection, and the reconnect in progress if it broke (or was never opened).
+pub(super) struct ConnSlot<C> {
+    pub(super) current: Option<Arc<C>>,
+    pub(super) pending: Option<Pending<C>>,
+}
+
+impl<C> Default for ConnSlot<C> {
+    fn default() -> Self {
+        Self {
+            current: None,
+            pending: None,
+        }
+    }
+}
+
+/// The read connection's slot.
+pub(super) type ReaderSlot = ConnSlot<ReaderConn>;
 
 /// The read connection's prepared statements.
 pub(super) struct ReaderConn {
@@ -33,10 +55,7 @@ pub(super) struct ReaderConn {
     pub(super) lookup: Statement,
     pub(super) replay: Statement,
     pub(super) last_seq: Statement,
-    pub(super) acquire: Statement,
-    pub(super) renew: Statement,
-    pub(super) release: Statement,
-    pub(super) lease_info: Statement,
+    pub(super) orphans: Statement,
     pub(super) verify_frames: Statement,
     pub(super) verify_heads: Statement,
     pub(super) sessions_after: Statement,
@@ -46,15 +65,20 @@ pub(super) struct ReaderConn {
     pub(super) drop_tombstones: Statement,
 }
 
-impl ReaderConn {
-    pub(super) async fn prepare_within(
-        op_timeout: Duration,
-        client: Client,
-        sql: &Sql,
-    ) -> Result<Self, StorageError> {
-        tokio::time::timeout(op_timeout, Self::prepare(client, sql))
-            .await
-            .map_err(|_| timed_out("preparing the read connection", op_timeout))?
+/// Prepares a connection's statements within the operation timeout.
+pub(super) async fn prepare_within<C: Prepared>(
+    op_timeout: Duration,
+    client: Client,
+    sql: &Sql,
+) -> Result<C, StorageError> {
+    tokio::time::timeout(op_timeout, C::prepare(client, sql))
+        .await
+        .map_err(|_| timed_out("preparing a connection", op_timeout))?
+}
+
+impl Prepared for ReaderConn {
+    fn client(&self) -> &Client {
+        &self.client
     }
 
     async fn prepare(client: Client, sql: &Sql) -> Result<Self, StorageError> {
@@ -66,10 +90,7 @@ impl ReaderConn {
         let lookup = p(&sql.lookup).await?;
         let replay = p(&sql.replay).await?;
         let last_seq = p(&sql.last_seq).await?;
-        let acquire = p(&sql.acquire).await?;
-        let renew = p(&sql.renew).await?;
-        let release = p(&sql.release).await?;
-        let lease_info = p(&sql.lease_info).await?;
+        let orphans = p(&sql.orphans).await?;
         let verify_frames = p(&sql.verify_frames).await?;
         let verify_heads = p(&sql.verify_heads).await?;
         let sessions_after = p(&sql.sessions_after).await?;
@@ -82,10 +103,7 @@ impl ReaderConn {
             lookup,
             replay,
             last_seq,
-            acquire,
-            renew,
-            release,
-            lease_info,
+            orphans,
             verify_frames,
             verify_heads,
             sessions_after,
@@ -98,10 +116,13 @@ impl ReaderConn {
 }
 
 impl PgJournal {
-    /// The read connection, reopened if it broke. Concurrent callers that find it
-    /// broken share one reconnect (bounded by the connect and operation timeouts)
-    /// and its outcome.
-    pub(super) async fn reader(&self) -> Result<Arc<ReaderConn>, ReadFailure> {
+    /// The connection in `slot`, opened if it broke or was never opened.
+    /// Concurrent callers that find it broken share one reconnect (bounded by the
+    /// connect and operation timeouts) and its outcome.
+    pub(super) async fn connection<C: Prepared>(
+        &self,
+        slot: &std::sync::Mutex<ConnSlot<C>>,
+    ) -> Result<Arc<C>, ReadFailure> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ReadFailure::Closed);
         }
@@ -110,8 +131,8 @@ impl PgJournal {
             return Err(ReadFailure::SchemaTooNew(found));
         }
         let pending = {
-            let mut slot = lock(&self.reader);
-            if let Some(conn) = slot.current.as_ref().filter(|c| !c.client.is_closed()) {
+            let mut slot = lock(slot);
+            if let Some(conn) = slot.current.as_ref().filter(|c| !c.client().is_closed()) {
                 return Ok(Arc::clone(conn));
             }
             slot.current = None;
@@ -139,14 +160,14 @@ impl PgJournal {
                     Ok(Err(VersionCheck::Failed(e))) => return Err(ReadFailure::Storage(e)),
                     Ok(Ok(())) => {}
                 }
-                ReaderConn::prepare_within(self.op_timeout, client, &self.sql)
+                prepare_within::<C>(self.op_timeout, client, &self.sql)
                     .await
                     .map(Arc::new)
                     .map_err(ReadFailure::Storage)
             })
             .await
             .clone();
-        let mut slot = lock(&self.reader);
+        let mut slot = lock(slot);
         if slot
             .pending
             .as_ref()
@@ -171,13 +192,31 @@ impl PgJournal {
         F: FnOnce(Arc<ReaderConn>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        let conn = self.reader().await?;
-        self.read_statements.fetch_add(1, Ordering::Relaxed);
+        self.run_on(&self.reader, &self.read_statements, op, f).await
+    }
+
+    /// Runs one statement on the connection in `slot` within the operation timeout,
+    /// counting it in `sent` once the connection is there. On expiry the connection
+    /// is dropped (the next call reconnects).
+    pub(super) async fn run_on<C, T, F, Fut>(
+        &self,
+        slot: &std::sync::Mutex<ConnSlot<C>>,
+        sent: &std::sync::atomic::AtomicU64,
+        op: &'static str,
+        f: F,
+    ) -> Result<T, ReadFailure>
+    where
+        C: Prepared,
+        F: FnOnce(Arc<C>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let conn = self.connection(slot).await?;
+        sent.fetch_add(1, Ordering::Relaxed);
         match tokio::time::timeout(self.op_timeout, f(Arc::clone(&conn))).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(ReadFailure::Storage(sanitize(op, &e))),
             Err(_) => {
-                let mut slot = lock(&self.reader);
+                let mut slot = lock(slot);
                 if slot.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
                     slot.current = None;
                 }

@@ -27,16 +27,40 @@ pub(crate) struct Sql {
     pub(crate) last_seq: String,
     pub(crate) acquire: String,
     pub(crate) renew: String,
+    pub(crate) renew_all: String,
     pub(crate) release: String,
     pub(crate) lease_info: String,
+    pub(crate) orphans: String,
+    /// The `LISTEN/NOTIFY` channel of lease changes (see [`lease_channel`]).
+    pub(crate) lease_channel: String,
     pub(crate) stats: String,
     pub(crate) vacuum: String,
+}
+
+/// The longest channel name PostgreSQL keeps (`NAMEDATALEN - 1`).
+const MAX_CHANNEL: usize = 63;
+
+/// The `LISTEN/NOTIFY` channel on which releases and lost leases of `schema` are
+/// announced: `<schema>.leases`, or, for a schema name too long for that,
+/// `leases.<FNV-1a 64 of the name, hex>`. Only `[a-z0-9_.]`: safe to quote.
+pub(crate) fn lease_channel(schema: &str) -> String {
+    let plain = format!("{schema}.leases");
+    if plain.len() <= MAX_CHANNEL {
+        return plain;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in schema.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("leases.{h:016x}")
 }
 
 impl Sql {
     pub(crate) fn new(schema: &str) -> Self {
         let s = quoted(schema);
         Self {
+            lease_channel: lease_channel(schema),
             guard: SchemaGuard::new(schema),
             // The whole batch: see migration 2.
             append_batch: format!(
@@ -163,18 +187,67 @@ impl Sql {
                    AND x.lease_expires_at > clock_timestamp()
                  RETURNING lease_holder"
             ),
+            // Every lease this handle believes live ($1 sessions, $2 their epochs), in
+            // one statement: the rows are locked in session order (as appends lock
+            // them, so the two never deadlock), then each is extended if it is still
+            // ours under that epoch and unexpired, judged once its lock is held (by
+            // the primary key: no scan, whatever the number of leases). Answers one
+            // row per input: renewed or not; a lease not renewed is announced on
+            // the lease channel ($5) as lost.
+            renew_all: format!(
+                "WITH held AS (
+                     SELECT h.session, h.epoch FROM unnest($1::uuid[], $2::int8[]) AS h(session, epoch)
+                 ),
+                 locked AS MATERIALIZED (
+                     SELECT x.session FROM {s}.sessions x JOIN held h ON h.session = x.session
+                     WHERE x.lease_holder = $3 AND x.lease_epoch = h.epoch
+                     ORDER BY x.session
+                     FOR UPDATE OF x
+                 ),
+                 renewed AS (
+                     UPDATE {s}.sessions x SET lease_expires_at =
+                         clock_timestamp() + $4::float8 * interval '1 millisecond'
+                     FROM locked l
+                     WHERE x.session = l.session AND x.lease_expires_at > clock_timestamp()
+                     RETURNING x.session
+                 )
+                 SELECT h.session, r.session IS NOT NULL,
+                        CASE WHEN r.session IS NULL
+                             THEN pg_notify($5, h.session::text)::text END
+                 FROM held h LEFT JOIN renewed r ON r.session = h.session"
+            ),
             // Only a live lease is released: an expired one was lost (the caller
             // stays fenced). Expiry is judged after any wait for the row lock (the
-            // qualification is evaluated again on the locked row).
+            // qualification is evaluated again on the locked row). The release is
+            // announced on the lease channel ($4) when the statement commits.
             release: format!(
-                "UPDATE {s}.sessions SET lease_holder = NULL, lease_expires_at = NULL
-                 WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3
-                   AND lease_expires_at > clock_timestamp()"
+                "WITH r AS (
+                     UPDATE {s}.sessions SET lease_holder = NULL, lease_expires_at = NULL
+                     WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3
+                       AND lease_expires_at > clock_timestamp()
+                     RETURNING session
+                 )
+                 SELECT pg_notify($4, r.session::text) FROM r"
             ),
+            // Epoch, holder, live, and the live lease's milliseconds left.
             lease_info: format!(
                 "SELECT lease_epoch, lease_holder,
-                        coalesce(lease_expires_at > clock_timestamp(), false)
+                        coalesce(lease_expires_at > clock_timestamp(), false),
+                        CASE WHEN lease_expires_at > clock_timestamp() THEN
+                             extract(epoch FROM lease_expires_at - clock_timestamp())::float8
+                                 * 1000 END
                  FROM {s}.sessions WHERE session = $1"
+            ),
+            // Neither ended nor purged, lease not live (never leased or released:
+            // no expiry, first; then the longest expired), at most $1: a range scan
+            // of the `sessions_orphans` index (migration 6) in its order. `now()`,
+            // not `clock_timestamp()`: an index condition must be stable.
+            orphans: format!(
+                "SELECT session FROM {s}.sessions
+                 WHERE ended_at IS NULL AND purged_at IS NULL
+                   AND coalesce(lease_expires_at, '-infinity'::timestamptz) <= now()
+                 ORDER BY coalesce(lease_expires_at, '-infinity'::timestamptz), session
+                 LIMIT $1"
             ),
             // `{s}` is a quoted identifier free of single quotes (see `quoted`).
             stats: format!(

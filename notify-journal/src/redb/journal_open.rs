@@ -130,6 +130,7 @@ impl RedbJournal {
                 max_record_bytes: options.max_record_bytes,
                 census,
                 scrub,
+                leases: super::lease::RedbLeases::new(),
             }),
         })
     }

@@ -13,6 +13,7 @@ mod journal_open;
 mod journal_reads;
 mod journal_writes;
 mod keys;
+mod lease;
 mod open;
 pub(crate) mod options;
 mod overlay;
@@ -98,6 +99,8 @@ struct Inner {
     ///
     /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
     scrub: Option<scrub::Scrub>,
+    /// This handle's leases (`lease.rs`: the file lock is the lease).
+    leases: lease::RedbLeases,
 }
 
 impl Drop for Inner {

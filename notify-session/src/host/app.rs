@@ -34,6 +34,9 @@ pub enum StopReason {
     /// [`HostApp::started`] failed (or the restore before it did); the lease is
     /// released.
     StartFailed,
+    /// The session was ended ([`Session::end`]); the host released its lease at its
+    /// next renewal.
+    Ended,
 }
 
 impl fmt::Display for StopReason {
@@ -44,6 +47,7 @@ impl fmt::Display for StopReason {
             Self::LeaseLost { owner: Some(o) } => write!(f, "lease lost to {o}"),
             Self::LeaseLost { owner: None } => f.write_str("lease lost"),
             Self::StartFailed => f.write_str("start failed"),
+            Self::Ended => f.write_str("session ended"),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! `JournalLeases::renew_leases` call per interval, whatever their number; a session
 //! whose renewal reports it lost, or whose last successful renewal started more than
 //! the lease duration less the safety margin ago, is stopped here before the next
-//! interval.
+//! interval. A session ended through its handle is released at the next interval.
 
 use std::sync::{Arc, Weak};
 use tokio::time::Instant;
@@ -78,6 +78,11 @@ pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>)
     }
     for id in inner.table.overdue(Instant::now()) {
         lose(inner, id, true).await;
+    }
+    // A session ended through its handle has nothing more to serve: give it up, so
+    // that retention may purge it wherever it runs.
+    for id in inner.table.ended() {
+        let _ = stop_session(inner, id, StopReason::Ended).await;
     }
 }
 

@@ -46,10 +46,10 @@ pub(crate) async fn open_session<J: JournalLeases + 'static>(
     match inner.table.begin_open(session, inner.options.capacity) {
         Ok(()) => {}
         Err(BeginRefusal::Held) => {
-            if let Some(held) = inner.table.get(session) {
-                return Ok(held.session);
-            }
-            return Err(HostError::Opening { session });
+            return match inner.table.get(session) {
+                Some(held) if held.started => Ok(held.session),
+                _ => Err(HostError::Opening { session }),
+            };
         }
         Err(BeginRefusal::Opening) => return Err(HostError::Opening { session }),
         Err(BeginRefusal::Full) => {
@@ -95,13 +95,19 @@ pub(crate) async fn open_session<J: JournalLeases + 'static>(
         .map_err(|e| HostError::from_lease(session, e))?;
     let hosted = Session::new(session, Arc::clone(&inner.fenced));
     hosted.shared.mark_hosted();
-    inner.table.insert(Held {
+    let recorded = inner.table.insert(Held {
         session: hosted.clone(),
         epoch: lease.epoch(),
         renewed: t0,
         deadline: t0 + inner.keep_for(),
         started: false,
     });
+    if !recorded {
+        // The host shut down while the lease was being acquired.
+        undo.armed = false;
+        let _ = inner.journal.release_lease(session).await;
+        return Err(HostError::ShutDown);
+    }
     metrics::leases_held(inner.table.len());
     let report = match restore(session, inner.fenced.as_ref()).await {
         Ok(report) => report,

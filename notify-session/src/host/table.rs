@@ -107,13 +107,28 @@ impl LeaseTable {
         self.lock().opening.remove(&session);
     }
 
-    /// Records the lease of a session being opened (not started yet).
-    pub(crate) fn insert(&self, held: Held) {
+    /// Records the lease of a session being opened (not started yet); `false` (and
+    /// nothing recorded) once the host is shut down.
+    pub(crate) fn insert(&self, held: Held) -> bool {
         let mut state = self.lock();
         let id = held.session.id();
         state.opening.remove(&id);
+        if state.closed {
+            return false;
+        }
         state.gone.remove(&id);
         state.held.insert(id, held);
+        true
+    }
+
+    /// The sessions held here whose session has ended (through `Session::end`).
+    pub(crate) fn ended(&self) -> Vec<SessionId> {
+        self.lock()
+            .held
+            .iter()
+            .filter(|(_, h)| h.started && h.session.shared.is_ended())
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Marks `session` started; `false` if it is no longer held (lost meanwhile).
