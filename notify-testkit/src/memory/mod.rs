@@ -1,8 +1,10 @@
-//! An in-memory [`JournalBackend`] with the redb journal's semantics.
+//! An in-memory [`JournalBackend`] with the redb journal's semantics (`purge.rs`:
+//! purge steps; `lease.rs`: leases).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use notify_journal::__private::{
     check_replay_page, decode_checked_frame, frame_checksum, record_append,
@@ -12,6 +14,11 @@ use notify_journal::{
     JournalRead, PurgeStep, SeqRecord, SessionState, Tombstone, check_append, check_group,
 };
 use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid};
+
+mod lease;
+mod purge;
+
+use lease::{DEFAULT_LEASE_DURATION, Holder, LeaseTable};
 
 /// An in-memory journal: per-session, gap-free logs with an idempotency index, and
 /// exactly the contract of the redb journal (the conformance suite proves it).
@@ -44,12 +51,25 @@ use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp, Uuid};
 /// A std `Mutex` guards the state; it is never held across an `.await` (every
 /// operation completes synchronously and returns a ready future).
 ///
+/// Leases ([`JournalLeases`](notify_journal::JournalLeases)) behave like
+/// PostgreSQL's: each handle is a holder (clones are the same holder;
+/// [`another_holder`](Self::another_holder) opens another one on the same store),
+/// epochs grow per session, leases expire by a lease clock the test moves with
+/// [`advance_lease_clock`](Self::advance_lease_clock), an append to a session whose
+/// lease this handle lost is [`AppendError::Fenced`] (sticky until acquired
+/// again) and one while another holder's lease is live is too, releases and lost
+/// leases are announced on `lease_changes`.
+///
 /// Its appends are counted in the `notify_journal_appends_total` metric under
 /// `backend="memory"`, and [`commit_stats`](Self::commit_stats) counts them like a
 /// backend that commits every append on its own.
 #[derive(Debug, Clone)]
 pub struct MemoryJournal {
     inner: Arc<Inner>,
+    /// This handle's lease holder identity and leases (shared by its clones).
+    holder: Arc<Holder>,
+    /// How long this handle's leases last without renewal.
+    lease_duration: Duration,
 }
 
 #[derive(Debug)]
@@ -61,6 +81,9 @@ struct Inner {
     /// Appends that passed the checks and were resolved against the store (each its
     /// own "commit"), for [`CommitStats`].
     resolved: AtomicU64,
+    /// Every session's lease, shared by every holder on the store
+    /// (`memory_lease.rs`); locked after `sessions`, never before.
+    leases: LeaseTable,
 }
 
 #[derive(Debug, Default)]
@@ -128,8 +151,42 @@ impl MemoryJournal {
                 max_record_bytes,
                 sessions: Mutex::new(BTreeMap::new()),
                 resolved: AtomicU64::new(0),
+                leases: LeaseTable::new(),
             }),
+            holder: Holder::new(),
+            lease_duration: DEFAULT_LEASE_DURATION,
         }
+    }
+
+    /// This handle with leases lasting `duration` (default 30 s) without renewal.
+    #[must_use]
+    pub fn with_lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration;
+        self
+    }
+
+    /// Another handle on the same store, as another host would have: a holder of
+    /// its own (fresh identity, no leases), sharing the logs and the lease table.
+    #[must_use]
+    pub fn another_holder(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            holder: Holder::new(),
+            lease_duration: self.lease_duration,
+        }
+    }
+
+    /// The store's lease table.
+    fn lease_table(&self) -> &LeaseTable {
+        &self.inner.leases
+    }
+
+    /// Every session with a log, and whether it is neither ended nor purged.
+    fn open_states(&self) -> HashMap<SessionId, bool> {
+        self.lock()
+            .iter()
+            .map(|(s, log)| (*s, log.ended_at.is_none() && log.tombstone.is_none()))
+            .collect()
     }
 
     /// The size cap of an encoded record, in bytes.
@@ -207,6 +264,7 @@ impl MemoryJournal {
     ) -> Result<AppendOutcome, AppendError> {
         let bytes = check_append(session, record, self.inner.max_record_bytes)?;
         let mut sessions = self.lock();
+        self.fence(session)?;
         self.resolve(&mut sessions, session, record, bytes)
     }
 
@@ -221,6 +279,14 @@ impl MemoryJournal {
     ) -> Result<Vec<AppendOutcome>, AppendError> {
         let encoded = check_group(session, records, self.inner.max_record_bytes)?;
         let mut sessions = self.lock();
+        if !records.is_empty()
+            && let Err(e) = self.fence(session)
+        {
+            return Err(AppendError::GroupRefused {
+                index: 0,
+                source: Box::new(e),
+            });
+        }
         let before = sessions.get(&session).map(|log| (log.head, log.ended_at));
         let mut outcomes = Vec::with_capacity(records.len());
         let mut refusal = None;
@@ -507,46 +573,5 @@ impl JournalBackend for MemoryJournal {
             sessions.remove(s);
         }
         Box::pin(std::future::ready(Ok(due.len() as u64)))
-    }
-}
-
-impl MemoryJournal {
-    /// One purge step: an unfinished purge first, else the first ended session due.
-    fn purge_now(&self, ended_before: Timestamp, max_frames: usize) -> PurgeStep {
-        let mut sessions = self.lock();
-        let unfinished = sessions
-            .iter()
-            .find(|(_, log)| log.tombstone.is_some() && !log.frames.is_empty())
-            .map(|(s, _)| *s);
-        let due = unfinished.or_else(|| {
-            sessions
-                .iter()
-                .find(|(_, log)| {
-                    log.tombstone.is_none() && log.ended_at.is_some_and(|t| t < ended_before)
-                })
-                .map(|(s, _)| *s)
-        });
-        let Some((session, log)) = due.and_then(|s| sessions.get_mut(&s).map(|log| (s, log)))
-        else {
-            return PurgeStep::IDLE;
-        };
-        if log.tombstone.is_none() {
-            log.tombstone = Some(Tombstone {
-                ended_at: log.ended_at.unwrap_or_else(Timestamp::now),
-                purged_at: Timestamp::now(),
-                last_seq: log.head,
-                frames: log.head,
-            });
-        }
-        let doomed: Vec<u64> = log.frames.keys().copied().take(max_frames.max(1)).collect();
-        for seq in &doomed {
-            log.frames.remove(seq);
-        }
-        log.index.retain(|_, seq| log.frames.contains_key(seq));
-        PurgeStep {
-            session: Some(session),
-            frames_removed: doomed.len() as u64,
-            finished: log.frames.is_empty(),
-        }
     }
 }
