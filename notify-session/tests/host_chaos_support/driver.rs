@@ -32,6 +32,8 @@ pub(crate) struct Driven {
     /// Notifications still unanswered.
     queue: VecDeque<(SessionId, CommandId)>,
     owner: BTreeMap<SessionId, usize>,
+    /// Each unanswered notification's last answer, per host.
+    last: BTreeMap<(CommandId, usize), String>,
 }
 
 impl Driven {
@@ -45,6 +47,7 @@ impl Driven {
             .ask(&format!("N {s} {c}"), &format!("R {c} "), ANSWER_WAIT)
             .unwrap_or_else(|| "none".to_owned());
         let kind = answer.split(':').next().unwrap_or_default().to_owned();
+        self.last.insert((c, h), answer.clone());
         *self.answers.entry(kind.clone()).or_default() += 1;
         match kind.as_str() {
             "accepted" | "duplicate" => {
@@ -114,7 +117,8 @@ pub(crate) fn drain(d: &mut Driven, hosts: &[Arc<Host>]) {
     while let Some((s, c)) = d.queue.pop_front() {
         assert!(
             std::time::Instant::now() < deadline,
-            "{c} (session {s}) refused by every host for two minutes"
+            "{c} (session {s}) refused by every host for two minutes; last answers: {:?}",
+            d.last.range((c, 0)..=(c, usize::MAX)).collect::<Vec<_>>()
         );
         attempt += 1;
         if !d.send(hosts, s, c, attempt) {

@@ -77,13 +77,15 @@ impl Host {
             stdin,
             lines,
         };
-        let ready = io.lines.recv_timeout(Duration::from_secs(120));
-        assert_eq!(
-            ready.as_deref(),
-            Ok("READY"),
-            "host {} did not start",
-            self.index
-        );
+        // The test harness's own lines come first (its `test NAME ... ` ends in no
+        // newline: READY completes that line).
+        loop {
+            let line = io.lines.recv_timeout(Duration::from_secs(120));
+            let line = line.unwrap_or_else(|_| panic!("host {} did not start", self.index));
+            if line.ends_with("READY") {
+                break;
+            }
+        }
         *self.io.lock().unwrap() = Some(io);
         self.pid.store(pid, Ordering::SeqCst);
     }
