@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use notify_journal::{PgJournal, PgOptions, replay_all};
+use notify_journal::{JournalLeases, PgJournal, PgOptions, replay_all};
 use notify_testkit::kill::{seed, xorshift};
 use notify_testkit::postgres::{DATABASE_URL_VAR, database_url};
 use notify_types::{CommandId, JournalRecord, SessionEvent, SessionId};
@@ -55,7 +55,13 @@ async fn three_hosts_keep_every_session_through_kills_stops_and_shutdowns() {
         return;
     };
     let mut rng = seed("NS_HOST_CHAOS_SEED");
-    let schema = format!("ns_host_chaos_{:08x}", xorshift(&mut rng) as u32);
+    // Unique per run, not per seed: a replayed seed must not meet the sessions a
+    // failed run left behind.
+    let schema = format!(
+        "ns_host_chaos_{}_{:x}",
+        std::process::id(),
+        SessionId::new().as_uuid().as_u128() as u32
+    );
     // Creates the schema before the hosts race to.
     let journal = PgJournal::connect(&url, PgOptions::default().schema(&schema))
         .await
@@ -114,7 +120,32 @@ async fn three_hosts_keep_every_session_through_kills_stops_and_shutdowns() {
     }
     stop.store(true, Ordering::SeqCst);
     let mut driven = driving.join().unwrap();
-    driver::drain(&mut driven, &hosts);
+    let unanswered = driver::drain(&mut driven, &hosts);
+    if !unanswered.is_empty() {
+        let mut report = unanswered.join("\n");
+        for s in driver::stuck(&driven) {
+            let info = JournalLeases::lease_info(&journal, s).await;
+            report.push_str(&format!("\nlease of {s}: {info:?}"));
+        }
+        for (i, h) in hosts.iter().enumerate() {
+            let diag = h
+                .ask("DIAG", "D ", Duration::from_secs(10))
+                .unwrap_or_default();
+            let holder = diag.split(' ').next().unwrap_or_default().to_owned();
+            let held: Vec<String> = driver::stuck(&driven)
+                .iter()
+                .filter_map(|s| {
+                    diag.find(&s.to_string())
+                        .map(|at| diag[at..].chars().take(160).collect())
+                })
+                .collect();
+            report.push_str(&format!(
+                "\nhost {i} {holder}: serves {} of them: {held:?}",
+                held.len()
+            ));
+        }
+        panic!("{report}");
+    }
     assert!(driven.failures.is_empty(), "{:#?}", driven.failures);
 
     // Quiesce (bounded): every answered notification consumed, every session owned

@@ -7,6 +7,7 @@
 //!   serves it: `R <command> accepted|duplicate|notowner|stopped|fenced|unavailable:…`
 //!   (retryable) or `error:…` (a test failure);
 //! * `STATUS`: `S <session>,<session>,…` (`-` for none), the sessions it serves;
+//! * `DIAG`: `D holder=<id> <status>`, the host's whole status (for a failure's report);
 //! * `QUIT` shuts the host down gracefully (leases released): `BYE`.
 //!
 //! It logs its events (`log.rs`) to the file the parent named.
@@ -140,7 +141,7 @@ pub(crate) async fn host() {
             }
         }
     });
-    say("READY").unwrap();
+    say(&format!("READY {}", host.holder_id())).unwrap();
     while let Some(line) = lines.recv().await {
         let words: Vec<&str> = line.split(' ').collect();
         match words.as_slice() {
@@ -166,6 +167,10 @@ pub(crate) async fn host() {
                     owned.join(",")
                 };
                 say(&format!("S {list}")).unwrap();
+            }
+            ["DIAG"] => {
+                let st = host.status();
+                say(&format!("D holder={} {:?}", st.holder, st.sessions)).unwrap();
             }
             ["QUIT"] => {
                 host.shutdown().await.unwrap();
@@ -194,7 +199,7 @@ async fn notify(
     c: CommandId,
 ) -> String {
     let Some(session) = host.session(s) else {
-        return "notowner".to_owned();
+        return "notowner:not served here".to_owned();
     };
     let before = epoch_of(host, s);
     let answer = session.notify_process_completion(notification(s, c)).await;
@@ -211,7 +216,9 @@ async fn notify(
             "accepted".to_owned()
         }
         Ok(Notified::Duplicate) => "duplicate".to_owned(),
-        Err(NotifyError::NotOwner { .. }) => "notowner".to_owned(),
+        Err(e @ NotifyError::NotOwner { .. }) => {
+            format!("notowner:{e:?} (served here, epoch {before:?})")
+        }
         Err(NotifyError::DeliveryStopped { .. }) => "stopped".to_owned(),
         Err(NotifyError::Journal(f)) if f.kind() == JournalFailureKind::Fenced => {
             "fenced".to_owned()

@@ -78,11 +78,11 @@ impl Host {
             lines,
         };
         // The test harness's own lines come first (its `test NAME ... ` ends in no
-        // newline: READY completes that line).
+        // newline: `READY <holder>` completes that line).
         loop {
             let line = io.lines.recv_timeout(Duration::from_secs(120));
             let line = line.unwrap_or_else(|_| panic!("host {} did not start", self.index));
-            if line.ends_with("READY") {
+            if line.contains("READY ") {
                 break;
             }
         }
