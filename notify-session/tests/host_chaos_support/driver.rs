@@ -37,11 +37,10 @@ pub(crate) struct Driven {
 }
 
 impl Driven {
-    /// Sends `c` for `s` to one host (the last one that answered for `s`, moved on by
-    /// `attempt`); true once answered `Accepted` or `Duplicate`.
-    fn send(&mut self, hosts: &[Arc<Host>], s: SessionId, c: CommandId, attempt: usize) -> bool {
-        let guess = self.owner.get(&s).copied().unwrap_or(0);
-        let h = (guess + attempt) % hosts.len();
+    /// Sends `c` for `s` to one host: the last one that answered for `s`, or the next
+    /// after the last one that refused; true once answered `Accepted` or `Duplicate`.
+    fn send(&mut self, hosts: &[Arc<Host>], s: SessionId, c: CommandId) -> bool {
+        let h = self.owner.get(&s).copied().unwrap_or(0) % hosts.len();
         self.attempts += 1;
         let answer = hosts[h]
             .ask(&format!("N {s} {c}"), &format!("R {c} "), ANSWER_WAIT)
@@ -80,11 +79,11 @@ pub(crate) fn drive(
     let mut next = 0;
     while !stop.load(Ordering::SeqCst) {
         let r = xorshift(&mut rng);
-        if r % 3 == 0
+        if r.is_multiple_of(3)
             && let Some((s, c)) = d.queue.pop_front()
         {
             // A retry, same command ID.
-            if !d.send(hosts, s, c, 0) {
+            if !d.send(hosts, s, c) {
                 d.queue.push_back((s, c));
             }
         } else if r % 17 == 1
@@ -94,13 +93,13 @@ pub(crate) fn drive(
                 .nth((r as usize / 17) % d.answered.len().max(1))
         {
             // A supervisor's retry of an answered notification: Duplicate or Accepted.
-            d.send(hosts, s, c, 0);
+            d.send(hosts, s, c);
         } else {
             let s = sessions[next % sessions.len()];
             next += 1;
             let c = CommandId::new();
             d.sent += 1;
-            if !d.send(hosts, s, c, 0) {
+            if !d.send(hosts, s, c) {
                 d.queue.push_back((s, c));
             }
         }
@@ -114,7 +113,6 @@ pub(crate) fn drive(
 /// their last answers.
 pub(crate) fn drain(d: &mut Driven, hosts: &[Arc<Host>]) -> Vec<String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let mut attempt = 0;
     while let Some((s, c)) = d.queue.pop_front() {
         if std::time::Instant::now() >= deadline {
             d.queue.push_front((s, c));
@@ -127,8 +125,9 @@ pub(crate) fn drain(d: &mut Driven, hosts: &[Arc<Host>]) -> Vec<String> {
                 })
                 .collect();
         }
-        attempt += 1;
-        if !d.send(hosts, s, c, attempt) {
+        // Each refusal moves this session's guess on by one host: every host is
+        // asked in turn.
+        if !d.send(hosts, s, c) {
             d.queue.push_back((s, c));
             std::thread::sleep(Duration::from_millis(20));
         }
