@@ -15,10 +15,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify_journal::{JournalLeases, PgJournal, PgOptions};
+use notify_journal::{JournalLeases, LeaseError, PgJournal, PgOptions};
 use notify_loop::LoopConfig;
 use notify_session::notify_journal::BoxFuture;
-use notify_session::{AppError, HostApp, RestoreReport, Session, SessionHost};
+use notify_session::{AppError, HostApp, HostError, RestoreReport, Session, SessionHost};
 use notify_testkit::kill::{say, xorshift};
 use notify_testkit::postgres::DATABASE_URL_VAR;
 use notify_types::{
@@ -98,7 +98,7 @@ impl HostApp for App {
                         });
                     }
                     // Some notifications stay pending a while, so faults find some.
-                    tokio::time::sleep(Duration::from_millis(xorshift(&mut rng) % 40)).await;
+                    tokio::time::sleep(Duration::from_millis(xorshift(&mut rng) % 150)).await;
                     if got.ack().await.is_err() {
                         break;
                     }
@@ -173,7 +173,13 @@ pub(crate) async fn host() {
                 say(&format!("D holder={} {:?}", st.holder, st.sessions)).unwrap();
             }
             ["QUIT"] => {
-                host.shutdown().await.unwrap();
+                // A lease that ran out before its release (a renewal stalled on the
+                // loaded machine, another host took it) is answered `Lost`: the
+                // session is stopped here all the same, as the checker then sees.
+                match host.shutdown().await {
+                    Ok(()) | Err(HostError::Lease(LeaseError::Lost { .. })) => {}
+                    Err(e) => panic!("shutting down: {e}"),
+                }
                 say("BYE").unwrap();
                 return;
             }
