@@ -271,11 +271,11 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("restore/peak_rss_mb/default_cache"),
     ),
     (
-        "host takeover of 1,000 sessions, death to first accepted, p50 (lease 2 s)",
+        "host takeover of 1,000 sessions, death to first accepted, p50 (lease 5 s)",
         Src::Metric("host/takeover_1000/p50"),
     ),
     (
-        "host takeover of 1,000 sessions, death to first accepted, p99 (lease 2 s)",
+        "host takeover of 1,000 sessions, death to first accepted, p99 (lease 5 s)",
         Src::Metric("host/takeover_1000/p99"),
     ),
     (
