@@ -303,9 +303,16 @@ async fn retention(schema: &str) {
     let with = appends_for(&j, WINDOW).await;
     let purged = frames_before.saturating_sub(frames(schema).await);
     let _ = host.shutdown().await;
+    metric("host/retention/frames_purged", purged as f64, "frames");
+    if purged == 0 {
+        // No comparison: the window did not overlap any purging.
+        eprintln!(
+            "retention purged nothing during the window: appends/s with {with:.0}, without {without:.0} not recorded"
+        );
+        return;
+    }
     metric("paired/appends_retention_vs_none_64/a", with, "/s");
     metric("paired/appends_retention_vs_none_64/b", without, "/s");
-    metric("host/retention/frames_purged", purged as f64, "frames");
 }
 
 /// Appends per second of APPENDERS appenders, each on its own session, for `window`.
