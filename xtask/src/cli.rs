@@ -85,6 +85,14 @@ fn demo_command() -> clap::Command {
                 .conflicts_with("journal")
                 .help("Run the failover story on PostgreSQL instead: two hosts share a session through its lease; host A dies with notifications pending, host B takes over (database: NOTIFY_TEST_DATABASE_URL, default the local test database)"),
         )
+        .arg(
+            Arg::new("hosts")
+                .long("hosts")
+                .value_name("N")
+                .value_parser(value_parser!(u8).range(2..=9))
+                .conflicts_with_all(["journal", "journal-at-crash", "postgres"])
+                .help("Run the host runtime story on PostgreSQL instead: N host processes (2 to 9) share sessions; one is killed and the others adopt its sessions, redeliver what it left pending, and the narration times the takeover (database: NOTIFY_TEST_DATABASE_URL, default the local test database)"),
+        )
 }
 
 /// What `demo` was asked to do.
@@ -92,6 +100,8 @@ pub(crate) struct DemoArgs {
     pub(crate) journal: Option<PathBuf>,
     pub(crate) journal_at_crash: Option<PathBuf>,
     pub(crate) postgres: bool,
+    /// `--hosts N`: the host runtime story with N host processes.
+    pub(crate) hosts: Option<u8>,
 }
 
 impl DemoArgs {
@@ -100,6 +110,7 @@ impl DemoArgs {
             journal: m.get_one::<PathBuf>("journal").cloned(),
             journal_at_crash: m.get_one::<PathBuf>("journal-at-crash").cloned(),
             postgres: m.get_flag("postgres"),
+            hosts: m.get_one::<u8>("hosts").copied(),
         }
     }
 }
@@ -173,5 +184,12 @@ mod tests {
         assert_eq!(args.journal_at_crash, Some(PathBuf::from("c.redb")));
         assert_eq!(args.journal, None);
         assert!(parse(&["demo", "--postgres", "--journal-at-crash", "c.redb"]).is_err());
+        assert!(parse(&["demo", "--hosts", "3", "--postgres"]).is_err());
+        assert!(parse(&["demo", "--hosts", "1"]).is_err());
+        let m = parse(&["demo", "--hosts", "3"]).unwrap();
+        let Some(("demo", m)) = m.subcommand() else {
+            panic!("not demo")
+        };
+        assert_eq!(DemoArgs::from_matches(m).hosts, Some(3));
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! * `demo [--journal PATH]`: the main job; builds and runs the end-to-end demo
 //!   (`src/bin/notify-demo/`, this crate's second binary). `demo --postgres`: the
-//!   failover story on PostgreSQL (`demo_postgres.rs`).
+//!   failover story on PostgreSQL (`demo_postgres.rs`); `demo --hosts N`: the host
+//!   runtime story, N host processes on PostgreSQL (`demo_postgres.rs` too).
 //! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary
 //!   table (each rate beside its same-run baseline and the ratio to the target), also
 //!   written as markdown to `target/bench-summary.md`.
@@ -129,6 +130,9 @@ pub(crate) fn run(cmd: &mut Command) -> TaskResult {
 fn demo(args: &DemoArgs) -> TaskResult {
     if args.postgres {
         return demo_postgres::run_demo();
+    }
+    if let Some(hosts) = args.hosts {
+        return demo_postgres::run_hosts_demo(hosts);
     }
     let mut cmd = cargo()?;
     // No `--quiet`: the first build takes a while and cargo's progress shows it.

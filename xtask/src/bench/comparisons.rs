@@ -294,6 +294,13 @@ pub(super) fn rows() -> Vec<Row> {
             Crit("one_session/postgres/1_process"),
             Info,
         ),
+        // Issue 21: the host runtime's retention yields to appends.
+        row(
+            "PostgreSQL 64 appenders while a host's retention purges vs without",
+            Metric("paired/appends_retention_vs_none_64/a"),
+            Metric("paired/appends_retention_vs_none_64/b"),
+            RateAtLeast(0.8),
+        ),
     ];
     // Issue 24: PgJournal against the bare autocommit insert (a pool of min(N, 64)
     // connections), 4,000 records in a fresh schema, medians of 3; appenders over 8

@@ -302,4 +302,28 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         "restore peak RSS, default cache (absolute)",
         Src::Metric("restore/peak_rss_mb/default_cache"),
     ),
+    (
+        "host takeover of 1,000 sessions, death to first accepted, p50 (lease 5 s)",
+        Src::Metric("host/takeover_1000/p50"),
+    ),
+    (
+        "host takeover of 1,000 sessions, death to first accepted, p99 (lease 5 s)",
+        Src::Metric("host/takeover_1000/p99"),
+    ),
+    (
+        "host takeover of 1,000 sessions, past the lease's expiry, p50",
+        Src::Metric("host/takeover_1000/after_expiry_p50"),
+    ),
+    (
+        "host takeover of 1,000 sessions, past the lease's expiry, p99",
+        Src::Metric("host/takeover_1000/after_expiry_p99"),
+    ),
+    (
+        "renewal of 10,000 leases (one statement, one round trip)",
+        Src::Metric("host/renewal_10000/ms"),
+    ),
+    (
+        "renewal of 10,000 leases, rows extended per second",
+        Src::Metric("host/renewal_10000/rows_per_s"),
+    ),
 ];

@@ -74,8 +74,11 @@ fn measure_all<E: From<anyhow::Error>>(
         Err(e) => eprintln!("format 1 not measured: {e:#}"),
     }
     bench(&["-p", "notify-loop"])?;
-    bench(&["-p", "notify-session"])?;
+    for name in ["notify", "restore_memory"] {
+        bench(&["-p", "notify-session", "--bench", name])?;
+    }
     if postgres {
+        bench(&["-p", "notify-session", "--bench", "host"])?;
         bench(&[
             "-p",
             "notify-journal",

@@ -1,0 +1,293 @@
+//! The chaos test's invariants, checked after the run from the PostgreSQL journal
+//! (replayed) and the hosts' event logs. Pure: the planted-failure tests in
+//! `host_chaos.rs` feed it histories with one violation each and see it caught.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use notify_types::{CommandId, SessionId};
+
+use super::log::Event;
+
+/// A journal frame, as far as the checker cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Frame {
+    /// A notification, under its command ID.
+    Command(CommandId),
+    /// The consumption of the notification with that command ID.
+    Consumed(CommandId),
+    /// Anything else.
+    Other,
+}
+
+/// What the run left, for the checker.
+#[derive(Debug, Default)]
+pub(crate) struct History {
+    /// Each host incarnation's events, in the order it logged them.
+    pub(crate) logs: Vec<Vec<Event>>,
+    /// Each session's journal, replayed: (seq, frame) in seq order.
+    pub(crate) journal: BTreeMap<SessionId, Vec<(u64, Frame)>>,
+    /// The notifications some host answered `Accepted` or `Duplicate`.
+    pub(crate) answered: BTreeMap<CommandId, SessionId>,
+    /// The sessions each running host reports owning at the end.
+    pub(crate) owners: Vec<BTreeSet<SessionId>>,
+    /// The sessions that must be owned at the end.
+    pub(crate) live: BTreeSet<SessionId>,
+}
+
+/// Figures of a history that passed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Figures {
+    /// Sessions opened or adopted under a later epoch than their first.
+    pub(crate) takeovers: usize,
+    /// Notifications a new owner found pending and redelivered.
+    pub(crate) redelivered: usize,
+    /// Journal frames whose epoch a host logged (checked for order).
+    pub(crate) frames_with_epoch: usize,
+    /// Journal frames in all.
+    pub(crate) frames: usize,
+}
+
+/// Checks every invariant; returns the figures, or every violation found.
+pub(crate) fn check(h: &History) -> Result<Figures, Vec<String>> {
+    let mut bad = Vec::new();
+    let mut figures = Figures::default();
+    journaled_once(h, &mut bad);
+    acked_never_redelivered(h, &mut bad);
+    pending_redelivered(h, &mut bad, &mut figures);
+    epochs_in_order(h, &mut bad, &mut figures);
+    owned_once(h, &mut bad);
+    if bad.is_empty() {
+        Ok(figures)
+    } else {
+        Err(bad)
+    }
+}
+
+fn events(h: &History) -> impl Iterator<Item = &Event> {
+    h.logs.iter().flatten()
+}
+
+/// Every notification answered `Accepted`/`Duplicate` is journaled once and consumed
+/// once; no command is journaled twice anywhere.
+fn journaled_once(h: &History, bad: &mut Vec<String>) {
+    for (s, frames) in &h.journal {
+        let mut commands: BTreeMap<CommandId, usize> = BTreeMap::new();
+        let mut consumed: BTreeMap<CommandId, usize> = BTreeMap::new();
+        for (_, f) in frames {
+            match f {
+                Frame::Command(c) => *commands.entry(*c).or_default() += 1,
+                Frame::Consumed(c) => *consumed.entry(*c).or_default() += 1,
+                Frame::Other => {}
+            }
+        }
+        for (c, n) in commands.iter().filter(|(_, n)| **n != 1) {
+            bad.push(format!("session {s}: notification {c} journaled {n} times"));
+        }
+        for (c, n) in consumed.iter().filter(|(_, n)| **n != 1) {
+            bad.push(format!("session {s}: notification {c} consumed {n} times"));
+        }
+        for c in consumed.keys().filter(|c| !commands.contains_key(c)) {
+            bad.push(format!("session {s}: {c} consumed but never journaled"));
+        }
+    }
+    for (c, s) in &h.answered {
+        let frames = h.journal.get(s).map_or(&[][..], Vec::as_slice);
+        let journaled = frames
+            .iter()
+            .filter(|(_, f)| *f == Frame::Command(*c))
+            .count();
+        let consumed = frames
+            .iter()
+            .filter(|(_, f)| *f == Frame::Consumed(*c))
+            .count();
+        if journaled != 1 {
+            bad.push(format!(
+                "{c} was answered but is journaled {journaled} times"
+            ));
+        }
+        if consumed != 1 {
+            bad.push(format!("{c} was answered but is consumed {consumed} times"));
+        }
+    }
+}
+
+/// No notification whose ack committed is delivered again: not later by the host
+/// that acked it, and not by any later epoch.
+fn acked_never_redelivered(h: &History, bad: &mut Vec<String>) {
+    let mut acked_at: BTreeMap<CommandId, u64> = BTreeMap::new();
+    for log in &h.logs {
+        let mut acked = BTreeSet::new();
+        for e in log {
+            match e {
+                Event::Acked { command, epoch, .. } => {
+                    acked.insert(*command);
+                    let at = acked_at.entry(*command).or_insert(*epoch);
+                    *at = (*at).min(*epoch);
+                }
+                Event::Deliver { command, .. } if acked.contains(command) => {
+                    bad.push(format!("{command} delivered again after its ack"));
+                }
+                _ => {}
+            }
+        }
+    }
+    for e in events(h) {
+        if let Event::Deliver { command, epoch, .. } = e
+            && acked_at.get(command).is_some_and(|a| epoch > a)
+        {
+            bad.push(format!(
+                "{command} acked under epoch {} and delivered again under epoch {epoch}",
+                acked_at[command]
+            ));
+        }
+    }
+}
+
+/// Restore under each new epoch found exactly the notifications journaled and not
+/// consumed by then, and the new owner delivered each of them (unless it lost the
+/// session in turn, and a later epoch took them over).
+fn pending_redelivered(h: &History, bad: &mut Vec<String>, figures: &mut Figures) {
+    let mut first_epoch: BTreeMap<SessionId, u64> = BTreeMap::new();
+    let mut last_epoch: BTreeMap<SessionId, u64> = BTreeMap::new();
+    let mut opened: BTreeMap<(SessionId, u64), usize> = BTreeMap::new();
+    let mut delivered: BTreeSet<(SessionId, u64, CommandId)> = BTreeSet::new();
+    for e in events(h) {
+        match e {
+            Event::Open { session, epoch, .. } => {
+                let f = first_epoch.entry(*session).or_insert(*epoch);
+                *f = (*f).min(*epoch);
+                let l = last_epoch.entry(*session).or_insert(*epoch);
+                *l = (*l).max(*epoch);
+                *opened.entry((*session, *epoch)).or_default() += 1;
+            }
+            Event::Deliver {
+                session,
+                epoch,
+                command,
+            } => {
+                delivered.insert((*session, *epoch, *command));
+            }
+            _ => {}
+        }
+    }
+    for ((s, e), n) in opened.iter().filter(|(_, n)| **n > 1) {
+        bad.push(format!("session {s}: epoch {e} opened {n} times"));
+    }
+    for e in events(h) {
+        let Event::Open {
+            session: s,
+            epoch,
+            last_seq,
+            pending,
+        } = e
+        else {
+            continue;
+        };
+        if first_epoch[s] < *epoch {
+            figures.takeovers += 1;
+            figures.redelivered += pending.len();
+        }
+        // What restore should have found at last_seq.
+        let frames = h.journal.get(s).map_or(&[][..], Vec::as_slice);
+        let mut want: Vec<CommandId> = Vec::new();
+        for (_, f) in frames.iter().filter(|(seq, _)| seq <= last_seq) {
+            match f {
+                Frame::Command(c) => want.push(*c),
+                Frame::Consumed(c) => want.retain(|w| w != c),
+                Frame::Other => {}
+            }
+        }
+        if &want != pending {
+            bad.push(format!(
+                "session {s}: epoch {epoch} restored pending {pending:?} at seq {last_seq}, \
+                 the journal had {want:?}"
+            ));
+        }
+        let later = last_epoch[s] > *epoch;
+        for c in pending {
+            if !later && !delivered.contains(&(*s, *epoch, *c)) {
+                bad.push(format!(
+                    "session {s}: epoch {epoch} found {c} pending and never delivered it"
+                ));
+            }
+        }
+    }
+}
+
+/// Every frame whose epoch a host logged lies after the restore of its epoch and
+/// before the restore of the next one: epochs never interleave, so a host that lost
+/// a session wrote nothing after the new owner restored it.
+fn epochs_in_order(h: &History, bad: &mut Vec<String>, figures: &mut Figures) {
+    let mut epoch_of: BTreeMap<(SessionId, Frame), u64> = BTreeMap::new();
+    let mut opens: BTreeMap<SessionId, Vec<(u64, u64)>> = BTreeMap::new();
+    for e in events(h) {
+        match e {
+            Event::Accepted {
+                session,
+                epoch,
+                command,
+            } => {
+                epoch_of.insert((*session, Frame::Command(*command)), *epoch);
+            }
+            Event::Acked {
+                session,
+                epoch,
+                command,
+            } => {
+                epoch_of.insert((*session, Frame::Consumed(*command)), *epoch);
+            }
+            Event::Open {
+                session,
+                epoch,
+                last_seq,
+                ..
+            } => opens.entry(*session).or_default().push((*epoch, *last_seq)),
+            Event::Deliver { .. } => {}
+        }
+    }
+    for (s, frames) in &h.journal {
+        figures.frames += frames.len();
+        let mut highest: Option<(u64, u64)> = None;
+        for (seq, f) in frames {
+            let Some(&epoch) = epoch_of.get(&(*s, *f)) else {
+                continue;
+            };
+            figures.frames_with_epoch += 1;
+            if let Some((e, at)) = highest
+                && epoch < e
+            {
+                bad.push(format!(
+                    "session {s}: seq {seq} written under epoch {epoch} after seq {at} \
+                     under epoch {e}"
+                ));
+            }
+            if highest.is_none_or(|(e, _)| epoch >= e) {
+                highest = Some((epoch, *seq));
+            }
+            for (open_epoch, last_seq) in opens.get(s).into_iter().flatten() {
+                if epoch < *open_epoch && seq > last_seq {
+                    bad.push(format!(
+                        "session {s}: seq {seq} written under epoch {epoch} after epoch \
+                         {open_epoch} restored the log at seq {last_seq}"
+                    ));
+                }
+                if epoch == *open_epoch && seq <= last_seq {
+                    bad.push(format!(
+                        "session {s}: seq {seq} written under epoch {epoch} before that \
+                         epoch restored the log at seq {last_seq}"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Every live session is owned by exactly one host at the end.
+fn owned_once(h: &History, bad: &mut Vec<String>) {
+    for s in &h.live {
+        let n = h.owners.iter().filter(|o| o.contains(s)).count();
+        if n != 1 {
+            bad.push(format!("session {s} is owned by {n} hosts at the end"));
+        }
+    }
+}
