@@ -55,6 +55,11 @@ pub use redb::options::{
     DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE,
     RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
+pub use redb::app_read::{AppReadTable, AppTablesRead};
+pub use redb::app_tables::{
+    APP_TABLE_PREFIX, APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppTable, AppTableError, AppTables,
+    AppTxnError, AppWriteResult,
+};
 pub use redb::reader::RedbReader;
 pub use redb::reads::RedbStats;
 pub use redb::scrub::{ScrubState, ScrubStatus};

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use notify_types::{SessionId, Timestamp};
 use tokio::sync::oneshot;
 
+use super::app_txn::AppTxn;
 use super::tuning::{RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, JournalError};
@@ -92,6 +93,8 @@ pub(crate) enum Chore {
         states: Vec<(SessionId, SessionState)>,
         reply: oneshot::Sender<Result<(), ImportStateError>>,
     },
+    /// An append with the application's writes, in one transaction (`app_txn.rs`).
+    AppTxn(AppTxn),
 }
 
 impl Chore {
@@ -108,6 +111,7 @@ impl Chore {
             Self::ImportStates { reply, .. } => {
                 let _ = reply.send(Err(error.into()));
             }
+            Self::AppTxn(txn) => txn.refuse(error),
         }
     }
 }
@@ -262,6 +266,32 @@ impl Queue {
     /// The next queued chore, if any.
     pub(super) fn take_chore(&self) -> Option<Chore> {
         lock(&self.state).chores.pop_front()
+    }
+
+    /// The next queued chore if it is an [`AppTxn`] (the writer groups those).
+    pub(super) fn take_app_txn(&self) -> Option<AppTxn> {
+        let mut st = lock(&self.state);
+        match st.chores.pop_front() {
+            Some(Chore::AppTxn(txn)) => Some(txn),
+            Some(other) => {
+                st.chores.push_front(other);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Puts back, at the front and in order, [`AppTxn`]s the writer took and did not
+    /// run; hands them back once the journal is closing or poisoned.
+    pub(super) fn requeue_app_txns(&self, txns: Vec<AppTxn>) -> Result<(), Vec<AppTxn>> {
+        let mut st = lock(&self.state);
+        if st.closed || self.is_poisoned() {
+            return Err(txns);
+        }
+        for txn in txns.into_iter().rev() {
+            st.chores.push_front(Chore::AppTxn(txn));
+        }
+        Ok(())
     }
 
     /// Marks the handle broken (after a failed commit): every later request is refused.
