@@ -203,10 +203,7 @@ pub trait JournalLeases: JournalBackend {
     /// # Cancel safety
     ///
     /// Cancel safe (read only).
-    fn orphaned_sessions(
-        &self,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>>;
+    fn orphaned_sessions(&self, limit: usize) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>>;
 
     /// Sessions whose lease was released or lost by any holder, as they happen
     /// (PostgreSQL `LISTEN/NOTIFY`), or `None` if the engine cannot announce them

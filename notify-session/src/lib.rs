@@ -80,6 +80,9 @@ mod retry;
 mod session;
 mod shared;
 mod supervisor;
+mod txack;
+#[cfg(feature = "postgres")]
+mod txack_pg;
 
 /// The README's usage example, compiled and run as a doctest.
 #[cfg(doctest)]
@@ -92,7 +95,9 @@ pub use notify_types;
 
 pub use consumer::{SessionConsumer, SessionReceived};
 pub use end::{Ended, IfPending};
-pub use error::{AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError};
+pub use error::{
+    AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError, TxAckError,
+};
 pub use restore::{LostOutcome, RestoreReport, StoppedDelivery, completed_event, restore};
 pub use retry::{RetryPolicy, notify_with_retry};
 pub use session::Session;
@@ -100,6 +105,8 @@ pub use shared::Published;
 pub use supervisor::{
     ProcessOutcome, ProcessSpec, StopSignal, SuperviseError, SupervisedProcess, Supervisor,
 };
+#[cfg(feature = "postgres")]
+pub use txack_pg::PgAckPending;
 
 pub mod prelude {
     //! What a session user needs, in one import: `use notify_session::prelude::*;`.

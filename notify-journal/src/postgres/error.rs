@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-
 use crate::error::StorageError;
 
 /// Why [`PgJournal::connect`](super::PgJournal::connect) failed.

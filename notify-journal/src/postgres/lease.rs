@@ -3,8 +3,8 @@
 use notify_types::{SessionId, Uuid};
 
 use super::error::sanitize;
-use crate::lease::LeaseError;
 use super::{PgJournal, lock, seq_u64};
+use crate::lease::LeaseError;
 
 /// A lease this journal holds on a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

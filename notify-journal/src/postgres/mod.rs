@@ -64,6 +64,7 @@
 //!   whose implicit transaction commits before it answers. See
 //!   `docs/postgres.md`.
 
+mod ack_in_tx;
 mod append;
 mod connect;
 mod error;
@@ -94,6 +95,7 @@ use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use ack_in_tx::PgAppendStatement;
 pub use error::{PgOpenError, PgTlsRefusal};
 pub use lease::{PgLease, PgLeaseInfo};
 pub use options::{LeasePolicy, PgOptions};

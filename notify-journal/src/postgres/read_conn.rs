@@ -11,11 +11,11 @@ use tokio::sync::OnceCell;
 use tokio_postgres::{Client, Statement};
 
 use super::error::sanitize;
-use crate::lease::LeaseError;
 use super::sql::Sql;
 use super::version::{PG_SCHEMA_VERSION, VersionCheck};
 use super::{PgJournal, lock, timed_out};
 use crate::error::{JournalError, StorageError};
+use crate::lease::LeaseError;
 
 /// A reconnect of the read connection, shared by every caller that needs it.
 type PendingReader = Arc<OnceCell<Result<Arc<ReaderConn>, ReadFailure>>>;

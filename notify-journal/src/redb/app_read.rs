@@ -4,7 +4,9 @@
 
 use std::borrow::Borrow;
 
-use redb::{Key, ReadableDatabase, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value};
+use redb::{
+    Key, ReadableDatabase, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value,
+};
 
 use super::RedbJournal;
 use super::app_tables::{AppTableError, check_name};

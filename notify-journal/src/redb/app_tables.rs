@@ -33,7 +33,9 @@ pub const APP_WRITE_MAX_TIME: Duration = Duration::from_millis(100);
 #[non_exhaustive]
 pub enum AppTableError {
     /// The name does not start with [`APP_TABLE_PREFIX`] (or is nothing more than it).
-    #[error("application table name {name:?} must start with {APP_TABLE_PREFIX:?} and name a table")]
+    #[error(
+        "application table name {name:?} must start with {APP_TABLE_PREFIX:?} and name a table"
+    )]
     Name {
         /// The refused name.
         name: String,
@@ -202,8 +204,8 @@ impl<K: Key + 'static, V: Value + 'static> AppTable<'_, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<bool, AppTableError> {
-        let size = K::as_bytes(key.borrow()).as_ref().len()
-            + V::as_bytes(value.borrow()).as_ref().len();
+        let size =
+            K::as_bytes(key.borrow()).as_ref().len() + V::as_bytes(value.borrow()).as_ref().len();
         self.budget.spend(size)?;
         let old = self
             .table
@@ -271,7 +273,15 @@ mod tests {
     #[test]
     fn only_names_under_the_prefix_are_application_tables() {
         assert!(check_name("app/conversation").is_ok());
-        for bad in ["", "app/", "app", "notify_log", "notify_keys", "App/x", "/app/x"] {
+        for bad in [
+            "",
+            "app/",
+            "app",
+            "notify_log",
+            "notify_keys",
+            "App/x",
+            "/app/x",
+        ] {
             assert!(
                 matches!(check_name(bad), Err(AppTableError::Name { .. })),
                 "{bad:?}"

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::Writer;
 use super::queue::Request;
 use super::resolve::{HEADS_CACHE_MAX, Tables};
-use super::Writer;
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, JournalError, StorageError};
 use crate::redb::app_tables::{AppTables, AppTxnError, AppWrite, Budget};
@@ -94,7 +94,8 @@ impl Writer {
                 let error = match failure {
                     BatchFailure::Damaged { detail, .. } => {
                         tracing::error!(%detail, "journal writer found damage; appends are refused");
-                        self.queue.mark_damaged(format!("the writer found: {detail}"));
+                        self.queue
+                            .mark_damaged(format!("the writer found: {detail}"));
                         self.queue.refusal()
                     }
                     BatchFailure::Refused => self.queue.refusal(),
@@ -155,8 +156,12 @@ impl Writer {
                     }
                 }
                 let app = &mut txns[i];
-                let reply =
-                    tables.resolve(&app.request, &mut next_pos, &mut self.staged, &mut self.heads)?;
+                let reply = tables.resolve(
+                    &app.request,
+                    &mut next_pos,
+                    &mut self.staged,
+                    &mut self.heads,
+                )?;
                 match reply {
                     Ok(outcome) if outcome.appended => {
                         if let Err(e) = run_write(&txn, app.write.as_mut()) {
@@ -177,7 +182,11 @@ impl Writer {
         self.committing = true;
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
-        crate::metrics::committed(crate::metrics::REDB, answers.len(), commit_started.elapsed());
+        crate::metrics::committed(
+            crate::metrics::REDB,
+            answers.len(),
+            commit_started.elapsed(),
+        );
         self.next_pos = Some(staged_pos);
         if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
             self.heads.clear();
