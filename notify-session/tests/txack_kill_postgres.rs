@@ -134,11 +134,11 @@ async fn journaled(journal: &PgJournal) -> (HashSet<u128>, HashSet<u128>) {
     let mut consumed = HashSet::new();
     for (_, record) in replay_all(journal, session_id()).await.unwrap() {
         match record {
-            JournalRecord::Notification(n) => {
+            JournalRecord::Command(n) => {
                 notified.insert(n.command_id().as_uuid().as_u128());
             }
             JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
-                assert!(consumed.insert(c.command_id().as_uuid().as_u128()));
+                assert!(consumed.insert(c.cause().as_uuid().as_u128()));
             }
             _ => {}
         }
