@@ -31,7 +31,7 @@ use notify_types::{
 const CHILD_SCHEMA: &str = "NOTIFY_TXACK_PG_CHILD_SCHEMA";
 const CHILD_MODE: &str = "NOTIFY_TXACK_PG_CHILD_MODE";
 const TX_KILLS: u64 = 200;
-const PLAIN_KILLS: u64 = 40;
+const PLAIN_KILLS: u64 = 20;
 
 fn session_id() -> SessionId {
     SessionId::from_uuid(Uuid::from_u128(0x7b_0000_0000_0000_0000_0000_0000_0001))
