@@ -33,7 +33,8 @@
 //!
 //! Inside: `session.rs` (routing and the notify path), `shared.rs` (the state a
 //! session's handles and consumers share, the end gate among it), `append.rs`,
-//! `consumer.rs`, `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`
+//! `consumer.rs`, `txack.rs` and `txack_pg.rs` (acknowledging in the consumer's own
+//! transaction), `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`
 //! and `metrics.rs`; the `notify` command line is `src/bin/notify/` (feature `cli`).
 //!
 //! ```
@@ -157,6 +158,6 @@ pub mod prelude {
     pub use crate::{
         AckError, EndError, Ended, IfPending, ProcessOutcome, ProcessSpec, RestoreReport,
         RetryPolicy, Session, SessionConsumer, SessionReceived, StopSignal, SupervisedProcess,
-        Supervisor, completed_event, notify_with_retry, restore,
+        Supervisor, TxAckError, completed_event, notify_with_retry, restore,
     };
 }
