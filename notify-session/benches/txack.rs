@@ -17,8 +17,8 @@ use notify_journal::{RedbJournal, RedbOptions};
 use notify_loop::LoopConfig;
 use notify_session::{Session, SessionConsumer};
 use notify_types::{
-    CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState,
-    ProcessTerminalReason, SessionId,
+    CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState, ProcessTerminalReason,
+    SessionId,
 };
 
 fn runtime() -> tokio::runtime::Runtime {
