@@ -112,7 +112,8 @@ async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
         "One session journals to a redb file and owns two loops (agent inboxes). A",
         "supervisor runs real OS processes; each completion is journaled, then delivered to",
         "its loop, whose consumer acknowledges it. Then: every answer a retry can get, a",
-        "real crash (a child process killed with SIGKILL) and restore from the file.",
+        "real crash (a child process killed with SIGKILL) and restore from the file, and a",
+        "consumer whose own table gets each completion exactly once across a crash.",
     ]);
     println!("journal file: {}", path.display());
 
