@@ -102,7 +102,6 @@ impl SessionReceived {
 
 impl PgAckPending {
     /// The notification.
-    #[must_use]
     pub fn received(&self) -> &SessionReceived {
         &self.received
     }

@@ -111,7 +111,7 @@ fn txack_pg_kill_child() {
             } else {
                 let tx = app.transaction().await.unwrap();
                 tx.execute(&insert, &[&id]).await.unwrap();
-                let pending = if i % 2 == 0 {
+                let pending = if i.is_multiple_of(2) {
                     received.ack_in_pg(&journal, &tx).await.unwrap()
                 } else {
                     // Another driver's path: the statement and its parameters.
