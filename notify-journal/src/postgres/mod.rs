@@ -111,6 +111,8 @@ use writer::Job;
 
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, StorageError};
+#[cfg(doc)]
+use crate::lease::LeaseError;
 use crate::retention::{PurgeStep, SessionState};
 
 /// A journal stored in PostgreSQL. Implements [`JournalBackend`].
