@@ -258,3 +258,72 @@ async fn plain_acks_after_a_separate_write_allow_duplicates_across_sigkills() {
         rows.len()
     );
 }
+
+/// Through the session, without kills: a rolled-back transaction acknowledges nothing
+/// and the notification is handed again; a committed one releases it, and restore
+/// never hands it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_releases_it() {
+    if std::env::var_os(CHILD_SCHEMA).is_some() {
+        return;
+    }
+    let Some(url) = database_url("txack_kill_postgres") else {
+        return;
+    };
+    let schema = format!("txack_session_{}", Uuid::new_v4().simple());
+    let journal = std::sync::Arc::new(
+        PgJournal::connect(&url, PgOptions::default().schema(&schema))
+            .await
+            .unwrap(),
+    );
+    let mut app = client(&url).await;
+    app.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".conversation (command uuid PRIMARY KEY)"
+    ))
+    .await
+    .unwrap();
+    let insert = format!("INSERT INTO \"{schema}\".conversation VALUES ($1)");
+    let session = Session::new(session_id(), journal.clone());
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session_id(), loop_id()))
+        .unwrap();
+    let n = notification(CommandId::new());
+    session.notify_process_completion(n.clone()).await.unwrap();
+
+    let received = consumer.recv().await.unwrap();
+    let tx = app.transaction().await.unwrap();
+    tx.execute(&insert, &[n.command_id.as_uuid()])
+        .await
+        .unwrap();
+    let pending = received.ack_in_pg(&journal, &tx).await.unwrap();
+    tx.rollback().await.unwrap();
+    drop(pending);
+    let received = consumer.recv().await.unwrap();
+    assert_eq!(received.command_id(), n.command_id, "handed again");
+    let report = restore(session_id(), journal.as_ref()).await.unwrap();
+    assert_eq!(report.pending_count(), 1, "nothing acknowledged");
+
+    let tx = app.transaction().await.unwrap();
+    tx.execute(&insert, &[n.command_id.as_uuid()])
+        .await
+        .unwrap();
+    let pending = received.ack_in_pg(&journal, &tx).await.unwrap();
+    tx.commit().await.unwrap();
+    pending.committed().await.unwrap();
+    let report = restore(session_id(), journal.as_ref()).await.unwrap();
+    assert_eq!(report.pending_count(), 0, "acknowledged");
+    let rows: i64 = app
+        .query_one(
+            &format!("SELECT count(*) FROM \"{schema}\".conversation"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1);
+    drop((consumer, session));
+    journal.close().await;
+    app.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
