@@ -14,13 +14,10 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-
 use super::Writer;
-use super::queue::Request;
+use super::queue::{AppReply, AppTxn};
 use super::resolve::{HEADS_CACHE_MAX, Tables};
-use crate::backend::AppendOutcome;
-use crate::error::{AppendError, JournalError, StorageError};
+use crate::error::{JournalError, StorageError};
 use crate::redb::app_tables::{AppTables, AppTxnError, AppWrite, Budget};
 use crate::redb::contain::contain;
 use crate::redb::failure::{BatchFailure, before};
@@ -29,31 +26,6 @@ use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
 /// How long one turn's closures may run together before the writer stops taking more
 /// transactional appends into the turn (the rest wait for the next turn).
 pub(super) const GROUP_TIME: Duration = Duration::from_millis(10);
-
-/// What an appender of a transactional append is told.
-pub(crate) type AppReply = Result<AppendOutcome, AppTxnError>;
-
-/// One queued transactional append.
-pub(crate) struct AppTxn {
-    /// The record's append (its own `reply` is not used: the answer goes to `reply`).
-    pub(crate) request: Request,
-    /// The application's writes, run only if the record is new; may run more than
-    /// once (only the run that commits counts).
-    pub(crate) write: Box<AppWrite>,
-    pub(crate) reply: oneshot::Sender<AppReply>,
-}
-
-impl AppTxn {
-    /// Answers it with `error` without running it.
-    pub(crate) fn refuse(self, error: JournalError) {
-        let answer = match error {
-            JournalError::Closed => AppendError::Closed,
-            JournalError::Storage(e) => AppendError::Storage(e),
-            other => AppendError::Storage(StorageError::new("journal refused the append", other)),
-        };
-        let _ = self.reply.send(Err(AppTxnError::Append(answer)));
-    }
-}
 
 /// How one turn ended.
 enum Turn {

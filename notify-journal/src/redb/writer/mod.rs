@@ -41,8 +41,7 @@ use std::time::{Duration, Instant};
 
 use redb::Database;
 
-pub(crate) use self::app_txn::{AppReply, AppTxn};
-pub(crate) use self::queue::{Chore, Group, Queue, Queued, Reply, Request};
+pub(crate) use self::queue::{AppReply, AppTxn, Chore, Group, Queue, Queued, Reply, Request};
 use self::tuning::Tuning;
 use super::census::Census;
 use super::contain::contain;

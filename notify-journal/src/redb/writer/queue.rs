@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use notify_types::{SessionId, Timestamp};
 use tokio::sync::oneshot;
 
-use super::app_txn::AppTxn;
 use super::tuning::{RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
 use crate::backend::AppendOutcome;
-use crate::error::{AppendError, JournalError};
+use crate::error::{AppendError, JournalError, StorageError};
+use crate::redb::app_tables::{AppTxnError, AppWrite};
 use crate::redb::failure::poisoned;
 use crate::retention::{ImportStateError, PurgeStep, SessionState};
 use crate::stats::CommitStats;
@@ -67,6 +67,31 @@ impl Queued {
             // A vanished appender (dropped future) is a normal event.
             let _ = req.reply.send(Err(error.clone()));
         }
+    }
+}
+
+/// What an appender of a transactional append is told.
+pub(crate) type AppReply = Result<AppendOutcome, AppTxnError>;
+
+/// One queued transactional append.
+pub(crate) struct AppTxn {
+    /// The record's append (its own `reply` is not used: the answer goes to `reply`).
+    pub(crate) request: Request,
+    /// The application's writes, run only if the record is new; may run more than
+    /// once (only the run that commits counts).
+    pub(crate) write: Box<AppWrite>,
+    pub(crate) reply: oneshot::Sender<AppReply>,
+}
+
+impl AppTxn {
+    /// Answers it with `error` without running it.
+    pub(crate) fn refuse(self, error: JournalError) {
+        let answer = match error {
+            JournalError::Closed => AppendError::Closed,
+            JournalError::Storage(e) => AppendError::Storage(e),
+            other => AppendError::Storage(StorageError::new("journal refused the append", other)),
+        };
+        let _ = self.reply.send(Err(AppTxnError::Append(answer)));
     }
 }
 
