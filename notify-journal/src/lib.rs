@@ -51,6 +51,11 @@ pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_append, check_group};
 pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 pub use ops::{purge, purge_with, replay_all, replay_page};
+pub use redb::app_read::{AppReadTable, AppTablesRead};
+pub use redb::app_tables::{
+    APP_TABLE_PREFIX, APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppTable, AppTableError, AppTables,
+    AppTxnError, AppWriteResult,
+};
 pub use redb::options::{
     DEFAULT_CACHE_SIZE, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL,
     DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
@@ -76,8 +81,8 @@ mod postgres;
 pub use deprecated::{PgLease, PgLeaseInfo};
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgJournal, PgOpenError, PgOptions, PgSslMode,
-    PgStats, PgTls, PgTlsRefusal,
+    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgAppendStatement, PgJournal, PgOpenError,
+    PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
 };
 
 /// Plumbing for the workspace's own crates (the testkit's in-memory journal, the

@@ -67,13 +67,15 @@ impl SessionConsumer {
     }
 }
 
-/// A notification handed to the consumer. Act on it, then [`ack`](Self::ack) it.
+/// A notification handed to the consumer. Act on it, then [`ack`](Self::ack) it, or
+/// act and acknowledge in one transaction (effectively once): [`ack_with`](Self::ack_with)
+/// on redb, `ack_in_pg` / `pg_ack_statement` on PostgreSQL (feature `postgres`).
 /// Dropping it without acknowledging hands it to the consumer again (at the front).
 #[must_use = "a notification that is not acknowledged is delivered again"]
 pub struct SessionReceived {
-    session: Arc<Shared>,
-    loop_id: LoopId,
-    received: Received,
+    pub(crate) session: Arc<Shared>,
+    pub(crate) loop_id: LoopId,
+    pub(crate) received: Received,
 }
 
 impl fmt::Debug for SessionReceived {
@@ -157,6 +159,12 @@ impl SessionReceived {
                 )));
             }
         };
+        self.release(duplicate).await
+    }
+
+    /// Releases the notification in the loop once its consumption is journaled
+    /// (`duplicate`: journaled earlier).
+    pub(crate) async fn release(self, duplicate: bool) -> Result<(), AckError> {
         let released = self.received.ack().await;
         if duplicate && self.session.is_ended() {
             // Journaled before the end; the end shut the loop down.

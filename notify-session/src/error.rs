@@ -107,6 +107,24 @@ pub enum AckError {
     },
 }
 
+/// Why a transactional acknowledgement (`SessionReceived::ack_with` on redb,
+/// `ack_in_pg` on PostgreSQL) failed. Unless [`AckError::LoopExited`], nothing was
+/// acknowledged and the notification is handed to the consumer again.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TxAckError {
+    /// As [`SessionReceived::ack`](crate::SessionReceived::ack) fails.
+    #[error(transparent)]
+    Ack(#[from] AckError),
+    /// The application's write failed (or used up its budget): rolled back with the
+    /// acknowledgement.
+    #[error("the application's write failed; nothing was acknowledged")]
+    Write(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The application's write panicked: rolled back with the acknowledgement.
+    #[error("the application's write panicked; nothing was acknowledged: {0}")]
+    Panicked(String),
+}
+
 /// Why restore failed.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]

@@ -39,7 +39,8 @@
 //!
 //! Inside: `session.rs` (routing and the notify path), `shared.rs` (the state a
 //! session's handles and consumers share, the end gate among it), `append.rs`,
-//! `consumer.rs`, `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`,
+//! `consumer.rs`, `txack.rs` and `txack_pg.rs` (acknowledging in the consumer's own
+//! transaction), `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`,
 //! `metrics.rs` and `host/` (the host runtime); the `notify` command line is
 //! `src/bin/notify/` (feature `cli`).
 //!
@@ -88,6 +89,9 @@ mod retry;
 mod session;
 mod shared;
 mod supervisor;
+mod txack;
+#[cfg(feature = "postgres")]
+mod txack_pg;
 
 /// The README's usage example, compiled and run as a doctest.
 #[cfg(doctest)]
@@ -100,7 +104,9 @@ pub use notify_types;
 
 pub use consumer::{SessionConsumer, SessionReceived};
 pub use end::{Ended, IfPending};
-pub use error::{AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError};
+pub use error::{
+    AckError, DeclareLostError, EndError, PublishError, RegisterError, RestoreError, TxAckError,
+};
 pub use host::{
     AppError, DEFAULT_CAPACITY, HostApp, HostBuilder, HostError, HostStatus, RetentionSchedule,
     SessionHost, SessionStatus, StopReason,
@@ -112,6 +118,8 @@ pub use shared::Published;
 pub use supervisor::{
     ProcessOutcome, ProcessSpec, StopSignal, SuperviseError, SupervisedProcess, Supervisor,
 };
+#[cfg(feature = "postgres")]
+pub use txack_pg::PgAckPending;
 
 pub mod prelude {
     //! What a session user needs, in one import: `use notify_session::prelude::*;`.
@@ -163,7 +171,7 @@ pub mod prelude {
     pub use crate::{
         AckError, EndError, Ended, HostApp, HostError, IfPending, ProcessOutcome, ProcessSpec,
         RestoreReport, RetryPolicy, Session, SessionConsumer, SessionHost, SessionReceived,
-        StopReason, StopSignal, SupervisedProcess, Supervisor, completed_event, notify_with_retry,
-        restore,
+        StopReason, StopSignal, SupervisedProcess, Supervisor, TxAckError, completed_event,
+        notify_with_retry, restore,
     };
 }

@@ -66,6 +66,7 @@
 //!   whose implicit transaction commits before it answers. See
 //!   `docs/postgres.md`.
 
+mod ack_in_tx;
 mod append;
 mod connect;
 mod error;
@@ -98,6 +99,7 @@ use std::time::Duration;
 use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use tokio::task::JoinHandle;
 
+pub use ack_in_tx::PgAppendStatement;
 pub use error::{PgOpenError, PgTlsRefusal};
 pub use options::{LeasePolicy, PgOptions};
 pub use schema::MigrationMode;
@@ -113,6 +115,8 @@ use sql::Sql;
 
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
 use crate::error::{AppendError, JournalError, StorageError};
+#[cfg(doc)]
+use crate::lease::LeaseError;
 use crate::retention::{PurgeStep, SessionState};
 
 /// A journal stored in PostgreSQL. Implements [`JournalBackend`].

@@ -35,6 +35,9 @@ pub(crate) struct Sql {
     pub(crate) lease_channel: String,
     pub(crate) stats: String,
     pub(crate) vacuum: String,
+    /// One append through `append_batch` with scalar parameters, for a transaction
+    /// the application runs (`ack_in_tx.rs`).
+    pub(crate) append_one: String,
 }
 
 /// The longest channel name PostgreSQL keeps (`NAMEDATALEN - 1`).
@@ -260,6 +263,13 @@ impl Sql {
             ),
             // Plain VACUUM: online (no exclusive lock), makes purged rows' space reusable.
             vacuum: format!("VACUUM (ANALYZE) {s}.frames, {s}.sessions"),
+            // `append_batch` for one append, every parameter a scalar (any driver binds
+            // those): holder, session, key, kind, bytes, epoch, checksum.
+            append_one: format!(
+                "SELECT o_status, o_seq FROM {s}.append_batch($1::uuid, ARRAY[$2::uuid], \
+                 ARRAY[$3::uuid], ARRAY[$4::text], ARRAY[$5::bytea], ARRAY[$6::int8], \
+                 ARRAY[$7::int4])"
+            ),
         }
     }
 }

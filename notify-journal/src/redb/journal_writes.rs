@@ -15,7 +15,7 @@ use crate::integrity::{check_append, check_group};
 use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
 
 /// The writer's request for a checked `record`, and where its answer arrives.
-fn request(
+pub(super) fn request(
     session: SessionId,
     record: &JournalRecord,
 ) -> (Request, oneshot::Receiver<writer::Reply>) {

@@ -1,6 +1,8 @@
 //! [`RedbJournal`]: the redb engine of [`JournalBackend`](crate::JournalBackend). One file holds many
 //! sessions' logs; `docs/design.md` is its format.
 
+pub(crate) mod app_read;
+pub(crate) mod app_tables;
 mod body;
 mod census;
 mod compact;
@@ -9,6 +11,7 @@ mod failure;
 pub(crate) mod format;
 mod frame;
 mod import;
+mod journal_app;
 mod journal_open;
 mod journal_reads;
 mod journal_writes;

@@ -61,6 +61,11 @@ impl std::fmt::Debug for RedbReader {
 }
 
 impl RedbReader {
+    /// The read-only database (for `app_read.rs`).
+    pub(crate) fn db(&self) -> &ReadOnlyDatabase {
+        &self.db
+    }
+
     /// Opens the journal at `path` read-only. Reads only the file's metadata and table
     /// list; no page check (redb's runs only with the file open for writing: use
     /// [`RedbJournal::verify_file`](crate::RedbJournal::verify_file) for it).

@@ -15,6 +15,7 @@ use crate::real::{
 };
 use crate::reference::{MProcess, Model, Outcome};
 use crate::retention::{drop_tombstones, end, neighbour, purge, renew};
+use crate::txack::{tx_ack, tx_ack_crash};
 use crate::{CAPACITY, LOOPS};
 
 pub(crate) async fn apply(
@@ -220,6 +221,8 @@ pub(crate) async fn apply(
         Op::Purge { step, cancel, race } => purge(real, model, step, cancel, race).await?,
         Op::Renew => renew(real, model),
         Op::DropTombstones => drop_tombstones(real, model).await?,
+        Op::TxAck { lp, fail } => tx_ack(real, model, lp, fail).await?,
+        Op::TxAckCrash { lp, polls } => tx_ack_crash(real, model, lp, polls).await?,
     }
     Ok(())
 }

@@ -53,6 +53,7 @@ mod real;
 mod reference;
 mod regressions;
 mod retention;
+mod txack;
 
 use notify_journal::{RedbDurability, RedbOptions};
 use notify_testkit::MemoryJournal;

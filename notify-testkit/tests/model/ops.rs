@@ -83,6 +83,12 @@ pub(crate) enum Op {
     /// Once the session has ended: retire it and start a fresh one in the same journal
     /// (a no-op while it is live).
     Renew,
+    /// Receive the next notification and acknowledge it transactionally with a row of
+    /// the application's; with `fail`, the application refuses and it rolls back.
+    TxAck { lp: usize, fail: bool },
+    /// Receive, start a transactional acknowledgement, drop it after `polls` polls,
+    /// then crash.
+    TxAckCrash { lp: usize, polls: usize },
     /// Drop the tombstones of retired sessions (a no-op while the current session is
     /// purged: dropping its tombstone would let it start again at seq 1, the documented
     /// trade-off the conformance suite checks).
@@ -119,12 +125,14 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         1 => lp.clone().prop_map(|lp| Op::RaceAckRetry { lp }),
         1 => Just(Op::Neighbour),
         1 => (lp.clone(), 0..4usize).prop_map(|(lp, polls)| Op::CancelNotify { lp, polls }),
-        1 => (lp, 0..4usize).prop_map(|(lp, polls)| Op::CancelAck { lp, polls }),
+        1 => (lp.clone(), 0..4usize).prop_map(|(lp, polls)| Op::CancelAck { lp, polls }),
         2 => (any::<bool>(), proptest::option::weighted(0.25, 0..4usize))
             .prop_map(|(abandon, cancel)| Op::End { abandon, cancel }),
         1 => (1..5usize, proptest::option::of(0..4usize), any::<bool>())
             .prop_map(|(step, cancel, race)| Op::Purge { step, cancel, race }),
         3 => Just(Op::Renew),
         1 => Just(Op::DropTombstones),
+        3 => (lp.clone(), proptest::bool::weighted(0.3)).prop_map(|(lp, fail)| Op::TxAck { lp, fail }),
+        1 => (lp, 0..6usize).prop_map(|(lp, polls)| Op::TxAckCrash { lp, polls }),
     ]
 }

@@ -33,12 +33,15 @@ pub(crate) enum Store {
 }
 
 impl Store {
-    pub(crate) fn open(&self) -> Arc<dyn JournalBackend> {
+    /// The journal, and on redb its concrete handle too (for the transactional ack;
+    /// both share one open file).
+    pub(crate) fn open(&self) -> (Arc<dyn JournalBackend>, Option<RedbJournal>) {
         match self {
             Self::Redb { path, options } => {
-                Arc::new(RedbJournal::open(path, options.clone()).unwrap())
+                let journal = RedbJournal::open(path, options.clone()).unwrap();
+                (Arc::new(journal.clone()), Some(journal))
             }
-            Self::Memory(journal) => Arc::new(journal.clone()),
+            Self::Memory(journal) => (Arc::new(journal.clone()), None),
         }
     }
 }
@@ -57,12 +60,16 @@ pub(crate) struct Real {
     pub(crate) acked: HashSet<CommandId>,
     /// Another session in the same journal file (the model counts its frames).
     pub(crate) neighbour: Option<SessionFixture>,
+    /// The redb handle of `journal` (`None` on the in-memory journal or mid-crash).
+    pub(crate) redb: Option<RedbJournal>,
+    /// Every command ID acknowledged transactionally: the application table's rows.
+    pub(crate) tx_rows: HashSet<CommandId>,
 }
 
 impl Real {
     /// A fresh session with `LOOPS` native loops (and a foreign one) over `store`.
     pub(crate) fn new(store: Store) -> Self {
-        let journal = store.open();
+        let (journal, redb) = store.open();
         let fx = session(&journal);
         Self {
             store,
@@ -74,6 +81,8 @@ impl Real {
             orphans: Vec::new(),
             acked: HashSet::new(),
             neighbour: None,
+            redb,
+            tx_rows: HashSet::new(),
         }
     }
 
@@ -290,6 +299,17 @@ pub(crate) async fn declare_lost(
 
 /// Drops everything without shutdown, reopens the file, restores and re-registers.
 pub(crate) async fn crash(real: &mut Real, model: &mut Model) -> Result<(), TestCaseError> {
+    crash_then(real, model, None).await
+}
+
+/// A crash; with `tx`, a transactional ack of `(loop, command)` whose outcome its
+/// caller did not see: once the file is reopened, the journal says whether it
+/// committed, and the model follows.
+pub(crate) async fn crash_then(
+    real: &mut Real,
+    model: &mut Model,
+    tx: Option<(usize, CommandId)>,
+) -> Result<(), TestCaseError> {
     let loop_ids = real.fx.loop_ids.clone();
     let session_id = real.fx.session_id();
     // The fixture, the held notifications and the journal handle all go; the last
@@ -299,8 +319,18 @@ pub(crate) async fn crash(real: &mut Real, model: &mut Model) -> Result<(), Test
     real.held.iter_mut().for_each(|h| drop(h.take()));
     drop(real.neighbour.take());
     drop(real.journal.take());
-    let journal = real.store.open();
+    drop(real.redb.take());
+    let (journal, redb) = real.store.open();
     real.journal = Some(journal.clone());
+    real.redb = redb;
+    if let Some((lp, id)) = tx {
+        let key = *notify_types::consumed_event_id(id).as_uuid();
+        if journal.lookup(session_id, key).await.unwrap().is_some() {
+            real.acked.insert(id);
+            real.tx_rows.insert(id);
+            model.ack(lp, id);
+        }
+    }
 
     let builder = FixtureBuilder::new(0).loop_ids(loop_ids).capacity(CAPACITY);
     let (fx, report) = fixture::restart(session_id, journal.clone(), builder)

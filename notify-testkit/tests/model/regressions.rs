@@ -133,3 +133,32 @@ fn tour_of_session_end_and_purge() {
     ])
     .unwrap();
 }
+
+/// A hand-written tour of the transactional acknowledgement: a rollback (handed
+/// again), a commit, crashes while one is under way (dropped at once, and after a few
+/// polls), a commit after the crash, and one after the session ended.
+#[test]
+fn tour_of_transactional_acks() {
+    use Op::*;
+    run(&[
+        NotifyNew { lp: 0 },
+        NotifyNew { lp: 0 },
+        NotifyNew { lp: 0 },
+        NotifyNew { lp: 1 },
+        TxAck { lp: 0, fail: true },
+        TxAck { lp: 0, fail: false },
+        TxAckCrash { lp: 0, polls: 0 },
+        TxAckCrash { lp: 0, polls: 3 },
+        TxAck { lp: 0, fail: false },
+        Hold { lp: 1 },
+        TxAckCrash { lp: 1, polls: 1 },
+        NotifyNew { lp: 1 },
+        End {
+            abandon: true,
+            cancel: None,
+        },
+        TxAck { lp: 1, fail: false },
+        Crash,
+    ])
+    .unwrap();
+}

@@ -271,6 +271,18 @@ pub(super) fn rows() -> Vec<Row> {
             RateAtLeast(0.8),
         ),
         row(
+            "transactional ack (ack_with) vs plain ack, 1 consumer",
+            Crit("txack/tx/1"),
+            Crit("txack/plain/1"),
+            RateAtLeast(0.8),
+        ),
+        row(
+            "transactional ack (ack_with) vs plain ack, 64 consumers",
+            Crit("txack/tx/64"),
+            Crit("txack/plain/64"),
+            RateAtLeast(0.8),
+        ),
+        row(
             "PostgreSQL 1 appender vs redb journal",
             Crit("concurrent_appenders/postgres/1"),
             Crit("concurrent_appenders/redb/1"),

@@ -294,6 +294,16 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         "bytes per notification, format 2, 1M records",
         Src::Metric("disk/format2/1m"),
     ),
+    ("plain ack, 1 consumer", Src::Crit("txack/plain/1")),
+    (
+        "transactional ack (ack_with), 1 consumer",
+        Src::Crit("txack/tx/1"),
+    ),
+    ("plain ack, 64 consumers", Src::Crit("txack/plain/64")),
+    (
+        "transactional ack (ack_with), 64 consumers",
+        Src::Crit("txack/tx/64"),
+    ),
     (
         "restore peak RSS, 1 MiB cache (absolute)",
         Src::Metric("restore/peak_rss_mb/cache_1mib"),

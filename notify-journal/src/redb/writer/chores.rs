@@ -99,6 +99,7 @@ impl Writer {
                 }
                 self.unsynced(committed)
             }
+            Chore::AppTxn(first) => self.run_app_txns(first),
             Chore::ImportStates { states, reply } => {
                 let result = self.chore_txn(|txn| {
                     Ok(match import_states(txn, &states)? {

@@ -19,10 +19,16 @@
 //! one step (`RedbOptions::drop_step`) is requeued after each step, behind the
 //! other chores.
 //!
+//! Transactional appends (an append with the application's own writes,
+//! `RedbJournal::append_with`) are chores too: the writer runs those queued together
+//! in one transaction of their own between two batches (`app_txn.rs`), so a failing
+//! application write never fails another appender's record.
+//!
 //! Files: `queue.rs` (what is queued, and the wake policy), `tuning.rs` (spin and
 //! linger), `batch.rs` (one batch, one transaction), `resolve.rs` (one append inside
-//! it), `chores.rs` (one chore, one transaction).
+//! it), `chores.rs` (one chore, one transaction), `app_txn.rs` (transactional appends).
 
+mod app_txn;
 mod batch;
 mod chores;
 mod queue;
@@ -35,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use redb::Database;
 
-pub(crate) use self::queue::{Chore, Group, Queue, Queued, Reply, Request};
+pub(crate) use self::queue::{AppReply, AppTxn, Chore, Group, Queue, Queued, Reply, Request};
 use self::tuning::Tuning;
 use super::census::Census;
 use super::contain::contain;

@@ -12,7 +12,8 @@ use tokio::sync::oneshot;
 
 use super::tuning::{RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
 use crate::backend::AppendOutcome;
-use crate::error::{AppendError, JournalError};
+use crate::error::{AppendError, JournalError, StorageError};
+use crate::redb::app_tables::{AppTxnError, AppWrite};
 use crate::redb::failure::poisoned;
 use crate::retention::{ImportStateError, PurgeStep, SessionState};
 use crate::stats::CommitStats;
@@ -69,6 +70,31 @@ impl Queued {
     }
 }
 
+/// What an appender of a transactional append is told.
+pub(crate) type AppReply = Result<AppendOutcome, AppTxnError>;
+
+/// One queued transactional append.
+pub(crate) struct AppTxn {
+    /// The record's append (its own `reply` is not used: the answer goes to `reply`).
+    pub(crate) request: Request,
+    /// The application's writes, run only if the record is new; may run more than
+    /// once (only the run that commits counts).
+    pub(crate) write: Box<AppWrite>,
+    pub(crate) reply: oneshot::Sender<AppReply>,
+}
+
+impl AppTxn {
+    /// Answers it with `error` without running it.
+    pub(crate) fn refuse(self, error: JournalError) {
+        let answer = match error {
+            JournalError::Closed => AppendError::Closed,
+            JournalError::Storage(e) => AppendError::Storage(e),
+            other => AppendError::Storage(StorageError::new("journal refused the append", other)),
+        };
+        let _ = self.reply.send(Err(AppTxnError::Append(answer)));
+    }
+}
+
 /// A write the writer thread runs alone in its own transaction.
 pub(crate) enum Chore {
     /// One [`PurgeStep`].
@@ -92,6 +118,8 @@ pub(crate) enum Chore {
         states: Vec<(SessionId, SessionState)>,
         reply: oneshot::Sender<Result<(), ImportStateError>>,
     },
+    /// An append with the application's writes, in one transaction (`app_txn.rs`).
+    AppTxn(AppTxn),
 }
 
 impl Chore {
@@ -108,6 +136,7 @@ impl Chore {
             Self::ImportStates { reply, .. } => {
                 let _ = reply.send(Err(error.into()));
             }
+            Self::AppTxn(txn) => txn.refuse(error),
         }
     }
 }
@@ -263,6 +292,32 @@ impl Queue {
     /// The next queued chore, if any.
     pub(super) fn take_chore(&self) -> Option<Chore> {
         lock(&self.state).chores.pop_front()
+    }
+
+    /// The next queued chore if it is an [`AppTxn`] (the writer groups those).
+    pub(super) fn take_app_txn(&self) -> Option<AppTxn> {
+        let mut st = lock(&self.state);
+        match st.chores.pop_front() {
+            Some(Chore::AppTxn(txn)) => Some(txn),
+            Some(other) => {
+                st.chores.push_front(other);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Puts back, at the front and in order, [`AppTxn`]s the writer took and did not
+    /// run; hands them back once the journal is closing or poisoned.
+    pub(super) fn requeue_app_txns(&self, txns: Vec<AppTxn>) -> Result<(), Vec<AppTxn>> {
+        let mut st = lock(&self.state);
+        if st.closed || self.is_poisoned() {
+            return Err(txns);
+        }
+        for txn in txns.into_iter().rev() {
+            st.chores.push_front(Chore::AppTxn(txn));
+        }
+        Ok(())
     }
 
     /// Marks the handle broken (after a failed commit): every later request is refused.

@@ -9,11 +9,13 @@
 //!
 //! Here: the arguments and the parts in order. Each part is a module of its own
 //! (`first.rs` the session parts 1 to 3 share, `processes.rs` parts 1 and 2, `retries.rs` 3, `crash.rs` 4, `restore.rs` 5,
+//! `conversation.rs` 6 (effectively once),
 //! `summary.rs` the closing tables); `child.rs` is the process part 4 kills.
 #![allow(clippy::print_stdout, reason = "a command-line demo prints its report")]
 #![allow(clippy::print_stderr, reason = "and its error")]
 
 mod child;
+mod conversation;
 mod crash;
 mod first;
 mod narrate;
@@ -52,6 +54,7 @@ async fn run() -> anyhow::Result<()> {
     let mut journal_path: Option<PathBuf> = None;
     let mut at_crash: Option<PathBuf> = None;
     let mut child: Option<(SessionId, LoopId)> = None;
+    let mut conversation_child: Option<(SessionId, LoopId)> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -65,6 +68,18 @@ async fn run() -> anyhow::Result<()> {
                 let loop_id = it.next().context("--child needs a loop id")?.parse()?;
                 child = Some((session, loop_id));
             }
+            // Internal: the crashing consumer of part 6 (this same binary).
+            "--conversation-child" => {
+                let session = it
+                    .next()
+                    .context("--conversation-child needs a session id")?
+                    .parse()?;
+                let loop_id = it
+                    .next()
+                    .context("--conversation-child needs a loop id")?
+                    .parse()?;
+                conversation_child = Some((session, loop_id));
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -75,6 +90,10 @@ async fn run() -> anyhow::Result<()> {
     if let Some((session, loop_id)) = child {
         let path = journal_path.context("--child needs --journal")?;
         return child::crashing_child(&path, session, loop_id).await;
+    }
+    if let Some((session, loop_id)) = conversation_child {
+        let path = journal_path.context("--conversation-child needs --journal")?;
+        return conversation::conversation_child(&path, session, loop_id).await;
     }
     let tmp = tempfile::tempdir()?;
     let path = journal_path.unwrap_or_else(|| tmp.path().join("notify-demo.redb"));
@@ -93,7 +112,8 @@ async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
         "One session journals to a redb file and owns two loops (agent inboxes). A",
         "supervisor runs real OS processes; each completion is journaled, then delivered to",
         "its loop, whose consumer acknowledges it. Then: every answer a retry can get, a",
-        "real crash (a child process killed with SIGKILL) and restore from the file.",
+        "real crash (a child process killed with SIGKILL) and restore from the file, and a",
+        "consumer whose own table gets each completion exactly once across a crash.",
     ]);
     println!("journal file: {}", path.display());
 
@@ -104,6 +124,8 @@ async fn parent(path: &Path, at_crash: Option<&Path>) -> anyhow::Result<()> {
     let ids = first.ids;
     let before = crash::crash(first, supervised, path, &clock).await?;
     let restored = restore::restore_from(path, at_crash, ids, before, &mut tally).await?;
+    let parts = tempfile::tempdir()?;
+    conversation::conversation(parts.path(), &clock).await?;
     summary::summary(&restored, &tally, &clock).await?;
     summary::metrics();
     if restored.after.pending_count() != 0 || !restored.after.orphans.is_empty() {

@@ -1,0 +1,194 @@
+//! Transactional appends: a record and the application's own writes
+//! ([`RedbJournal::append_with`](crate::RedbJournal::append_with)) in one write
+//! transaction of their own.
+//!
+//! The writer takes them as chores: when one is at the front of the chore queue it
+//! takes it and those queued right behind it (up to the batch size, and for at most
+//! [`GROUP_TIME`] of closures), resolves each record as a batch would, runs the closure
+//! of each record that is new (a duplicate's writes committed with its original), and
+//! commits them all at once. If a closure fails (an error, its budget, a panic) the
+//! transaction is dropped, nothing of it written: that append is answered with its
+//! failure and the others are put back at the front of the chore queue, to run again
+//! in a fresh transaction at the writer's next chore turn. So one failing closure
+//! never fails another appender, and the writer's plain batches run between turns.
+
+use std::time::{Duration, Instant};
+
+use super::Writer;
+use super::queue::{AppReply, AppTxn};
+use super::resolve::{HEADS_CACHE_MAX, Tables};
+use crate::error::{JournalError, StorageError};
+use crate::redb::app_tables::{AppTables, AppTxnError, AppWrite, Budget};
+use crate::redb::contain::contain;
+use crate::redb::failure::{BatchFailure, before};
+use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+
+/// How long one turn's closures may run together before the writer stops taking more
+/// transactional appends into the turn (the rest wait for the next turn).
+pub(super) const GROUP_TIME: Duration = Duration::from_millis(10);
+
+/// How one turn ended.
+enum Turn {
+    /// Committed: one answer per append, in order.
+    Committed(Vec<AppReply>),
+    /// The closure of the append at this index failed: nothing written.
+    Failed(usize, AppTxnError),
+}
+
+impl Writer {
+    /// Runs `first` and the transactional appends queued behind it in one transaction
+    /// (see the module's docs). Returns whether it committed without a sync.
+    pub(super) fn run_app_txns(&mut self, first: AppTxn) -> bool {
+        let mut txns = vec![first];
+        let result = self.contained("writing application tables", |w| w.app_turn(&mut txns));
+        self.staged.clear();
+        self.base.clear();
+        match result {
+            Ok(Turn::Committed(answers)) => {
+                self.queue.count_commit(answers.len());
+                for (txn, answer) in txns.into_iter().zip(answers) {
+                    let _ = txn.reply.send(answer);
+                }
+                self.unsynced(true)
+            }
+            Ok(Turn::Failed(at, error)) => {
+                let failed = txns.remove(at);
+                let _ = failed.reply.send(Err(error));
+                if let Err(back) = self.queue.requeue_app_txns(txns) {
+                    let refusal = self.queue.chore_refusal();
+                    for txn in back {
+                        txn.refuse(clone_refusal(&refusal));
+                    }
+                }
+                false
+            }
+            Err(failure) => {
+                let error = match failure {
+                    BatchFailure::Damaged { detail, .. } => {
+                        tracing::error!(%detail, "journal writer found damage; appends are refused");
+                        self.queue
+                            .mark_damaged(format!("the writer found: {detail}"));
+                        self.queue.refusal()
+                    }
+                    BatchFailure::Refused => self.queue.refusal(),
+                    other => match other.into_append_error() {
+                        Some(error) => {
+                            self.queue.poison();
+                            crate::metrics::commit_failed(crate::metrics::REDB);
+                            tracing::error!(error = %error, "journal commit failed; journal poisoned");
+                            error
+                        }
+                        None => self.queue.refusal(),
+                    },
+                };
+                for txn in txns {
+                    let _ = txn.reply.send(Err(AppTxnError::Append(error.clone())));
+                }
+                false
+            }
+        }
+    }
+
+    /// One turn: resolve and run each of `txns` (taking more from the queue while the
+    /// turn's budget lasts), then commit.
+    fn app_turn(&mut self, txns: &mut Vec<AppTxn>) -> Result<Turn, BatchFailure> {
+        self.fresh.clear();
+        let started = Instant::now();
+        let max = self.tuning.max_batch.max(1);
+        let txn = self.begin_write()?;
+        let mut answers = Vec::with_capacity(txns.len());
+        let staged_pos;
+        {
+            let table_err = before("open journal table");
+            let mut tables = Tables {
+                log: txn.open_table(LOG).map_err(&table_err)?,
+                positions: txn.open_table(POSITIONS).map_err(&table_err)?,
+                keys: txn.open_table(KEYS).map_err(&table_err)?,
+                sessions: txn.open_table(SESSIONS).map_err(&table_err)?,
+                retention: None,
+                txn: &txn,
+                frame: &mut self.frame,
+                census: self.census.as_deref(),
+                base: &mut self.base,
+                fresh: &mut self.fresh,
+            };
+            let mut next_pos = match self.next_pos {
+                Some(p) => p,
+                None => tables.next_position()?,
+            };
+            let mut i = 0;
+            loop {
+                if i == txns.len() {
+                    if txns.len() >= max || started.elapsed() >= GROUP_TIME {
+                        break;
+                    }
+                    match self.queue.take_app_txn() {
+                        Some(more) => txns.push(more),
+                        None => break,
+                    }
+                }
+                let app = &mut txns[i];
+                let reply = tables.resolve(
+                    &app.request,
+                    &mut next_pos,
+                    &mut self.staged,
+                    &mut self.heads,
+                )?;
+                match reply {
+                    Ok(outcome) if outcome.appended => {
+                        if let Err(e) = run_write(&txn, app.write.as_mut()) {
+                            return Ok(Turn::Failed(i, e));
+                        }
+                        answers.push(Ok(outcome));
+                    }
+                    other => answers.push(other.map_err(AppTxnError::Append)),
+                }
+                i += 1;
+            }
+            staged_pos = next_pos;
+        }
+        if self.queue.is_poisoned() {
+            return Err(BatchFailure::Refused);
+        }
+        let commit_started = Instant::now();
+        self.committing = true;
+        txn.commit()
+            .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
+        crate::metrics::committed(
+            crate::metrics::REDB,
+            answers.len(),
+            commit_started.elapsed(),
+        );
+        self.next_pos = Some(staged_pos);
+        if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
+            self.heads.clear();
+        }
+        self.heads.extend(self.staged.iter().map(|(s, q)| (*s, *q)));
+        if let Some(census) = &self.census {
+            census.record(&self.fresh);
+        }
+        Ok(Turn::Committed(answers))
+    }
+}
+
+/// Runs one application closure on `txn` under its budget, a panic of it contained.
+fn run_write(txn: &redb::WriteTransaction, write: &mut AppWrite) -> Result<(), AppTxnError> {
+    let budget = Budget::new();
+    let tables = AppTables::new(txn, &budget);
+    match contain(|| write(&tables)) {
+        Ok(Ok(())) => match budget.exceeded() {
+            None => Ok(()),
+            Some(e) => Err(AppTxnError::Write(Box::new(e))),
+        },
+        Ok(Err(e)) => Err(AppTxnError::Write(e)),
+        Err(panic) => Err(AppTxnError::Panicked(panic.to_string())),
+    }
+}
+
+/// A copy of a chore refusal (`JournalError` is not `Clone`).
+fn clone_refusal(e: &JournalError) -> JournalError {
+    match e {
+        JournalError::Closed => JournalError::Closed,
+        other => JournalError::Storage(StorageError::msg(other.to_string())),
+    }
+}
