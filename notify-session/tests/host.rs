@@ -222,6 +222,44 @@ async fn renewals_failing_past_the_deadline_stop_the_session() {
     host.shutdown().await.unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn one_hung_renewal_does_not_cost_the_lease() {
+    let counting = Arc::new(Counting::new(Arc::new(journal_with_leases())));
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    // Defaults for a 6 s lease: renewals every 2 s, deadline 5.4 s after the last one.
+    let host = SessionHost::builder(Arc::clone(&counting))
+        .adopt(false)
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    let session = host.open(id).await.unwrap();
+    let (_, _, _consumer) = started(&mut seen).await;
+    // The round at 2 s hangs until it is cut short; the next must still come in time.
+    counting.hang_once.store(true, Ordering::SeqCst);
+    tokio::time::sleep(LEASE * 3).await;
+    assert!(
+        seen.try_recv().is_err(),
+        "the session was stopped by one hung renewal"
+    );
+    assert_eq!(host.sessions(), vec![id]);
+    session
+        .notify_process_completion(notification(id, loop_id))
+        .await
+        .unwrap();
+    assert!(!counting.hang_once.load(Ordering::SeqCst));
+    // Renewals failing for good still stop it at the deadline.
+    counting.failing.store(true, Ordering::SeqCst);
+    assert_eq!(
+        stopped(&mut seen).await,
+        (id, StopReason::LeaseLost { owner: None })
+    );
+    assert!(host.session(id).is_none());
+    host.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
     let a_journal = journal_with_leases();
@@ -507,7 +545,8 @@ async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
     let counting = Arc::new(Counting::new(Arc::new(journal_with_leases())));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
-    // Renewals at 2 s, 4 s, 6 s; the deadline is at 5.4 s (6 s less a tenth).
+    // Renewals at 2 s, then (failing) every 0.5 s; the deadline is at 5.4 s (6 s
+    // less a tenth).
     let host = SessionHost::builder(Arc::clone(&counting))
         .adopt(false)
         .renew_every(Duration::from_secs(2))
@@ -519,7 +558,8 @@ async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
     let session = host.open(id).await.unwrap();
     let (_, _, _consumer) = started(&mut seen).await;
     counting.failing.store(true, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    // (Failed rounds are retried every 0.5 s: the keeper's next is at 5.5 s.)
+    tokio::time::sleep(Duration::from_millis(5_450)).await;
     // The keeper has not stopped the session yet, and the engine's lease (by the
     // wall clock) is live: only the host's fence stands in the way.
     assert_eq!(host.status().sessions.len(), 1);

@@ -23,6 +23,13 @@ pub const DEFAULT_CAPACITY: usize = 10_000;
 impl<J: JournalLeases + 'static> SessionHost<J> {
     /// A builder for a host on `journal` (a `PgJournal` shared by many hosts, or a
     /// `RedbJournal`, whose file lock makes this process the only host).
+    ///
+    /// One journal handle serves one host: the handle's
+    /// [`holder_id`](JournalLeases::holder_id) is the host's identity as a lease
+    /// holder, so two hosts started on the same handle (or on clones of it sharing
+    /// its holder ID) would each renew and release the other's leases. Give every
+    /// host its own handle (on PostgreSQL, its own `PgJournal`); start a new host on a
+    /// handle only after the previous one has shut down.
     pub fn builder(journal: Arc<J>) -> HostBuilder<J> {
         HostBuilder {
             journal,
@@ -121,8 +128,8 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
     ///
     /// # Errors
     ///
-    /// [`HostError::Options`] if the renewal interval is not shorter than the lease
-    /// duration less the safety margin, or the capacity or an interval is zero.
+    /// [`HostError::Options`] if twice the renewal interval is not shorter than the
+    /// lease duration less the safety margin (room for two renewals before a deadline), or the capacity or an interval is zero.
     ///
     /// # Panics
     ///
@@ -147,9 +154,11 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
                 reason: "intervals must not be zero",
             });
         }
-        if renew_every >= lease_duration.saturating_sub(margin) {
+        // Room for at least two renewals before a lease's deadline: one slow or
+        // failed round must not cost the lease.
+        if renew_every.saturating_mul(2) >= lease_duration.saturating_sub(margin) {
             return Err(HostError::Options {
-                reason: "renew_every must be shorter than the lease duration less the safety margin",
+                reason: "renew_every must be shorter than half the lease duration less the safety margin",
             });
         }
         if let Some(r) = &self.retention

@@ -2,12 +2,15 @@
 //! each, and stopping a session at once when its lease is lost.
 //!
 //! **Architecture Invariant:** a host renews its leases with one
-//! `JournalLeases::renew_leases` call per interval, whatever their number; a session
+//! `JournalLeases::renew_leases` call per interval, whatever their number; rounds are
+//! scheduled from the start of the previous one, a failed round is retried after a
+//! quarter of the interval, and no renewal runs past the earliest deadline; a session
 //! whose renewal reports it lost, or whose last successful renewal started more than
 //! the lease duration less the safety margin ago, is stopped here before the next
 //! interval. A session ended through its handle is released at the next interval.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 use tokio::time::Instant;
 
 use notify_journal::JournalLeases;
@@ -19,33 +22,57 @@ use super::inner::Inner;
 use super::metrics;
 use super::stop::stop_session;
 
-/// The keeper task: renews every `renew_every` until the host shuts down or is
-/// dropped.
+/// The keeper task: renews every `renew_every`, counted from the start of each round
+/// (a slow round does not push the next one back), and sooner after a failed round,
+/// until the host shuts down or is dropped.
 pub(crate) async fn run<J: JournalLeases + 'static>(
     host: Weak<Inner<J>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let Some(first) = host.upgrade().map(|h| h.options.renew_every) else {
+        return;
+    };
+    let mut next = Instant::now() + first;
     loop {
         let Some(every) = host.upgrade().map(|h| h.options.renew_every) else {
             return;
         };
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep_until(next) => {}
             _ = shutdown.wait_for(|down| *down) => return,
         }
         let Some(inner) = host.upgrade() else {
             return;
         };
-        keep_once(&inner).await;
+        let round = Instant::now();
+        next = round + every;
+        if !keep_once(&inner).await {
+            next = round + retry_after(every);
+        }
     }
 }
 
-/// One renewal of all leases, then the deadlines.
-pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>) {
+/// How soon after the start of a failed round the next one starts: a quarter of the
+/// interval, at least [`MIN_RETRY`] (and at most the interval).
+fn retry_after(every: Duration) -> Duration {
+    (every / 4).max(MIN_RETRY).min(every)
+}
+
+/// The shortest wait before retrying a failed renewal.
+const MIN_RETRY: Duration = Duration::from_millis(10);
+
+/// One renewal of all leases, then the deadlines; `false` if the renewal failed or
+/// timed out.
+pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>) -> bool {
     let started = Instant::now();
-    // A renewal stuck behind a slow database must not hold the deadlines back.
-    let renewal =
-        tokio::time::timeout(inner.options.renew_every, inner.journal.renew_leases()).await;
+    // A renewal stuck behind a slow database must not hold the deadlines back: it is
+    // cut short at the interval, or at the earliest deadline if that comes first.
+    let limit = inner.table.earliest_deadline().map_or(inner.options.renew_every, |d| {
+        d.saturating_duration_since(started)
+            .min(inner.options.renew_every)
+    });
+    let renewal = tokio::time::timeout(limit, inner.journal.renew_leases()).await;
+    let renewed = matches!(renewal, Ok(Ok(_)));
     match renewal {
         Ok(Ok(renewal)) => {
             metrics::renewal(true);
@@ -84,6 +111,7 @@ pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>)
     for id in inner.table.ended() {
         let _ = stop_session(inner, id, StopReason::Ended).await;
     }
+    renewed
 }
 
 /// Stops `session`, whose lease is lost (`deadline`: renewals failed past it), naming

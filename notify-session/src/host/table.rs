@@ -195,6 +195,11 @@ impl LeaseTable {
             .collect()
     }
 
+    /// The earliest deadline of the leases held, if any.
+    pub(crate) fn earliest_deadline(&self) -> Option<Instant> {
+        self.lock().held.values().map(|h| h.deadline).min()
+    }
+
     /// The lease held on `session`, if any.
     pub(crate) fn get(&self, session: SessionId) -> Option<Held> {
         self.lock().held.get(&session).cloned()

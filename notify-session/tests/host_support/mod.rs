@@ -26,6 +26,8 @@ pub(crate) struct Counting<J> {
     pub(crate) inner: Arc<J>,
     pub(crate) renewals: AtomicUsize,
     pub(crate) failing: AtomicBool,
+    /// The next renewal hangs (far past any interval) once, then this is cleared.
+    pub(crate) hang_once: AtomicBool,
 }
 
 impl<J> Counting<J> {
@@ -34,6 +36,7 @@ impl<J> Counting<J> {
             inner,
             renewals: AtomicUsize::new(0),
             failing: AtomicBool::new(false),
+            hang_once: AtomicBool::new(false),
         }
     }
 }
@@ -63,6 +66,14 @@ impl<J: JournalLeases> JournalLeases for Counting<J> {
             return Box::pin(async {
                 Err(LeaseError::Storage(StorageError::msg(
                     "renewal refused by the test",
+                )))
+            });
+        }
+        if self.hang_once.swap(false, Ordering::SeqCst) {
+            return Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+                Err(LeaseError::Storage(StorageError::msg(
+                    "renewal hung by the test",
                 )))
             });
         }
