@@ -239,16 +239,18 @@ async fn one_hung_renewal_does_not_cost_the_lease() {
     let (_, _, _consumer) = started(&mut seen).await;
     // The round at 2 s hangs until it is cut short; the next must still come in time.
     counting.hang_once.store(true, Ordering::SeqCst);
-    tokio::time::sleep(LEASE * 3).await;
+    // Past the deadline of the renewal at open (5.4 s): the fence must be open still.
+    tokio::time::sleep(Duration::from_millis(5_700)).await;
+    session
+        .notify_process_completion(notification(id, loop_id))
+        .await
+        .unwrap();
+    tokio::time::sleep(LEASE * 2).await;
     assert!(
         seen.try_recv().is_err(),
         "the session was stopped by one hung renewal"
     );
     assert_eq!(host.sessions(), vec![id]);
-    session
-        .notify_process_completion(notification(id, loop_id))
-        .await
-        .unwrap();
     assert!(!counting.hang_once.load(Ordering::SeqCst));
     // Renewals failing for good still stop it at the deadline.
     counting.failing.store(true, Ordering::SeqCst);

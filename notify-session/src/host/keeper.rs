@@ -67,10 +67,13 @@ pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>)
     let started = Instant::now();
     // A renewal stuck behind a slow database must not hold the deadlines back: it is
     // cut short at the interval, or at the earliest deadline if that comes first.
-    let limit = inner.table.earliest_deadline().map_or(inner.options.renew_every, |d| {
-        d.saturating_duration_since(started)
-            .min(inner.options.renew_every)
-    });
+    let limit = inner
+        .table
+        .earliest_deadline()
+        .map_or(inner.options.renew_every, |d| {
+            d.saturating_duration_since(started)
+                .min(inner.options.renew_every)
+        });
     let renewal = tokio::time::timeout(limit, inner.journal.renew_leases()).await;
     let renewed = matches!(renewal, Ok(Ok(_)));
     match renewal {
