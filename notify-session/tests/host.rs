@@ -575,3 +575,21 @@ async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
     assert_eq!(counting.inner.last_seq(id).await.unwrap(), 0);
     host.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_schedule_without_room_for_two_renewals_is_refused() {
+    // 6 s less 0.6 s leaves 5.4 s: 2.7 s leaves no room for a second renewal.
+    let built = SessionHost::builder(Arc::new(journal_with_leases()))
+        .adopt(false)
+        .renew_every(Duration::from_millis(2_700))
+        .start()
+        .await;
+    assert!(matches!(built, Err(HostError::Options { .. })));
+    let built = SessionHost::builder(Arc::new(journal_with_leases()))
+        .adopt(false)
+        .renew_every(Duration::from_millis(2_600))
+        .start()
+        .await
+        .unwrap();
+    built.shutdown().await.unwrap();
+}
