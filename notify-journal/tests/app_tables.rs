@@ -212,3 +212,73 @@ fn refused_records_do_not_run_the_closure() {
         assert!(rows(&j).is_empty());
     });
 }
+
+/// Failing closures queued among honest ones: each failure reruns only the closures
+/// that had succeeded in its turn, in a turn that takes no more, so every honest ack
+/// commits and its closure runs at most twice (once, then once more after the one
+/// failure it shared a turn with), never once per failure queued behind it.
+#[test]
+fn failures_among_honest_acks_rerun_each_honest_closure_at_most_once() {
+    const HONEST: u64 = 5;
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir.path().join("j.redb"));
+    let s = session(6);
+    runtime().block_on(async {
+        let runs: Vec<Arc<AtomicUsize>> =
+            (0..HONEST).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+        // The first honest closure waits until every append is queued (a request is
+        // queued when called), so the writer finds them all behind it.
+        let (go, gate) = std::sync::mpsc::channel::<()>();
+        let mut gate = Some(gate);
+        let mut honest = Vec::new();
+        let mut failing = Vec::new();
+        for i in 0..HONEST {
+            let counted = Arc::clone(&runs[i as usize]);
+            let gate = if i == 0 { gate.take() } else { None };
+            honest.push(tokio::spawn(j.append_with(
+                s,
+                consumed(s, cause(i)),
+                move |t| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    if let Some(gate) = &gate {
+                        let _ = gate.recv();
+                    }
+                    let mut table = t.open_table::<u128, &str>(TABLE)?;
+                    table.insert(cause(i).as_uuid().as_u128(), "done")?;
+                    Ok(())
+                },
+            )));
+            let bad = 100 + i;
+            failing.push(tokio::spawn(j.append_with(
+                s,
+                consumed(s, cause(bad)),
+                move |t| {
+                    if bad == 100 {
+                        // One burns its time budget before failing.
+                        std::thread::sleep(
+                            APP_WRITE_MAX_TIME + std::time::Duration::from_millis(5),
+                        );
+                    }
+                    let mut table = t.open_table::<u128, &str>(TABLE)?;
+                    table.insert(cause(bad).as_uuid().as_u128(), "half")?;
+                    Err("the application refused".into())
+                },
+            )));
+        }
+        go.send(()).unwrap();
+        for (i, out) in honest.into_iter().enumerate() {
+            assert!(out.await.unwrap().unwrap().appended, "honest ack {i}");
+        }
+        for out in failing {
+            let out = out.await.unwrap();
+            assert!(matches!(out, Err(AppTxnError::Write(_))), "{out:?}");
+        }
+        for (i, n) in runs.iter().enumerate() {
+            let n = n.load(Ordering::SeqCst);
+            assert!((1..=2).contains(&n), "honest closure {i} ran {n} times");
+        }
+        let keys: Vec<u128> = rows(&j).into_iter().map(|(k, _)| k).collect();
+        let want: Vec<u128> = (0..HONEST).map(|i| cause(i).as_uuid().as_u128()).collect();
+        assert_eq!(keys, want);
+    });
+}

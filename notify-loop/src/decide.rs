@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use notify_types::{CommandId, LoopId, ProcessNotification, SessionId, StopCause};
 
 use crate::config::LoopConfig;
-use crate::handle::Delivery;
+use crate::delivery::Delivery;
 
 /// An accepted notification waiting in the consumer queue, or handed out.
 pub(crate) struct Pending {

@@ -47,7 +47,7 @@ use notify_types::{CommandId, ProcessNotification, StopCause};
 
 use crate::config::LoopConfig;
 use crate::decide::{Decider, Pending, warn_refused};
-use crate::handle::Delivery;
+use crate::delivery::Delivery;
 
 /// The state behind the lock.
 struct InboxState {

@@ -65,13 +65,15 @@
 mod config;
 mod consumer;
 mod decide;
+mod delivery;
 mod handle;
 mod inbox;
 mod metrics;
 
 pub use config::{DEFAULT_CAPACITY, DEFAULT_CONSUMED_MEMORY, LoopConfig};
 pub use consumer::{LoopAckError, LoopConsumer, Received};
-pub use handle::{Delivery, LoopHandle};
+pub use delivery::Delivery;
+pub use handle::LoopHandle;
 
 /// Starts a loop and returns its two halves. It runs no task of its own, so it needs
 /// no runtime; its halves are used from async code.

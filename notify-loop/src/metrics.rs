@@ -7,7 +7,8 @@ use notify_types::StopCause;
 /// Gauge: accepted, not yet acknowledged notifications (the live sets) over every
 /// loop of the process: what the loops' consumers have yet to work through.
 pub(crate) const INBOX_DEPTH: &str = "notify_loop_inbox_depth";
-/// Gauge: loop tasks running in the process.
+/// Gauge: loops alive in the process (the name is kept from when each loop ran a
+/// task; a loop now runs none).
 pub(crate) const LOOPS: &str = "notify_loop_tasks";
 /// Counter, label `cause` (`full`, `exited`, `refused`): deliveries answered
 /// `Stopped`.
@@ -36,7 +37,7 @@ pub(crate) fn live_changed(reported: &mut usize, live: usize) {
     *reported = live;
 }
 
-/// A loop task's state was created (`true`) or dropped (`false`).
+/// A loop's state was created (`true`) or dropped (`false`).
 pub(crate) fn loop_running(running: bool) {
     if running {
         metrics::gauge!(LOOPS).increment(1.0);

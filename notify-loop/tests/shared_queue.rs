@@ -1,4 +1,4 @@
-//! The consumer side shares the queue with the loop task: these tests drive it from
+//! The consumer side shares the queue with the deliverers: these tests drive it from
 //! several threads at once, where requeues, acknowledgements and deliveries race.
 
 #![allow(clippy::expect_used, clippy::panic)]

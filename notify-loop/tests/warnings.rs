@@ -33,7 +33,7 @@ impl Subscriber for WarnCounter {
     fn exit(&self, _: &Id) {}
 }
 
-// Current-thread runtime: the loop task runs on this thread, under the subscriber.
+// Current-thread runtime: deliveries are decided on this thread, under the subscriber.
 #[tokio::test(start_paused = true)]
 async fn refusals_warn_once_each() {
     let warnings = Arc::new(AtomicUsize::new(0));

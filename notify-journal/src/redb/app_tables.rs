@@ -23,9 +23,12 @@ pub const APP_TABLE_PREFIX: &str = "app/";
 /// append is rolled back with them.
 pub const APP_WRITE_MAX_BYTES: usize = 1 << 20;
 
-/// The longest one transactional append's closure may run: a table call past it fails
-/// with [`AppTableError::Budget`], and a closure that returns past it is rolled back,
-/// so a slow closure stalls the journal's other appenders for a bounded time.
+/// The longest one transactional append's closure may run, checked at each table call
+/// (one past it fails with [`AppTableError::Budget`]) and when the closure returns (one
+/// returning past it is rolled back). Nothing interrupts a closure between table calls:
+/// one that blocks (a lock, a channel, a sleep, I/O) stalls the journal's writer, and
+/// every other appender, for as long as it blocks, so the closure must do table work
+/// only. What is bounded outright is what it writes ([`APP_WRITE_MAX_BYTES`]).
 pub const APP_WRITE_MAX_TIME: Duration = Duration::from_millis(100);
 
 /// Why an application table could not be opened, read or written.

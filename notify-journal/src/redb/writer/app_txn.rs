@@ -8,9 +8,11 @@
 //! of each record that is new (a duplicate's writes committed with its original), and
 //! commits them all at once. If a closure fails (an error, its budget, a panic) the
 //! transaction is dropped, nothing of it written: that append is answered with its
-//! failure and the others are put back at the front of the chore queue, to run again
-//! in a fresh transaction at the writer's next chore turn. So one failing closure
-//! never fails another appender, and the writer's plain batches run between turns.
+//! failure, and the appends before it (whose closures had succeeded) run again at once
+//! in a fresh transaction that takes no more appends, so an honest closure runs again
+//! once per failure it shared a turn with, never once per failure queued behind it.
+//! Any appends after the failed one go back to the front of the chore queue. So one
+//! failing closure never fails another appender.
 
 use std::time::{Duration, Instant};
 
@@ -40,9 +42,46 @@ impl Writer {
     /// (see the module's docs). Returns whether it committed without a sync.
     pub(super) fn run_app_txns(&mut self, first: AppTxn) -> bool {
         let mut txns = vec![first];
-        let result = self.contained("writing application tables", |w| w.app_turn(&mut txns));
-        self.staged.clear();
-        self.base.clear();
+        // After a failure, the succeeded prefix reruns in a turn that takes no more.
+        let mut grow = true;
+        loop {
+            let result = self.contained("writing application tables", |w| {
+                w.app_turn(&mut txns, grow)
+            });
+            self.staged.clear();
+            self.base.clear();
+            match result {
+                Ok(Turn::Failed(at, error)) => {
+                    let rest = txns.split_off(at + 1);
+                    if let Some(failed) = txns.pop() {
+                        let _ = failed.reply.send(Err(error));
+                    }
+                    self.requeue(rest);
+                    if txns.is_empty() {
+                        return false;
+                    }
+                    grow = false;
+                }
+                other => return self.finish_app_turn(txns, other),
+            }
+        }
+    }
+
+    /// Puts `txns` back at the front of the chore queue (refused if it is closing).
+    fn requeue(&mut self, txns: Vec<AppTxn>) {
+        if txns.is_empty() {
+            return;
+        }
+        if let Err(back) = self.queue.requeue_app_txns(txns) {
+            let refusal = self.queue.chore_refusal();
+            for txn in back {
+                txn.refuse(clone_refusal(&refusal));
+            }
+        }
+    }
+
+    /// Answers the appends of a turn that committed or hit a storage failure.
+    fn finish_app_turn(&mut self, txns: Vec<AppTxn>, result: Result<Turn, BatchFailure>) -> bool {
         match result {
             Ok(Turn::Committed(answers)) => {
                 self.queue.count_commit(answers.len());
@@ -51,15 +90,15 @@ impl Writer {
                 }
                 self.unsynced(true)
             }
+            // Handled by the caller; answered here too for completeness.
             Ok(Turn::Failed(at, error)) => {
-                let failed = txns.remove(at);
-                let _ = failed.reply.send(Err(error));
-                if let Err(back) = self.queue.requeue_app_txns(txns) {
-                    let refusal = self.queue.chore_refusal();
-                    for txn in back {
-                        txn.refuse(clone_refusal(&refusal));
-                    }
+                let mut txns = txns;
+                let rest = txns.split_off(at + 1);
+                if let Some(failed) = txns.pop() {
+                    let _ = failed.reply.send(Err(error));
                 }
+                txns.extend(rest);
+                self.requeue(txns);
                 false
             }
             Err(failure) => {
@@ -90,8 +129,8 @@ impl Writer {
     }
 
     /// One turn: resolve and run each of `txns` (taking more from the queue while the
-    /// turn's budget lasts), then commit.
-    fn app_turn(&mut self, txns: &mut Vec<AppTxn>) -> Result<Turn, BatchFailure> {
+    /// turn's budget lasts, if `grow`), then commit.
+    fn app_turn(&mut self, txns: &mut Vec<AppTxn>, grow: bool) -> Result<Turn, BatchFailure> {
         self.fresh.clear();
         let started = Instant::now();
         let max = self.tuning.max_batch.max(1);
@@ -119,7 +158,7 @@ impl Writer {
             let mut i = 0;
             loop {
                 if i == txns.len() {
-                    if txns.len() >= max || started.elapsed() >= GROUP_TIME {
+                    if !grow || txns.len() >= max || started.elapsed() >= GROUP_TIME {
                         break;
                     }
                     match self.queue.take_app_txn() {
