@@ -63,6 +63,11 @@ pub struct LeaseInfo {
 }
 
 /// What one renewal of all of a handle's leases found.
+///
+/// A session in neither list was not judged this round (with PostgreSQL: its row
+/// was locked by another transaction, such as an application's transaction holding
+/// a transactional ack open): its lease is unchanged, and a host keeps its deadline
+/// (neither extended nor stopped unless the deadline passes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Renewal {
     /// The leases extended by the lease duration, each under its unchanged epoch.

@@ -261,3 +261,57 @@ async fn orphans_are_open_sessions_without_a_live_lease() {
     brief.close().await;
     drop_schema(&url, &schema).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_locked_elsewhere_is_not_judged_and_holds_back_no_other_renewal() {
+    let Some(url) = database_url("a_row_locked_elsewhere_is_not_judged") else {
+        return;
+    };
+    let schema = fresh_schema("renew_skip");
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let mut leases = Vec::new();
+    for _ in 0..4 {
+        leases.push(j.acquire_lease(SessionId::new()).await.unwrap());
+    }
+    let busy = leases[1].session();
+    // Another transaction (as an application's transaction holding a transactional
+    // ack open would) keeps one session's row locked.
+    let mut other = postgres_support::raw_client(&url).await;
+    let tx = other.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
+        &[busy.as_uuid()],
+    )
+    .await
+    .unwrap();
+    // Generous guard: the renewal must not wait for that transaction.
+    let renewal = tokio::time::timeout(Duration::from_secs(60), j.renew_leases())
+        .await
+        .expect("the renewal waited for a row lock held elsewhere")
+        .unwrap();
+    assert!(renewal.lost.is_empty(), "{:?}", renewal.lost);
+    let mut renewed = renewal.renewed.clone();
+    renewed.sort_by_key(|l| l.session());
+    let mut others: Vec<_> = leases
+        .iter()
+        .filter(|l| l.session() != busy)
+        .cloned()
+        .collect();
+    others.sort_by_key(|l| l.session());
+    assert_eq!(
+        renewed, others,
+        "every other lease renewed, the locked one not judged"
+    );
+    // Not judged is not lost: appends are not fenced.
+    assert!(j.lease_info(busy).await.unwrap().live);
+    tx.rollback().await.unwrap();
+    let renewal = j.renew_leases().await.unwrap();
+    assert!(renewal.lost.is_empty(), "{:?}", renewal.lost);
+    assert!(
+        renewal.renewed.contains(&leases[1]),
+        "renewed once the lock is gone: {renewal:?}"
+    );
+    assert_eq!(renewal.renewed.len(), leases.len());
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}

@@ -8,7 +8,7 @@ use notify_journal::{AppendOutcome, PgAppendStatement, PgJournal};
 use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
 
 use crate::consumer::SessionReceived;
-use crate::error::TxAckError;
+use crate::error::{AckError, TxAckError};
 use crate::txack::ack_error;
 
 /// A notification whose consumption is written inside the application's PostgreSQL
@@ -140,7 +140,10 @@ impl PgAckPending {
     /// # Errors
     ///
     /// [`TxAckError::Ack`] with [`AckError::LoopExited`](crate::AckError::LoopExited):
-    /// the consumption is journaled, the loop had already exited.
+    /// the consumption is journaled, the loop had already exited;
+    /// [`AckError::NotAnswered`](crate::AckError::NotAnswered): a handed-out
+    /// statement's successful row was never recorded with [`answer`](Self::answer)
+    /// (the notification is not released).
     ///
     /// # Cancel safety
     ///
@@ -157,9 +160,14 @@ impl PgAckPending {
             Some(AppendOutcome {
                 appended: false, ..
             }) => true,
-            // A handed-out statement whose row was not recorded: released, not
-            // broadcast.
-            None => true,
+            // A handed-out statement whose successful row was not recorded:
+            // nothing is known journaled, so the notification stays held (dropping
+            // this hands it to the consumer again).
+            None => {
+                return Err(TxAckError::Ack(AckError::NotAnswered {
+                    session_id: self.received.session.id,
+                }));
+            }
         };
         self.received
             .release(duplicate)

@@ -327,3 +327,70 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
         .await
         .unwrap();
 }
+
+/// A handed-out statement whose successful row was never recorded (not answered, or
+/// answered with an error) is not released by `committed`: the notification stays
+/// held and is handed to the consumer again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_without_a_recorded_outcome_keeps_the_notification() {
+    if std::env::var_os(CHILD_SCHEMA).is_some() {
+        return;
+    }
+    let Some(url) = database_url("txack_kill_postgres") else {
+        return;
+    };
+    let schema = format!("txack_unanswered_{}", Uuid::new_v4().simple());
+    let journal = std::sync::Arc::new(
+        PgJournal::connect(&url, PgOptions::default().schema(&schema))
+            .await
+            .unwrap(),
+    );
+    let session = Session::new(session_id(), journal.clone());
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session_id(), loop_id()))
+        .unwrap();
+    let n = notification(CommandId::new());
+    session.notify_process_completion(n.clone()).await.unwrap();
+
+    // Never answered.
+    let received = consumer.recv().await.unwrap();
+    let pending = received.pg_ack_statement(&journal).unwrap();
+    let err = pending.committed().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            notify_session::TxAckError::Ack(notify_session::AckError::NotAnswered { .. })
+        ),
+        "{err:?}"
+    );
+    let received = tokio::time::timeout(Duration::from_secs(60), consumer.recv())
+        .await
+        .expect("handed again")
+        .unwrap();
+    assert_eq!(received.command_id(), n.command_id, "handed again");
+
+    // Answered with an error row: still not releasable.
+    let mut pending = received.pg_ack_statement(&journal).unwrap();
+    assert!(pending.answer(i16::MAX, -1).is_err());
+    let err = pending.committed().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            notify_session::TxAckError::Ack(notify_session::AckError::NotAnswered { .. })
+        ),
+        "{err:?}"
+    );
+    let received = tokio::time::timeout(Duration::from_secs(60), consumer.recv())
+        .await
+        .expect("handed again")
+        .unwrap();
+    assert_eq!(received.command_id(), n.command_id, "handed again");
+    let report = restore(session_id(), journal.as_ref()).await.unwrap();
+    assert_eq!(report.pending_count(), 1, "nothing acknowledged");
+    drop((received, consumer, session));
+    journal.close().await;
+    let app = client(&url).await;
+    app.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}

@@ -135,6 +135,10 @@ impl PgJournal {
     /// and unexpired by the database's clock once its row lock is held; the others
     /// are listed in [`Renewal::lost`] (each by the first renewal that finds it
     /// lost), announced on the lease channel, and stay fenced until acquired again.
+    /// A session whose row another transaction holds locked (an application's
+    /// transaction with a transactional ack open) is not waited for: if it still
+    /// reads as ours and unexpired it is in neither list (not judged this round, its
+    /// lease unchanged), so one slow transaction never holds up the other renewals.
     ///
     /// # Errors
     ///
@@ -184,13 +188,17 @@ impl PgJournal {
             })
             .await?;
         let mut renewed = std::collections::HashSet::with_capacity(rows.len());
+        let mut not_judged = std::collections::HashSet::new();
         for row in rows {
-            let (session, ok): (Uuid, bool) = (
+            let (session, ok, judged): (Uuid, bool, bool) = (
                 row.try_get(0).map_err(storage("renew leases"))?,
                 row.try_get(1).map_err(storage("renew leases"))?,
+                row.try_get(2).map_err(storage("renew leases"))?,
             );
             if ok {
                 renewed.insert(SessionId::from_uuid(session));
+            } else if !judged {
+                not_judged.insert(SessionId::from_uuid(session));
             }
         }
         let leases = lock(&self.leases);
@@ -198,6 +206,9 @@ impl PgJournal {
         for (session, epoch) in held {
             if renewed.contains(&session) {
                 renewal.renewed.push(Lease::new(session, epoch));
+            } else if not_judged.contains(&session) {
+                // Its row was locked by another transaction: not judged this round,
+                // its lease unchanged; the next renewal judges it.
             } else if leases.get(&session) == Some(&epoch) && lost.insert(session) {
                 // Still the lease the statement judged (not released or acquired
                 // anew meanwhile), and not reported before.

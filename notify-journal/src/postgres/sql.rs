@@ -192,20 +192,29 @@ impl Sql {
             ),
             // Every lease this handle believes live ($1 sessions, $2 their epochs), in
             // one statement: the rows are locked in session order (as appends lock
-            // them, so the two never deadlock), then each is extended if it is still
-            // ours under that epoch and unexpired, judged once its lock is held (by
-            // the primary key: no scan, whatever the number of leases). Answers one
-            // row per input: renewed or not; a lease not renewed is announced on
-            // the lease channel ($5) as lost.
+            // them, so the two never deadlock) with SKIP LOCKED, then each is extended
+            // if it is still ours under that epoch and unexpired, judged once its lock
+            // is held (by the primary key: no scan, whatever the number of leases). A
+            // row locked by another transaction (an application's transaction holding
+            // a transactional ack open) is not waited for: if the statement's snapshot
+            // (`seen`, read without locking) still shows it ours and unexpired, it is
+            // not judged this round (neither renewed nor lost); otherwise it is lost.
+            // Answers one row per input: renewed, judged; a judged lease not renewed
+            // is announced on the lease channel ($5) as lost.
             renew_all: format!(
                 "WITH held AS (
                      SELECT h.session, h.epoch FROM unnest($1::uuid[], $2::int8[]) AS h(session, epoch)
+                 ),
+                 seen AS MATERIALIZED (
+                     SELECT x.session FROM {s}.sessions x JOIN held h ON h.session = x.session
+                     WHERE x.lease_holder = $3 AND x.lease_epoch = h.epoch
+                       AND x.lease_expires_at > clock_timestamp()
                  ),
                  locked AS MATERIALIZED (
                      SELECT x.session FROM {s}.sessions x JOIN held h ON h.session = x.session
                      WHERE x.lease_holder = $3 AND x.lease_epoch = h.epoch
                      ORDER BY x.session
-                     FOR UPDATE OF x
+                     FOR UPDATE OF x SKIP LOCKED
                  ),
                  renewed AS (
                      UPDATE {s}.sessions x SET lease_expires_at =
@@ -213,11 +222,19 @@ impl Sql {
                      FROM locked l
                      WHERE x.session = l.session AND x.lease_expires_at > clock_timestamp()
                      RETURNING x.session
+                 ),
+                 judged AS MATERIALIZED (
+                     SELECT h.session, r.session IS NOT NULL AS renewed,
+                            (l.session IS NOT NULL OR v.session IS NULL) AS judged
+                     FROM held h
+                     LEFT JOIN renewed r ON r.session = h.session
+                     LEFT JOIN locked l ON l.session = h.session
+                     LEFT JOIN seen v ON v.session = h.session
                  )
-                 SELECT h.session, r.session IS NOT NULL,
-                        CASE WHEN r.session IS NULL
-                             THEN pg_notify($5, h.session::text)::text END
-                 FROM held h LEFT JOIN renewed r ON r.session = h.session"
+                 SELECT j.session, j.renewed, j.judged,
+                        CASE WHEN j.judged AND NOT j.renewed
+                             THEN pg_notify($5, j.session::text)::text END
+                 FROM judged j"
             ),
             // Only a live lease is released: an expired one was lost (the caller
             // stays fenced). Expiry is judged after any wait for the row lock (the
