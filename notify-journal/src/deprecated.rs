@@ -4,7 +4,9 @@ use notify_types::{JournalRecord, SessionId};
 
 use crate::backend::{AppendOutcome, SeqRecord};
 use crate::error::{AppendError, JournalError};
-use crate::lease::{Lease, LeaseInfo};
+#[cfg(feature = "postgres")]
+use crate::lease::Lease;
+use crate::lease::LeaseInfo;
 
 /// The old name of [`Lease`]: every engine's leases are one type now.
 #[cfg(feature = "postgres")]
