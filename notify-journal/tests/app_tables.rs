@@ -266,6 +266,7 @@ fn failures_among_honest_acks_rerun_each_honest_closure_at_most_once() {
             )));
         }
         go.send(()).unwrap();
+        drop(go);
         for (i, out) in honest.into_iter().enumerate() {
             assert!(out.await.unwrap().unwrap().appended, "honest ack {i}");
         }
