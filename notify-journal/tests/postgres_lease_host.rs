@@ -92,7 +92,7 @@ async fn lost_lease_is_reported_once_announced_and_stays_fenced() {
         return;
     };
     let schema = fresh_schema("lost");
-    let short = PgOptions::default().lease_duration(Duration::from_millis(300));
+    let short = PgOptions::default().lease_duration(Duration::from_millis(2000));
     let a = journal(&url, &schema, short.clone()).await;
     let b = journal(&url, &schema, PgOptions::default()).await;
     let mut changes = b
