@@ -10,97 +10,44 @@
 //! an empty file.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use notify_journal::{RedbJournal, RedbOptions};
-use notify_loop::LoopConfig;
-use notify_session::{Session, SessionConsumer};
-use notify_types::{
-    CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState, ProcessTerminalReason,
-    SessionId,
-};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A session over a fresh journal with `consumers` loops, each holding `per`
-/// notifications.
-async fn prepared(
-    path: &std::path::Path,
-    consumers: usize,
-    per: u64,
-) -> (RedbJournal, Session, Vec<SessionConsumer>) {
-    let journal = RedbJournal::open(path, RedbOptions::default()).unwrap();
-    let session = Session::new(SessionId::new(), journal.clone());
-    let mut inboxes = Vec::new();
-    let mut tasks = Vec::new();
-    for _ in 0..consumers {
-        let loop_id = LoopId::new();
-        let config = LoopConfig::new(session.id(), loop_id).capacity(usize::MAX);
-        inboxes.push(session.register_loop(config).unwrap());
-        let session = session.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..per {
-                let n = ProcessCompletionNotification {
-                    command_id: CommandId::new(),
-                    session_id: session.id(),
-                    loop_id,
-                    process_handle: format!("build-{i}"),
-                    state: ProcessLifecycleState::Exited,
-                    reason: ProcessTerminalReason::Exited,
-                };
-                session.notify_process_completion(n).await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    (journal, session, inboxes)
-}
+mod txack_support;
+use txack_support::{prepared, runtime, timed};
 
 fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) -> Duration {
     let dir = tempfile::tempdir().unwrap();
     let per = iters.div_ceil(consumers as u64).max(1);
     let elapsed = rt.block_on(async {
-        let (journal, session, inboxes) =
-            prepared(&dir.path().join("txack.redb"), consumers, per).await;
-        let started = Instant::now();
-        let tasks: Vec<_> = inboxes
-            .into_iter()
-            .map(|mut inbox| {
-                let journal = journal.clone();
-                tokio::spawn(async move {
-                    for _ in 0..per {
-                        let received = inbox.recv().await.unwrap();
-                        if tx {
-                            let id = received.command_id().as_uuid().as_u128();
-                            received
-                                .ack_with(&journal, move |t| {
-                                    let mut rows =
-                                        t.open_table::<u128, &str>("app/conversation")?;
-                                    rows.insert(id, "build exited")?;
-                                    Ok(())
-                                })
-                                .await
-                                .unwrap();
-                        } else {
-                            received.ack().await.unwrap();
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        let elapsed = started.elapsed();
+        let journal =
+            RedbJournal::open(dir.path().join("txack.redb"), RedbOptions::default()).unwrap();
+        let (session, inboxes) = prepared(journal.clone(), consumers, per).await;
+        let for_acks = journal.clone();
+        let elapsed = timed(
+            inboxes,
+            per,
+            async |_| for_acks.clone(),
+            move |received, journal| async move {
+                if tx {
+                    let id = received.command_id().as_uuid().as_u128();
+                    received
+                        .ack_with(&journal, move |t| {
+                            let mut rows = t.open_table::<u128, &str>("app/conversation")?;
+                            rows.insert(id, "build exited")?;
+                            Ok(())
+                        })
+                        .await
+                        .unwrap();
+                } else {
+                    received.ack().await.unwrap();
+                }
+                journal
+            },
+        )
+        .await;
         drop(session);
         journal.close();
         elapsed

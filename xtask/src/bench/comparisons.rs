@@ -283,6 +283,18 @@ pub(super) fn rows() -> Vec<Row> {
             RateAtLeast(0.8),
         ),
         row(
+            "PostgreSQL transactional ack (ack_in_pg) vs plain ack, 1 consumer",
+            Crit("txack_pg/tx/1"),
+            Crit("txack_pg/plain/1"),
+            Info,
+        ),
+        row(
+            "PostgreSQL transactional ack (ack_in_pg) vs plain ack, 64 consumers",
+            Crit("txack_pg/tx/64"),
+            Crit("txack_pg/plain/64"),
+            Info,
+        ),
+        row(
             "PostgreSQL 1 appender vs redb journal",
             Crit("concurrent_appenders/postgres/1"),
             Crit("concurrent_appenders/redb/1"),

@@ -74,11 +74,13 @@ fn measure_all<E: From<anyhow::Error>>(
         Err(e) => eprintln!("format 1 not measured: {e:#}"),
     }
     bench(&["-p", "notify-loop"])?;
-    for name in ["notify", "restore_memory"] {
+    for name in ["notify", "restore_memory", "txack"] {
         bench(&["-p", "notify-session", "--bench", name])?;
     }
     if postgres {
-        bench(&["-p", "notify-session", "--bench", "host"])?;
+        for name in ["host", "txack_pg"] {
+            bench(&["-p", "notify-session", "--bench", name])?;
+        }
         bench(&[
             "-p",
             "notify-journal",

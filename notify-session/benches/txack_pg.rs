@@ -1,0 +1,123 @@
+//! Acknowledgements per second on PostgreSQL, plain against transactional
+//! (`cargo bench -p notify-session --bench txack_pg`; the database is
+//! `NOTIFY_TEST_DATABASE_URL`, default the local test database; each sample uses a
+//! schema of its own and drops it).
+//!
+//! * `txack_pg/plain/N`: N consumers (one loop each) receive and `ack` notifications
+//!   (the journal's own append, batched by its writer connections).
+//! * `txack_pg/tx/N`: the same with `ack_in_pg`, each consumer on its own connection:
+//!   `BEGIN`, one `INSERT` into the application's table, the consumption appended in
+//!   the same transaction, `COMMIT`, then `committed()`.
+//!
+//! The notifications are notified before the clock starts; the consumers' connections
+//! are opened before it too.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use notify_journal::{PgJournal, PgOptions};
+use tokio_postgres::NoTls;
+
+mod txack_support;
+use txack_support::{prepared, runtime, timed};
+
+const URL_VAR: &str = "NOTIFY_TEST_DATABASE_URL";
+const DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
+
+fn url() -> String {
+    std::env::var(URL_VAR)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| DEFAULT_URL.to_owned())
+}
+
+async fn client(schema: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&url(), NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("SET search_path = \"{schema}\""))
+        .await
+        .unwrap();
+    client
+}
+
+fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) -> Duration {
+    static SAMPLE: AtomicU64 = AtomicU64::new(0);
+    let per = iters.div_ceil(consumers as u64).max(1);
+    let schema = format!(
+        "ns_txack_bench_{}_{}",
+        std::process::id(),
+        SAMPLE.fetch_add(1, Ordering::Relaxed)
+    );
+    let elapsed = rt.block_on(async {
+        let journal = Arc::new(
+            PgJournal::connect(&url(), PgOptions::default().schema(&schema))
+                .await
+                .unwrap(),
+        );
+        client(&schema)
+            .await
+            .batch_execute("CREATE TABLE conversation (id uuid PRIMARY KEY, body text NOT NULL)")
+            .await
+            .unwrap();
+        let (session, inboxes) = prepared(Arc::clone(&journal), consumers, per).await;
+        let for_acks = Arc::clone(&journal);
+        let schema_for = schema.clone();
+        let elapsed = timed(
+            inboxes,
+            per,
+            async |_| (Arc::clone(&for_acks), client(&schema_for).await),
+            move |received, (journal, mut client)| async move {
+                if tx {
+                    let id = *received.command_id().as_uuid();
+                    let t = client.transaction().await.unwrap();
+                    t.execute(
+                        "INSERT INTO conversation (id, body) VALUES ($1, 'build exited')",
+                        &[&id],
+                    )
+                    .await
+                    .unwrap();
+                    let pending = received.ack_in_pg(&journal, &t).await.unwrap();
+                    t.commit().await.unwrap();
+                    pending.committed().await.unwrap();
+                } else {
+                    received.ack().await.unwrap();
+                }
+                (journal, client)
+            },
+        )
+        .await;
+        drop(session);
+        journal.close().await;
+        client(&schema)
+            .await
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .await
+            .unwrap();
+        elapsed
+    });
+    elapsed.mul_f64(iters as f64 / (per * consumers as u64) as f64)
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = runtime();
+    let mut g = c.benchmark_group("txack_pg");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    for consumers in [1usize, 64] {
+        for (name, tx) in [("plain", false), ("tx", true)] {
+            g.bench_with_input(BenchmarkId::new(name, consumers), &(), |b, ()| {
+                b.iter_custom(|iters| acks(&rt, consumers, tx, iters));
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
