@@ -247,3 +247,40 @@ fn a_reader_whose_output_is_closed_early_ends_quietly() {
         assert!(out.stderr.is_empty(), "{args:?}: {out:?}");
     }
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_reader_ends_with_its_command() {
+    // `notify export` killed alone (SIGKILL to its process, not its group) while its
+    // reader waits on a full pipe: the reader dies with it rather than read on, so
+    // less than the whole export ever arrives.
+    use std::io::{BufRead as _, Read as _};
+    let dir = tempfile::tempdir().unwrap();
+    let path = big_journal(dir.path(), 2, 300);
+    let p = path.to_str().unwrap();
+    let whole = notify(&["export", p]);
+    expect_code(&whole, 0);
+    // Far more than a pipe holds (64 KiB) plus the reader's output buffer.
+    assert!(whole.raw.len() > 3 * 64 * 1024, "{}", whole.raw.len());
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_notify"))
+        .args(["export", p])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(command.stdout.take().unwrap());
+    // The reader is running (it wrote the first line), and then fills the pipe.
+    let mut got = Vec::new();
+    stdout.read_until(b'\n', &mut got).unwrap();
+    assert_eq!(got, cli_support::EXPORT_HEADER.as_bytes());
+    command.kill().unwrap();
+    command.wait().unwrap();
+    // End of file once the reader is gone: only what the pipe already held.
+    stdout.read_to_end(&mut got).unwrap();
+    assert!(
+        got.len() < whole.raw.len(),
+        "the reader went on reading after its command was killed"
+    );
+}

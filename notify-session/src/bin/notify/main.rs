@@ -124,9 +124,9 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A read of a redb file runs in a reader process (`reader.rs`), unless this is it.
-    if !cli.in_reader_process
-        && let Some(code) = cli.command.file_read().and_then(|p| reader::isolated(&p))
-    {
+    if cli.in_reader_process {
+        reader::bind_to_command();
+    } else if let Some(code) = cli.command.file_read().and_then(|p| reader::isolated(&p)) {
         return code;
     }
     let mut out = Out::new(cli.json);

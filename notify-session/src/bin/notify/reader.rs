@@ -17,9 +17,10 @@
 //! with (SIGABRT of a failed allocation, SIGKILL of the out-of-memory killer, SIGSEGV,
 //! SIGBUS, …), the command names the file as damaged or unreadable and exits 5; when
 //! it was stopped on request (SIGINT, SIGTERM, SIGHUP, …), the command ends by the same
-//! signal. On platforms other than Unix the read runs in this process (no signals to
-//! tell an abort from an exit status), as it does when the reader cannot be started
-//! (then with a note on stderr).
+//! signal. On Linux the reader dies with the command (a command killed alone does not
+//! leave its reader running). On platforms other than Unix the read runs in this
+//! process (no signals to tell an abort from an exit status), as it does when the
+//! reader cannot be started (then with a note on stderr).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -39,6 +40,16 @@ pub(crate) fn isolated(path: &Path) -> Option<ExitCode> {
     {
         let _ = path;
         None
+    }
+}
+
+/// In the reader: on Linux, the reader is killed when the command that started it
+/// ends (`PR_SET_PDEATHSIG`), so that a reader whose command was killed does not read
+/// on alone. (A command killed before this call leaves its reader to finish.)
+pub(crate) fn bind_to_command() {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     }
 }
 
