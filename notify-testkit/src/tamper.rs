@@ -342,3 +342,77 @@ impl JournalReadLayer for RedbTamper {
 }
 
 impl JournalLayer for RedbTamper {}
+
+/// The largest page order redb 4.6 follows (`MAX_MAX_PAGE_ORDER`): a page of 2^20
+/// pages, 4 GiB with 4 KiB pages.
+pub const MAX_PAGE_ORDER: u8 = 20;
+
+/// Sets the order of every child page number in every branch page of the redb file at
+/// `path` to `order`, leaving the checksums as they were: the damaged page order of
+/// `notify-journal/docs/design.md` ("What remains"). A read that follows such a
+/// pointer asks redb for a page of 2^`order` pages, and redb 4.6 allocates that much
+/// before it finds the range beyond the file's end. Returns how many page numbers were
+/// changed.
+///
+/// A branch page is found by its layout (redb 4.6's `BranchAccessor`): at a page
+/// boundary, the type byte 2, then (after a padding byte) a key count, one 16-byte checksum per child and then one
+/// 8-byte page number per child, each with its reserved bits clear. Freed branch pages
+/// that still look like one are changed too (harmless: nothing reads them).
+///
+/// # Errors
+///
+/// The file cannot be read or written, is not a redb file, or holds no branch page
+/// (write more into it first).
+pub fn damage_branch_page_orders(path: &Path, order: u8) -> Result<usize, TamperError> {
+    const MAGIC: &[u8] = b"redb\x1A\x0A\xA9\x0D\x0A";
+    // The page size's offset in the header (after the magic, the god byte, 2 padding).
+    const PAGE_SIZE_AT: usize = 12;
+    const BRANCH: u8 = 2;
+    const CHECKSUM: usize = 16;
+    const PAGE_NUMBER: usize = 8;
+    // Page index (20 bits), region (20 bits), 19 reserved bits, order (5 bits).
+    const RESERVED: u64 = ((1 << 19) - 1) << 40;
+    let mut bytes = std::fs::read(path).map_err(|e| err("read", e))?;
+    if !bytes.starts_with(MAGIC) {
+        return Err(TamperError("not a redb file".to_owned()));
+    }
+    let page_size = bytes
+        .get(PAGE_SIZE_AT..PAGE_SIZE_AT + 4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_le_bytes)
+        .and_then(|s| usize::try_from(s).ok())
+        .filter(|s| s.is_power_of_two() && *s >= 512)
+        .ok_or_else(|| TamperError("no page size in the header".to_owned()))?;
+    let mut changed = 0;
+    for page in bytes.chunks_exact_mut(page_size) {
+        if page[0] != BRANCH {
+            continue;
+        }
+        let children = usize::from(u16::from_le_bytes([page[2], page[3]])) + 1;
+        let numbers = 8 + CHECKSUM * children;
+        let end = numbers + PAGE_NUMBER * children;
+        if children < 2 || end > page_size {
+            continue;
+        }
+        let number = |page: &[u8], i: usize| {
+            let at = numbers + PAGE_NUMBER * i;
+            let mut raw = [0; PAGE_NUMBER];
+            raw.copy_from_slice(&page[at..at + PAGE_NUMBER]);
+            u64::from_le_bytes(raw)
+        };
+        if (0..children).any(|i| number(page, i) & RESERVED != 0) {
+            continue;
+        }
+        for i in 0..children {
+            let damaged = (number(page, i) & !(0b1_1111 << 59)) | (u64::from(order) << 59);
+            let at = numbers + PAGE_NUMBER * i;
+            page[at..at + PAGE_NUMBER].copy_from_slice(&damaged.to_le_bytes());
+            changed += 1;
+        }
+    }
+    if changed == 0 {
+        return Err(TamperError("the file holds no branch page".to_owned()));
+    }
+    std::fs::write(path, &bytes).map_err(|e| err("write", e))?;
+    Ok(changed)
+}

@@ -25,6 +25,13 @@ use crate::verify_report::VerifyReport;
 /// check every frame as [`RedbJournal`]'s do. It implements [`JournalRead`](crate::JournalRead) alone: it
 /// has no append or purge to refuse.
 ///
+/// A read-only open runs no page check, and a damaged page number can make the
+/// storage engine allocate up to 4 GiB before it finds the page beyond the file's end:
+/// where that allocation fails, the process aborts, which no error can report
+/// (`docs/design.md`, "What remains"). A tool that reads files it does not trust reads
+/// them in a child process, as the `notify` command line does, or checks them first
+/// with [`RedbJournal::verify_file`](crate::RedbJournal::verify_file).
+///
 /// ```
 /// use notify_journal::{RedbOptions, OpenError, RedbJournal, RedbReader};
 ///

@@ -1,6 +1,7 @@
 //! The command line's arguments: the commands and their flags and help texts, and how
 //! a command's positionals and `--postgres`/`--schema` name the journal.
 
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
@@ -17,12 +18,16 @@ pub(crate) struct Cli {
     /// Print JSON lines (one object per line) for scripts instead of tables.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Internal (`reader.rs`): this process is the one a read command on a redb file
+    /// started to read the file in; it reads in-process.
+    #[arg(long = "in-reader-process", hide = true)]
+    pub(crate) in_reader_process: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
 /// Where the journal is, when it is not a file.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub(crate) struct Db {
     /// Use the PostgreSQL journal at CONNINFO (a libpq string such as
     /// "host=db user=notify dbname=notify", or a postgresql:// URL) instead of a file;
@@ -287,12 +292,46 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// How many positional arguments the command takes after PATH (or without one).
+    pub(crate) fn rest(&self) -> RangeInclusive<usize> {
+        match self {
+            Self::Show { .. } => 1..=1,
+            Self::Pending { .. } | Self::Export { .. } => 0..=1,
+            Self::Sessions { .. }
+            | Self::Verify { .. }
+            | Self::Stats { .. }
+            | Self::Import { .. }
+            | Self::Purge { .. }
+            | Self::Compact { .. } => 0..=0,
+        }
+    }
+
+    /// The redb file a read-only command reads; `None` for a command that writes, for
+    /// a PostgreSQL journal, and for arguments that name no journal (a usage error).
+    pub(crate) fn file_read(&self) -> Option<PathBuf> {
+        let (args, db) = match self {
+            Self::Sessions { args, db }
+            | Self::Show { args, db, .. }
+            | Self::Pending { args, db }
+            | Self::Verify { args, db, .. }
+            | Self::Export { args, db }
+            | Self::Stats { args, db } => (args, db),
+            Self::Import { .. } | Self::Purge { .. } | Self::Compact { .. } => return None,
+        };
+        match locate(db.clone(), args.clone(), self.rest()) {
+            Ok((Location::File(path), _)) => Some(path),
+            _ => None,
+        }
+    }
+}
+
 /// The journal's location and the positional arguments after it. In file mode the
 /// first positional is PATH; with `--postgres` there is none.
 pub(crate) fn locate(
     db: Db,
     mut args: Vec<String>,
-    rest: std::ops::RangeInclusive<usize>,
+    rest: RangeInclusive<usize>,
 ) -> Result<(Location, Vec<String>), clap::Error> {
     let usage =
         |msg: String| Cli::command().error(clap::error::ErrorKind::WrongNumberOfValues, msg);

@@ -19,7 +19,8 @@ pub(crate) enum Exit {
     NotFound = 3,
     /// The file is not a notify journal (or one of a newer build).
     NotAJournal = 4,
-    /// The journal is damaged: its open or a read met damaged data.
+    /// The journal is damaged: its open or a read met damaged data, or the reader
+    /// process died of a crash signal while reading a redb file (`reader.rs`).
     Damaged = 5,
     /// Another process (or handle) has the journal open.
     InUse = 6,
@@ -41,7 +42,11 @@ Exit status:
   3  not found: no file at PATH, no journal in the PostgreSQL schema, or no such session
   4  not a notify journal (or a journal of a newer build)
   5  the journal is damaged (refused at open, or a frame read is damaged; a damaged
-     format-1 file is refused before its upgrade writes anything)
+     format-1 file is refused before its upgrade writes anything); on Unix also when
+     the process a read command reads a redb file in dies of a crash signal (SIGABRT,
+     SIGKILL, SIGSEGV, ...), as damage redb cannot refuse without aborting makes it
+     (the message names the signal; a read stopped on request, by SIGINT or SIGTERM,
+     ends by that same signal instead)
   6  the journal is in use by another process (a running writer holds the file)
   7  the journal must be opened for writing once first (not closed cleanly, or of an
      older format): the application or `notify purge` does that; `notify verify --pages`

@@ -11,7 +11,9 @@
 
 //!
 //! Here: the commands' dispatch. `args.rs` defines the arguments; each command's work
-//! is in the module named for its concern.
+//! is in the module named for its concern. A read command on a redb file runs in a
+//! child process of this binary (`reader.rs`), so that a damaged file that makes the
+//! read abort is answered as damage (exit status 5), never with an abort.
 
 mod args;
 mod credentials;
@@ -20,6 +22,7 @@ mod integrity;
 mod journal;
 mod output;
 mod read;
+mod reader;
 mod retention;
 mod transfer;
 
@@ -38,9 +41,10 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
         let _ = e.print();
         CliError::new(Exit::Usage, "")
     };
+    let positionals = command.rest();
     match command {
         Command::Sessions { args, db } => {
-            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let (at, _) = locate(db, args, positionals).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
             read::sessions(&journal, &at.describe(), out).await?;
             journal.close().await;
@@ -51,7 +55,7 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             limit,
             db,
         } => {
-            let (at, rest) = locate(db, args, 1..=1).map_err(usage)?;
+            let (at, rest) = locate(db, args, positionals).map_err(usage)?;
             let session = session_arg(rest.first()).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
             if let Some(session) = session {
@@ -60,7 +64,7 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             journal.close().await;
         }
         Command::Pending { args, db } => {
-            let (at, rest) = locate(db, args, 0..=1).map_err(usage)?;
+            let (at, rest) = locate(db, args, positionals).map_err(usage)?;
             let session = session_arg(rest.first()).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
             read::pending(&journal, &at.describe(), session, out).await?;
@@ -72,7 +76,7 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             pages,
             db,
         } => {
-            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let (at, _) = locate(db, args, positionals).map_err(usage)?;
             return integrity::verify(
                 &at,
                 &VerifyArgs {
@@ -84,18 +88,18 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             .await;
         }
         Command::Export { args, db } => {
-            let (at, rest) = locate(db, args, 0..=1).map_err(usage)?;
+            let (at, rest) = locate(db, args, positionals).map_err(usage)?;
             let session = session_arg(rest.first()).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
             transfer::export(&journal, &at.describe(), session, out).await?;
             journal.close().await;
         }
         Command::Import { args, input, db } => {
-            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let (at, _) = locate(db, args, positionals).map_err(usage)?;
             transfer::import(&at, input.as_ref(), out).await?;
         }
         Command::Stats { args, db } => {
-            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let (at, _) = locate(db, args, positionals).map_err(usage)?;
             integrity::stats(&at, out).await?;
         }
         Command::Purge {
@@ -104,13 +108,13 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             max_frames_per_step,
             db,
         } => {
-            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let (at, _) = locate(db, args, positionals).map_err(usage)?;
             let horizon =
                 retention::parse_horizon(&ended_before).map_err(retention::bad_horizon)?;
             retention::purge(&at, horizon, max_frames_per_step, out).await?;
         }
         Command::Compact { args, db } => {
-            let (at, _) = locate(db, args, 0..=0).map_err(usage)?;
+            let (at, _) = locate(db, args, positionals).map_err(usage)?;
             retention::compact(&at, out).await?;
         }
     }
@@ -119,6 +123,12 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A read of a redb file runs in a reader process (`reader.rs`), unless this is it.
+    if cli.in_reader_process {
+        reader::bind_to_command();
+    } else if let Some(code) = cli.command.file_read().and_then(|p| reader::isolated(&p)) {
+        return code;
+    }
     let mut out = Out::new(cli.json);
     let result = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
