@@ -228,11 +228,7 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
         }
         if let Some(schedule) = inner.options.retention {
             tasks.push(Task {
-                handle: tokio::spawn(retention::run(
-                    weak,
-                    schedule,
-                    inner.shutdown.subscribe(),
-                )),
+                handle: tokio::spawn(retention::run(weak, schedule, inner.shutdown.subscribe())),
                 abort_at_once: true,
             });
         }

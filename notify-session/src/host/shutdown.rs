@@ -80,7 +80,10 @@ async fn join(tasks: Vec<Task>, deadline: Instant) -> bool {
             let _ = handle.await;
             continue;
         }
-        if tokio::time::timeout_at(deadline, &mut handle).await.is_err() {
+        if tokio::time::timeout_at(deadline, &mut handle)
+            .await
+            .is_err()
+        {
             tracing::warn!("a host task did not finish its step within the shutdown grace");
             handle.abort();
             let _ = handle.await;
