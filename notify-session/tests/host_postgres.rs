@@ -367,19 +367,29 @@ impl HostApp for Gated {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_during_an_adoption_in_the_apps_start_releases_its_lease_and_shuts_its_loop() {
-    let Some(url) = database_url("host shutdown during an adoption") else {
-        return;
-    };
-    let schema = schema();
-    let lease = Duration::from_secs(30);
+/// Host A, adopting an orphan, waits in the application's start (loop registered).
+struct GatedAdoption {
+    a: SessionHost<PgJournal>,
+    writer: Arc<PgJournal>,
+    id: SessionId,
+    consumer: SessionConsumer,
+    gate: Arc<tokio::sync::Notify>,
+    seen_rx: tokio::sync::mpsc::UnboundedReceiver<GateSeen>,
+}
+
+async fn gated_adoption(
+    url: &str,
+    schema: &str,
+    lease: Duration,
+    grace: Duration,
+) -> GatedAdoption {
     let loop_id = LoopId::new();
-    let writer = journal(&url, &schema, lease).await;
+    let writer = journal(url, schema, lease).await;
     let (seen, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
     let gate = Arc::new(tokio::sync::Notify::new());
-    let a = SessionHost::builder(journal(&url, &schema, lease).await)
+    let a = SessionHost::builder(journal(url, schema, lease).await)
         .adopt_every(Duration::from_millis(50))
+        .shutdown_grace(grace)
         .app(Gated {
             loop_id,
             seen,
@@ -388,9 +398,8 @@ async fn shutdown_during_an_adoption_in_the_apps_start_releases_its_lease_and_sh
         .start()
         .await
         .unwrap();
-    let watch = a.clone();
     let id = orphan(&writer, loop_id, 1).await;
-    let Some(GateSeen::Entered(mut consumer)) = tokio::time::timeout(WAIT, seen_rx.recv())
+    let Some(GateSeen::Entered(consumer)) = tokio::time::timeout(WAIT, seen_rx.recv())
         .await
         .expect("the adoption reached the application's start")
     else {
@@ -400,6 +409,32 @@ async fn shutdown_during_an_adoption_in_the_apps_start_releases_its_lease_and_sh
         writer.lease_info(id).await.unwrap().live,
         "A took the lease"
     );
+    GatedAdoption {
+        a,
+        writer,
+        id,
+        consumer,
+        gate,
+        seen_rx,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_an_adoption_in_the_apps_start_releases_its_lease_and_shuts_its_loop() {
+    let Some(url) = database_url("host shutdown during an adoption") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    let GatedAdoption {
+        a,
+        writer,
+        id,
+        mut consumer,
+        gate,
+        mut seen_rx,
+    } = gated_adoption(&url, &schema, lease, lease).await;
+    let watch = a.clone();
 
     // Shut A down while its start waits; the gate opens once the lease is released
     // (or at once if shutdown returns first).
@@ -483,5 +518,38 @@ async fn a_transactional_ack_after_the_host_released_the_session_is_not_owner_an
     let report = restore(id, j.as_ref()).await.unwrap();
     assert_eq!(report.pending_count(), 1, "nothing acknowledged");
     a.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_past_its_grace_aborts_a_start_that_never_returns_and_still_releases_the_lease() {
+    let Some(url) = database_url("host shutdown past its grace") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    // The gate never opens: only the grace ends the adoption.
+    let GatedAdoption {
+        a,
+        id,
+        mut consumer,
+        gate,
+        ..
+    } = gated_adoption(&url, &schema, lease, Duration::from_millis(100)).await;
+    tokio::time::timeout(WAIT, a.shutdown())
+        .await
+        .expect("shutdown returns past its grace")
+        .unwrap();
+    let b = SessionHost::builder(journal(&url, &schema, lease).await)
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    b.open(id)
+        .await
+        .expect("released by the shutdown: another host opens it at once");
+    assert!(consumer.recv().await.is_none(), "A's loop delivers nothing");
+    drop(gate);
+    b.shutdown().await.unwrap();
     drop_schema(&url, &schema).await;
 }
