@@ -162,6 +162,33 @@ impl SessionReceived {
         self.release(duplicate).await
     }
 
+    /// `Err(`[`AckError::NotOwner`]`)` once the session's host runtime stopped serving
+    /// it here (lease lost, released, host shut down): nothing may be journaled for
+    /// it any more. The check every acknowledgement makes before it writes (the plain
+    /// [`ack`](Self::ack) through the session's publish path, the transactional ones
+    /// directly); under the end gate's read guard it also orders after the host's stop.
+    pub(crate) fn check_served(&self) -> Result<(), AckError> {
+        match self.session.stopped_by_host() {
+            Some(owner) => Err(AckError::NotOwner {
+                session_id: self.session.id,
+                owner,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// What a refused transactional consumption means to the consumer: a fenced append
+    /// of a hosted session is [`AckError::NotOwner`], as for [`ack`](Self::ack).
+    pub(crate) fn refused(&self, e: notify_journal::AppendError) -> AckError {
+        match (&e, self.session.not_owner()) {
+            (notify_journal::AppendError::Fenced { .. }, Some(owner)) => AckError::NotOwner {
+                session_id: self.session.id,
+                owner,
+            },
+            _ => crate::txack::ack_error(self.session.id, e),
+        }
+    }
+
     /// Releases the notification in the loop once its consumption is journaled
     /// (`duplicate`: journaled earlier).
     pub(crate) async fn release(self, duplicate: bool) -> Result<(), AckError> {

@@ -35,6 +35,8 @@ impl SessionReceived {
     /// committed, the notification is handed to the consumer again.
     /// [`TxAckError::Ack`] as [`ack`](Self::ack) answers ([`AckError::Journal`]:
     /// nothing committed, handed again; [`AckError::SessionEnded`];
+    /// [`AckError::NotOwner`] once the session's host stopped serving it here:
+    /// nothing committed, `write` not run;
     /// [`AckError::LoopExited`]: both committed).
     ///
     /// # Cancel safety
@@ -54,6 +56,10 @@ impl SessionReceived {
         ));
         let record = JournalRecord::from(event.clone());
         let gate = self.session.end_gate.read().await;
+        // Stopped by its host (lease lost, released, shut down): nothing is written,
+        // not the application's rows either. Checked under the gate, so a stop either
+        // came first (refused here) or waits for this transaction to finish.
+        self.check_served().map_err(TxAckError::Ack)?;
         let answer = if self.session.is_ended() {
             // Nothing is written after the end; a consumption journaled before it is
             // answered truthfully (its rows committed with it).

@@ -9,7 +9,6 @@ use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
 
 use crate::consumer::SessionReceived;
 use crate::error::{AckError, TxAckError};
-use crate::txack::ack_error;
 
 /// A notification whose consumption is written inside the application's PostgreSQL
 /// transaction, not yet released. After the transaction **commits**, call
@@ -41,8 +40,9 @@ impl SessionReceived {
     ///
     /// [`TxAckError::Ack`] with [`AckError::Journal`](crate::AckError::Journal) (a
     /// fenced lease, a failed statement, ...) or
-    /// [`AckError::SessionEnded`](crate::AckError::SessionEnded): roll `tx` back; the
-    /// notification is handed to the consumer again.
+    /// [`AckError::SessionEnded`](crate::AckError::SessionEnded), or
+    /// [`AckError::NotOwner`] once the session's host stopped serving it here (nothing
+    /// written): roll `tx` back; the notification is handed to the consumer again.
     ///
     /// # Cancel safety
     ///
@@ -54,10 +54,15 @@ impl SessionReceived {
         tx: &tokio_postgres::Transaction<'_>,
     ) -> Result<PgAckPending, TxAckError> {
         let (event, record) = self.consumption();
+        // Under the end gate, as every append of the session: a host's stop either
+        // came first (refused here) or waits for this statement.
+        let gate = self.session.end_gate.read().await;
+        self.check_served().map_err(TxAckError::Ack)?;
         let outcome = journal
             .append_in(tx, self.session.id, &record)
             .await
-            .map_err(|e| TxAckError::Ack(ack_error(self.session.id, e)))?;
+            .map_err(|e| TxAckError::Ack(self.refused(e)))?;
+        drop(gate);
         Ok(PgAckPending {
             received: self,
             event,
@@ -75,12 +80,14 @@ impl SessionReceived {
     /// # Errors
     ///
     /// [`TxAckError::Ack`] when the journal refuses before any statement (closed, or
-    /// a required lease not held): the notification is handed to the consumer again.
+    /// a required lease not held), or with [`AckError::NotOwner`] once the session's
+    /// host stopped serving it here: the notification is handed to the consumer again.
     pub fn pg_ack_statement(self, journal: &PgJournal) -> Result<PgAckPending, TxAckError> {
         let (event, record) = self.consumption();
+        self.check_served().map_err(TxAckError::Ack)?;
         let statement = journal
             .append_statement(self.session.id, &record)
-            .map_err(|e| TxAckError::Ack(ack_error(self.session.id, e)))?;
+            .map_err(|e| TxAckError::Ack(self.refused(e)))?;
         Ok(PgAckPending {
             received: self,
             event,
@@ -120,13 +127,12 @@ impl PgAckPending {
     /// [`TxAckError::Ack`] when the append was refused: roll the transaction back and
     /// drop this (the notification is handed to the consumer again).
     pub fn answer(&mut self, status: i16, seq: i64) -> Result<(), TxAckError> {
-        let session = self.received.session.id;
         let Some(statement) = &self.statement else {
             return Ok(());
         };
         let outcome = statement
             .answer(status, seq)
-            .map_err(|e| TxAckError::Ack(ack_error(session, e)))?;
+            .map_err(|e| TxAckError::Ack(self.received.refused(e)))?;
         self.outcome = Some(outcome);
         Ok(())
     }

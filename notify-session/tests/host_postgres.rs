@@ -2,8 +2,11 @@
 //! `Held` naming the holder and its time left, one lease statement per renewal
 //! interval for many sessions, a lease lost to failing renewals stopping its session
 //! (nothing written, `NotOwner`) while another host takes it over, a release adopted
-//! at once through `LISTEN/NOTIFY`, and two hosts racing for orphans. Each test has a
-//! schema of its own (orphans are per schema), dropped at its end.
+//! at once through `LISTEN/NOTIFY`, two hosts racing for orphans, a shutdown while an
+//! adoption waits in the application's start (its lease released, its loops shut), and
+//! a transactional acknowledgement after the host released its session (`NotOwner`,
+//! nothing written). Each test has a schema of its own (orphans are per schema),
+//! dropped at its end.
 //!
 //! Needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the local default).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,9 +18,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use host_support::{Counting, OneLoop, Seen, WAIT, next_seen, notification};
-use notify_journal::{PgJournal, PgOptions, replay_all};
+use notify_journal::{BoxFuture, PgJournal, PgOptions, replay_all};
 use notify_loop::LoopConfig;
-use notify_session::{HostError, Session, SessionConsumer, SessionHost, StopReason};
+use notify_session::{
+    AckError, AppError, HostApp, HostError, RestoreReport, Session, SessionConsumer, SessionHost,
+    StopReason, TxAckError, restore,
+};
 use notify_testkit::postgres::database_url;
 use notify_types::{LoopId, Notified, NotifyError, SessionId, Uuid};
 
@@ -325,6 +331,225 @@ async fn two_hosts_racing_for_orphans_never_share_one() {
         assert!(info.live && info.epoch == 1);
     }
     a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+/// What the gated application saw: a start entered (its loop registered), a stop.
+enum GateSeen {
+    Entered(SessionConsumer),
+    Stopped(SessionId, StopReason),
+}
+
+/// An application whose start registers its loop, then waits for the gate.
+struct Gated {
+    loop_id: LoopId,
+    seen: tokio::sync::mpsc::UnboundedSender<GateSeen>,
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl HostApp for Gated {
+    fn started<'a>(
+        &'a self,
+        session: &'a Session,
+        _report: RestoreReport,
+    ) -> BoxFuture<'a, Result<(), AppError>> {
+        Box::pin(async move {
+            let consumer = session.register_loop(LoopConfig::new(session.id(), self.loop_id))?;
+            let _ = self.seen.send(GateSeen::Entered(consumer));
+            self.gate.notified().await;
+            Ok(())
+        })
+    }
+
+    fn stopped(&self, session: SessionId, why: StopReason) {
+        let _ = self.seen.send(GateSeen::Stopped(session, why));
+    }
+}
+
+/// Host A, adopting an orphan, waits in the application's start (loop registered).
+struct GatedAdoption {
+    a: SessionHost<PgJournal>,
+    writer: Arc<PgJournal>,
+    id: SessionId,
+    consumer: SessionConsumer,
+    gate: Arc<tokio::sync::Notify>,
+    seen_rx: tokio::sync::mpsc::UnboundedReceiver<GateSeen>,
+}
+
+async fn gated_adoption(
+    url: &str,
+    schema: &str,
+    lease: Duration,
+    grace: Duration,
+) -> GatedAdoption {
+    let loop_id = LoopId::new();
+    let writer = journal(url, schema, lease).await;
+    let (seen, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let a = SessionHost::builder(journal(url, schema, lease).await)
+        .adopt_every(Duration::from_millis(50))
+        .shutdown_grace(grace)
+        .app(Gated {
+            loop_id,
+            seen,
+            gate: Arc::clone(&gate),
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = orphan(&writer, loop_id, 1).await;
+    let Some(GateSeen::Entered(consumer)) = tokio::time::timeout(WAIT, seen_rx.recv())
+        .await
+        .expect("the adoption reached the application's start")
+    else {
+        panic!("expected the adoption's start");
+    };
+    assert!(
+        writer.lease_info(id).await.unwrap().live,
+        "A took the lease"
+    );
+    GatedAdoption {
+        a,
+        writer,
+        id,
+        consumer,
+        gate,
+        seen_rx,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_an_adoption_in_the_apps_start_releases_its_lease_and_shuts_its_loop() {
+    let Some(url) = database_url("host shutdown during an adoption") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    let GatedAdoption {
+        a,
+        writer,
+        id,
+        mut consumer,
+        gate,
+        mut seen_rx,
+    } = gated_adoption(&url, &schema, lease, lease).await;
+    let watch = a.clone();
+
+    // Shut A down while its start waits; the gate opens once the lease is released
+    // (or at once if shutdown returns first).
+    let down = tokio::spawn(a.shutdown());
+    let released = async {
+        while !down.is_finished() && writer.lease_info(id).await.unwrap().live {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, released)
+        .await
+        .expect("the lease released or the shutdown done");
+    gate.notify_one();
+    tokio::time::timeout(WAIT, down)
+        .await
+        .expect("shutdown returns")
+        .unwrap()
+        .unwrap();
+
+    // The lease is free: another host opens the session at once.
+    let b = SessionHost::builder(journal(&url, &schema, lease).await)
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    b.open(id)
+        .await
+        .expect("released by the shutdown: another host opens it at once");
+    // The adoption went on after the stop and shut the loop it had registered, then
+    // told the application, before shutdown returned; A serves nothing.
+    match seen_rx.try_recv() {
+        Ok(GateSeen::Stopped(session, StopReason::ShutDown)) => assert_eq!(session, id),
+        Ok(GateSeen::Stopped(_, why)) => panic!("stopped for {why}"),
+        Ok(GateSeen::Entered(_)) => panic!("a second start"),
+        Err(e) => panic!("the application was not told the session stopped: {e}"),
+    }
+    assert!(consumer.recv().await.is_none(), "A's loop delivers nothing");
+    assert!(watch.sessions().is_empty() && watch.status().sessions.is_empty());
+    b.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_ack_after_the_host_released_the_session_is_not_owner_and_writes_nothing() {
+    let Some(url) = database_url("host txack after release") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    let loop_id = LoopId::new();
+    let j = journal(&url, &schema, lease).await;
+    let id = orphan(&j, loop_id, 1).await;
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let a = SessionHost::builder(Arc::clone(&j))
+        .adopt(false)
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    a.open(id).await.unwrap();
+    let (_, seeded, mut consumer) = started(&mut seen).await;
+    assert_eq!(seeded, 1);
+    let received = consumer.recv().await.unwrap();
+    a.release(id).await.unwrap();
+
+    // The application's transaction: even committed, it carries no consumption.
+    let (mut app_client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let tx = app_client.transaction().await.unwrap();
+    let refused = received.ack_in_pg(&j, &tx).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(TxAckError::Ack(AckError::NotOwner { session_id, .. })) if *session_id == id
+        ),
+        "{refused:?}"
+    );
+    tx.commit().await.unwrap();
+    let report = restore(id, j.as_ref()).await.unwrap();
+    assert_eq!(report.pending_count(), 1, "nothing acknowledged");
+    a.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_past_its_grace_aborts_a_start_that_never_returns_and_still_releases_the_lease() {
+    let Some(url) = database_url("host shutdown past its grace") else {
+        return;
+    };
+    let schema = schema();
+    let lease = Duration::from_secs(30);
+    // The gate never opens: only the grace ends the adoption.
+    let GatedAdoption {
+        a,
+        id,
+        mut consumer,
+        gate,
+        ..
+    } = gated_adoption(&url, &schema, lease, Duration::from_millis(100)).await;
+    tokio::time::timeout(WAIT, a.shutdown())
+        .await
+        .expect("shutdown returns past its grace")
+        .unwrap();
+    let b = SessionHost::builder(journal(&url, &schema, lease).await)
+        .adopt(false)
+        .start()
+        .await
+        .unwrap();
+    b.open(id)
+        .await
+        .expect("released by the shutdown: another host opens it at once");
+    assert!(consumer.recv().await.is_none(), "A's loop delivers nothing");
+    drop(gate);
     b.shutdown().await.unwrap();
     drop_schema(&url, &schema).await;
 }

@@ -1,6 +1,8 @@
 //! The host runtime's single-host path: over a real redb file, whose lock makes this
 //! process the only writer, a host adopts every live session in the file as it
-//! starts (up to its capacity), seeds each from its restore report, and serves it.
+//! starts (up to its capacity), seeds each from its restore report, and serves it;
+//! a transactional acknowledgement after the host released its session answers
+//! `NotOwner` and commits nothing (neither the consumption nor the application's rows).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod host_support;
@@ -8,9 +10,10 @@ mod host_support;
 use std::sync::Arc;
 
 use host_support::{OneLoop, Seen, next_seen, notification};
+use notify_journal::AppTableError;
 use notify_journal::{RedbJournal, RedbOptions};
 use notify_loop::LoopConfig;
-use notify_session::{IfPending, Session, SessionHost, StopReason};
+use notify_session::{AckError, IfPending, Session, SessionHost, StopReason, TxAckError, restore};
 use notify_types::{LoopId, Notified, SessionId};
 
 /// Writes `n` unacknowledged notifications to a new session through a plain session.
@@ -116,5 +119,51 @@ async fn a_host_on_a_redb_file_adopts_no_more_than_its_capacity() {
         .unwrap();
     assert_eq!(host.sessions().len(), 2);
     assert_eq!(host.status().capacity, 2);
+    host.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_transactional_ack_after_the_host_released_the_session_is_not_owner_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(
+        RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap(),
+    );
+    let loop_id = LoopId::new();
+    let id = live_session(&journal, loop_id, 1).await;
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = SessionHost::builder(Arc::clone(&journal))
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let Seen::Started { mut consumer, .. } = next_seen(&mut seen).await else {
+        panic!("expected the adoption's start");
+    };
+    let received = consumer.recv().await.unwrap();
+    host.release(id).await.unwrap();
+
+    let refused = received
+        .ack_with(&journal, |t| {
+            let mut rows = t.open_table::<u128, &str>("app/conversation")?;
+            rows.insert(1, "build-42 exited")?;
+            Ok(())
+        })
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(TxAckError::Ack(AckError::NotOwner { session_id, .. })) if *session_id == id
+        ),
+        "{refused:?}"
+    );
+    let rows = journal
+        .read_app_tables(|t| match t.open_table::<u128, &str>("app/conversation")? {
+            Some(table) => table.len(),
+            None => Ok::<_, AppTableError>(0),
+        })
+        .unwrap();
+    assert_eq!(rows, 0, "the application's write rolled back");
+    let report = restore(id, journal.as_ref()).await.unwrap();
+    assert_eq!(report.pending_count(), 1, "nothing acknowledged");
     host.shutdown().await.unwrap();
 }

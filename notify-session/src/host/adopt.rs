@@ -1,13 +1,15 @@
 //! Adopting orphaned sessions: on every poll interval, and at once when the engine
 //! announces a lease released or lost, this host opens sessions whose owner is gone,
-//! up to its capacity. When two hosts race for one session the lease decides: the
-//! loser's acquisition is refused `Held` and it moves on.
+//! up to its capacity. Each host tries the listed orphans from a point of the list
+//! derived from its holder ID, so that hosts polling at once mostly go for different
+//! sessions. When two hosts race for one session the lease decides: the loser's
+//! acquisition is refused `Held` and it moves on.
 
 use std::sync::{Arc, Weak};
 use tokio::time::Instant;
 
 use notify_journal::JournalLeases;
-use notify_types::SessionId;
+use notify_types::{SessionId, Uuid};
 use tokio::sync::{broadcast, watch};
 
 use super::error::HostError;
@@ -99,7 +101,7 @@ pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>
         .orphaned_sessions(room.saturating_mul(2))
         .await
     {
-        Ok(orphans) => orphans,
+        Ok(orphans) => start_at_holder(orphans, inner.journal.holder_id()),
         Err(e) => {
             tracing::warn!(error = %e, "listing orphaned sessions failed");
             return;
@@ -133,6 +135,21 @@ pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>
     while running.join_next().await.is_some() {}
 }
 
+/// `orphans` (listed oldest first, the same list for every host) rotated to start at
+/// a point of the batch derived from this host's holder ID: hosts racing for the same
+/// batch mostly try different sessions first instead of all the oldest few. The lease
+/// still decides every race (exactly one host wins a session); every orphan listed
+/// is still tried.
+fn start_at_holder(mut orphans: Vec<SessionId>, holder: Uuid) -> Vec<SessionId> {
+    if !orphans.is_empty() {
+        let len = orphans.len() as u128;
+        // In range: the remainder of a division by a `usize`.
+        let start = usize::try_from(holder.as_u128() % len).unwrap_or(0);
+        orphans.rotate_left(start);
+    }
+    orphans
+}
+
 fn log_outcome<T>(session: SessionId, outcome: Result<T, HostError>) {
     match outcome {
         Ok(_) => {}
@@ -145,5 +162,52 @@ fn log_outcome<T>(session: SessionId, outcome: Result<T, HostError>) {
             | HostError::ShutDown,
         ) => tracing::debug!(%session, "not adopted"),
         Err(e) => tracing::warn!(%session, error = %e, "adopting the session failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: usize) -> Vec<SessionId> {
+        (0..n).map(|_| SessionId::new()).collect()
+    }
+
+    #[test]
+    fn every_orphan_is_still_tried_once() {
+        let orphans = batch(7);
+        let mut rotated = start_at_holder(orphans.clone(), Uuid::from_u128(3));
+        assert_eq!(rotated[0], orphans[3]);
+        rotated.sort();
+        let mut sorted = orphans;
+        sorted.sort();
+        assert_eq!(rotated, sorted);
+        assert!(start_at_holder(Vec::new(), Uuid::from_u128(3)).is_empty());
+    }
+
+    /// Two hosts with room for `k` each over the same `2k` orphans: holders whose
+    /// starting points are `k` apart go for disjoint halves, so neither races the
+    /// other for any session (before the rotation, both went for the oldest `k`).
+    #[test]
+    fn two_hosts_with_room_for_half_go_for_different_orphans() {
+        let k = 8;
+        let orphans = batch(2 * k);
+        let a = start_at_holder(orphans.clone(), Uuid::from_u128(5));
+        let b = start_at_holder(orphans.clone(), Uuid::from_u128(5 + k as u128));
+        let first_a: std::collections::HashSet<_> = a[..k].iter().collect();
+        let collisions = b[..k].iter().filter(|s| first_a.contains(s)).count();
+        assert_eq!(collisions, 0);
+        // Over many holders, a pair's first picks overlap by half on average at most:
+        // count over every pair of starting points.
+        let mut overlap = 0;
+        for x in 0..2 * k {
+            for y in 0..2 * k {
+                let a = start_at_holder(orphans.clone(), Uuid::from_u128(x as u128));
+                let b = start_at_holder(orphans.clone(), Uuid::from_u128(y as u128));
+                let first_a: std::collections::HashSet<_> = a[..k].iter().collect();
+                overlap += b[..k].iter().filter(|s| first_a.contains(s)).count();
+            }
+        }
+        assert_eq!(overlap, (2 * k) * (2 * k) * k / 2);
     }
 }

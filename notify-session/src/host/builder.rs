@@ -11,7 +11,7 @@ use super::app::{HostApp, NoApp};
 use super::error::HostError;
 use super::fence::Fence;
 use super::handle::SessionHost;
-use super::inner::Inner;
+use super::inner::{Inner, Task};
 use super::keeper;
 use super::options::{HostOptions, RetentionSchedule};
 use super::retention;
@@ -39,6 +39,7 @@ impl<J: JournalLeases + 'static> SessionHost<J> {
             adopt_every: None,
             adopt: true,
             retention: None,
+            shutdown_grace: None,
             app: Arc::new(NoApp),
         }
     }
@@ -55,6 +56,7 @@ pub struct HostBuilder<J: JournalLeases + 'static> {
     adopt_every: Option<Duration>,
     adopt: bool,
     retention: Option<RetentionSchedule>,
+    shutdown_grace: Option<Duration>,
     app: Arc<dyn HostApp>,
 }
 
@@ -67,6 +69,7 @@ impl<J: JournalLeases + 'static> std::fmt::Debug for HostBuilder<J> {
             .field("adopt_every", &self.adopt_every)
             .field("adopt", &self.adopt)
             .field("retention", &self.retention)
+            .field("shutdown_grace", &self.shutdown_grace)
             .finish_non_exhaustive()
     }
 }
@@ -106,6 +109,15 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
     /// does not only serves what it [opens](SessionHost::open).
     pub fn adopt(mut self, adopt: bool) -> Self {
         self.adopt = adopt;
+        self
+    }
+
+    /// How long [`shutdown`](SessionHost::shutdown) lets the host's background work
+    /// finish the step it is in (an adoption waiting for the application's
+    /// [`started`](crate::HostApp::started), a stop waiting out appends) before it
+    /// aborts it; default the lease duration.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = Some(grace);
         self
     }
 
@@ -186,6 +198,7 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
                 adopt: self.adopt,
                 retention: self.retention,
                 readopt_after: lease_duration,
+                shutdown_grace: self.shutdown_grace.unwrap_or(lease_duration),
             },
             shutdown,
             tasks: Mutex::new(Vec::new()),
@@ -198,23 +211,26 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
             None
         };
         let weak = Arc::downgrade(&inner);
-        let mut tasks = vec![tokio::spawn(keeper::run(
+        let cooperative = |handle| Task {
+            handle,
+            abort_at_once: false,
+        };
+        let mut tasks = vec![cooperative(tokio::spawn(keeper::run(
             weak.clone(),
             inner.shutdown.subscribe(),
-        ))];
+        )))];
         if inner.options.adopt {
-            tasks.push(tokio::spawn(adopt::run(
+            tasks.push(cooperative(tokio::spawn(adopt::run(
                 weak.clone(),
                 changes,
                 inner.shutdown.subscribe(),
-            )));
+            ))));
         }
         if let Some(schedule) = inner.options.retention {
-            tasks.push(tokio::spawn(retention::run(
-                weak,
-                schedule,
-                inner.shutdown.subscribe(),
-            )));
+            tasks.push(Task {
+                handle: tokio::spawn(retention::run(weak, schedule, inner.shutdown.subscribe())),
+                abort_at_once: true,
+            });
         }
         *inner.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
         Ok(SessionHost { inner })

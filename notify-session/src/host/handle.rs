@@ -11,6 +11,7 @@ use super::app::StopReason;
 use super::error::HostError;
 use super::inner::Inner;
 use super::open::open_session;
+use super::shutdown::shut_down;
 use super::status::{HostStatus, snapshot};
 use super::stop::stop_session;
 use crate::session::Session;
@@ -148,11 +149,16 @@ impl<J: JournalLeases + 'static> SessionHost<J> {
         &self.inner.journal
     }
 
-    /// Shuts the host down gracefully: stops adopting and retention, then releases
-    /// every session as [`release`](Self::release) does (with
-    /// [`StopReason::ShutDown`]) so other hosts adopt them at once, and stops renewing.
-    /// Every clone of this handle sees the host shut down; later opens answer
-    /// [`HostError::ShutDown`].
+    /// Shuts the host down gracefully: stops adopting and opening, releases every
+    /// session as [`release`](Self::release) does (with [`StopReason::ShutDown`]) so
+    /// other hosts adopt them at once, lets the background work finish the step it is
+    /// in (an adoption in flight finds its session stopped, shuts the loops the
+    /// application registered and gives up; a stop in flight completes), then stops
+    /// renewing. Work still running after the
+    /// [shutdown grace](crate::HostBuilder::shutdown_grace) (default the lease
+    /// duration: an application's `started` that does not return) is aborted, and the
+    /// leases it may have left are released. Every clone of this handle sees the host
+    /// shut down; later opens answer [`HostError::ShutDown`].
     ///
     /// # Errors
     ///
@@ -161,25 +167,10 @@ impl<J: JournalLeases + 'static> SessionHost<J> {
     ///
     /// # Cancel safety
     ///
-    /// If dropped, the host is shut down (nothing more is opened or renewed) but some
-    /// leases may be left to expire instead of released.
+    /// If dropped, the host is shut down (nothing more is opened) but some leases may
+    /// be left to expire instead of released, and background work may go on until it
+    /// sees the shutdown.
     pub async fn shutdown(self) -> Result<(), HostError> {
-        let held = self.inner.table.close();
-        let _ = self.inner.shutdown.send(true);
-        let tasks =
-            std::mem::take(&mut *self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        for task in &tasks {
-            task.abort();
-        }
-        for task in tasks {
-            let _ = task.await;
-        }
-        let mut first = None;
-        for session in held {
-            if let Err(e) = stop_session(&self.inner, session, StopReason::ShutDown).await {
-                first.get_or_insert(HostError::Lease(e));
-            }
-        }
-        first.map_or(Ok(()), Err)
+        shut_down(&self.inner).await.map_err(HostError::Lease)
     }
 }

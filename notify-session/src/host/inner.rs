@@ -24,7 +24,16 @@ pub(crate) struct Inner<J: JournalLeases + 'static> {
     /// Set to `true` by shutdown: the background tasks end.
     pub(crate) shutdown: watch::Sender<bool>,
     /// The background tasks (keeper, adopter, retention), joined by shutdown.
-    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) tasks: Mutex<Vec<Task>>,
+}
+
+/// One background task of a host.
+pub(crate) struct Task {
+    pub(crate) handle: JoinHandle<()>,
+    /// Whether shutdown aborts it at once, because every point of its work is a safe
+    /// place to stop (retention: each purge step commits whole or not), rather than
+    /// letting it finish the step it is in (the keeper's stops, the adopter's opens).
+    pub(crate) abort_at_once: bool,
 }
 
 impl<J: JournalLeases + 'static> Inner<J> {

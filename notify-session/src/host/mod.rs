@@ -16,7 +16,7 @@
 //!
 //! Inside: `handle.rs` ([`SessionHost`]), `builder.rs`, `app.rs` ([`HostApp`]),
 //! `open.rs` (lease, restore, start), `keeper.rs` (renewals, deadlines, losses),
-//! `stop.rs` (stopping one session), `adopt.rs`, `retention.rs`, `fence.rs` (the
+//! `stop.rs` (stopping one session), `shutdown.rs` (cooperative, bounded), `adopt.rs`, `retention.rs`, `fence.rs` (the
 //! journal layer refusing appends for sessions not held), `table.rs` (the leases
 //! held), `status.rs`, `options.rs`, `error.rs`, `metrics.rs`, `inner.rs` (the
 //! state the handle and tasks share).
@@ -35,6 +35,7 @@ mod metrics;
 mod open;
 mod options;
 mod retention;
+mod shutdown;
 mod status;
 mod stop;
 mod table;

@@ -134,10 +134,14 @@ pub(crate) async fn open_session<J: JournalLeases + 'static>(
     }
     undo.armed = false;
     if !inner.table.mark_started(session) {
-        // Lost while starting: the stop ran before the application registered its
-        // loops, so shut them here.
+        // Lost, or the host shut down, while starting: the stop ran before the
+        // application registered (all) its loops, so shut them here.
         for loop_id in hosted.loops() {
             hosted.shutdown_loop(loop_id).await;
+        }
+        if inner.table.is_closed() {
+            inner.app.stopped(session, StopReason::ShutDown);
+            return Err(HostError::ShutDown);
         }
         inner.app.stopped(
             session,

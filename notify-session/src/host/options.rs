@@ -61,4 +61,7 @@ pub(crate) struct HostOptions {
     /// How long the host leaves a session it released or lost to other hosts before
     /// adopting it again itself.
     pub(crate) readopt_after: Duration,
+    /// How long shutdown waits for the background tasks to finish their step before
+    /// it aborts them.
+    pub(crate) shutdown_grace: Duration,
 }
