@@ -9,6 +9,10 @@
 //! each running every S once (in a rotated order, so that a drift in the machine's load
 //! is shared); the median per S is recorded as `spread_shuffled/S` (appends/s), with
 //! the writer thread's CPU per append (median) as `spread_shuffled_cpu/S`.
+//!
+//! For profiling (e.g. under `valgrind --tool=callgrind --separate-threads=yes`),
+//! `SPREAD_ONLY=S` runs that spread alone, once, and `SPREAD_COMMANDS=N` appends `N`
+//! commands per run instead of 140,000.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -54,7 +58,7 @@ fn writer_cpu_ns() -> Option<u64> {
 
 /// One run: a fresh file, `COMMANDS` appends over `order`. Returns (appends/s, writer
 /// CPU µs per append, 0 where not measurable).
-fn run(rt: &tokio::runtime::Runtime, order: &Arc<Vec<SessionId>>) -> (f64, f64) {
+fn run(rt: &tokio::runtime::Runtime, order: &Arc<Vec<SessionId>>, commands: u64) -> (f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let j = RedbJournal::open(dir.path().join("j.redb"), RedbOptions::default()).unwrap();
     // The writer names itself once it runs: after one append it has.
@@ -70,7 +74,7 @@ fn run(rt: &tokio::runtime::Runtime, order: &Arc<Vec<SessionId>>) -> (f64, f64) 
                 tokio::spawn(async move {
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
-                        if k >= COMMANDS {
+                        if k >= commands {
                             break;
                         }
                         let s = order[(k % order.len() as u64) as usize];
@@ -83,9 +87,9 @@ fn run(rt: &tokio::runtime::Runtime, order: &Arc<Vec<SessionId>>) -> (f64, f64) 
             t.await.unwrap();
         }
     });
-    let rate = COMMANDS as f64 / started.elapsed().as_secs_f64();
+    let rate = commands as f64 / started.elapsed().as_secs_f64();
     let cpu = match (cpu_before, writer_cpu_ns()) {
-        (Some(a), Some(b)) => (b - a) as f64 / 1e3 / COMMANDS as f64,
+        (Some(a), Some(b)) => (b - a) as f64 / 1e3 / commands as f64,
         _ => 0.0,
     };
     j.close();
@@ -97,15 +101,26 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A `u64` from the environment variable `name`, if set and a number.
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
 fn main() {
     let rt = runtime();
+    let commands = env_u64("SPREAD_COMMANDS").unwrap_or(COMMANDS);
+    if let Some(s) = env_u64("SPREAD_ONLY") {
+        let (rate, cpu) = run(&rt, &Arc::new(shuffled(s)), commands);
+        eprintln!("spread {s} sessions: {rate:.0} appends/s, writer {cpu:.2} µs/append");
+        return;
+    }
     let orders: Vec<Arc<Vec<SessionId>>> = SPREADS.iter().map(|&s| Arc::new(shuffled(s))).collect();
     let mut rates = vec![Vec::new(); SPREADS.len()];
     let mut cpus = vec![Vec::new(); SPREADS.len()];
     for round in 0..ROUNDS {
         for step in 0..SPREADS.len() {
             let i = (round + step) % SPREADS.len();
-            let (rate, cpu) = run(&rt, &orders[i]);
+            let (rate, cpu) = run(&rt, &orders[i], commands);
             eprintln!(
                 "spread {} sessions, round {round}: {rate:.0} appends/s, writer {cpu:.2} µs/append",
                 SPREADS[i]

@@ -19,7 +19,7 @@
 //! (a dropped session starts a new log): a `generation` counter keeps a reader whose
 //! snapshot predates the change from putting back what was forgotten.
 
-use std::collections::HashMap;
+use crate::redb::keys::FastMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use notify_types::{JournalRecord, SessionEvent, SessionId, Uuid, ended_event_id};
@@ -43,7 +43,7 @@ struct Keys {
     /// The frames `1..=upto` are counted.
     upto: u64,
     /// Fingerprint -> seq of the frame carrying it (the first, on a fingerprint clash).
-    seqs: HashMap<u64, u64>,
+    seqs: FastMap<u64, u64>,
     /// When it was last used, for eviction.
     used: u64,
 }
@@ -51,7 +51,7 @@ struct Keys {
 #[derive(Default)]
 struct State {
     generation: u64,
-    sessions: HashMap<u128, Keys>,
+    sessions: FastMap<u128, Keys>,
     keys: usize,
     clock: u64,
 }
@@ -122,7 +122,7 @@ impl Census {
         let added = {
             let k = st.sessions.entry(session).or_insert_with(|| Keys {
                 upto: 0,
-                seqs: HashMap::new(),
+                seqs: FastMap::default(),
                 used: clock,
             });
             if k.upto.saturating_add(1) != from {
@@ -156,7 +156,7 @@ impl Census {
                 // A new session's log starts here: covered from its first frame.
                 None if *seq == 1 => st.sessions.entry(*session).or_insert(Keys {
                     upto: 0,
-                    seqs: HashMap::new(),
+                    seqs: FastMap::default(),
                     used: clock,
                 }),
                 None => continue,

@@ -1,8 +1,14 @@
 //! Stored keys: the typed id a stored session key (`u128`) stands for, and a session's
-//! head as its last key in the positions table.
+//! head as its last key in the positions table, and the map the writer and the census
+//! keep per session.
 
 use notify_types::{SessionId, Uuid};
 use redb::ReadableTable;
+
+/// A map keyed by stored session keys (or key fingerprints), as the writer and the
+/// census keep them: hashed with foldhash, seeded per process, not SipHash (a lookup per
+/// map per append: SipHash of a `u128` was a tenth of the writer's instructions).
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The session id a stored session key stands for.
 pub(crate) fn sid(v: u128) -> SessionId {

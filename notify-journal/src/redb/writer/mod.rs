@@ -35,7 +35,7 @@ mod queue;
 mod resolve;
 mod tuning;
 
-use std::collections::HashMap;
+use crate::redb::keys::FastMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,9 +62,9 @@ struct Writer {
     replies: Vec<Reply>,
     /// Committed last seq of recently written sessions: the single writer is the only
     /// one that moves a head, so after the first read of a session its head is known.
-    heads: HashMap<u128, u64>,
+    heads: FastMap<u128, u64>,
     /// Heads moved by the batch being written; merged into `heads` once it commits.
-    staged: HashMap<u128, u64>,
+    staged: FastMap<u128, u64>,
     /// The log's next free position once known (read from the log's last entry on the
     /// first batch); moves only when a batch commits.
     next_pos: Option<u64>,
@@ -73,7 +73,7 @@ struct Writer {
     /// The key census confirming index misses (`None`: `confirm_misses` off).
     census: Option<Arc<Census>>,
     /// Committed heads, before the batch, of the sessions it appended to.
-    base: HashMap<u128, u64>,
+    base: FastMap<u128, u64>,
     /// The frames the batch wrote, counted by the census once it commits.
     fresh: Vec<(u128, u64, u128)>,
     /// Set once the batch's commit has started: a panic from then on leaves the
@@ -97,12 +97,12 @@ pub(crate) fn run(
         replies: Vec::with_capacity(options.max_batch),
         options,
         tuning,
-        heads: HashMap::new(),
-        staged: HashMap::new(),
+        heads: FastMap::default(),
+        staged: FastMap::default(),
         next_pos: None,
         frame: Vec::new(),
         census,
-        base: HashMap::new(),
+        base: FastMap::default(),
         fresh: Vec::new(),
         committing: false,
     };

@@ -6,8 +6,7 @@
 //! An atomic group is resolved request by request the same way, and undone inside
 //! the transaction if one of them is refused.
 
-use std::collections::HashMap;
-
+use crate::redb::keys::FastMap;
 use notify_types::{Timestamp, Uuid, ended_event_id};
 use redb::ReadableTable;
 
@@ -42,7 +41,7 @@ pub(super) struct Tables<'txn, 'w> {
     pub(super) census: Option<&'w Census>,
     /// The committed head of each session this batch appended to, as it was before the
     /// batch: the census covers committed frames only.
-    pub(super) base: &'w mut HashMap<u128, u64>,
+    pub(super) base: &'w mut FastMap<u128, u64>,
     /// The frames this batch wrote (`(session, seq, key)`), for the census once it
     /// commits.
     pub(super) fresh: &'w mut Vec<(u128, u64, u128)>,
@@ -159,8 +158,8 @@ impl<'txn> Tables<'txn, '_> {
         &mut self,
         req: &Request,
         next_pos: &mut u64,
-        staged: &mut HashMap<u128, u64>,
-        committed: &mut HashMap<u128, u64>,
+        staged: &mut FastMap<u128, u64>,
+        committed: &mut FastMap<u128, u64>,
     ) -> Result<Reply, BatchFailure> {
         let admission = match self.admit(req)? {
             Ok(a) => a,
@@ -310,8 +309,8 @@ impl<'txn> Tables<'txn, '_> {
         &mut self,
         queued: &Queued,
         next_pos: &mut u64,
-        staged: &mut HashMap<u128, u64>,
-        committed: &mut HashMap<u128, u64>,
+        staged: &mut FastMap<u128, u64>,
+        committed: &mut FastMap<u128, u64>,
         replies: &mut Vec<Reply>,
     ) -> Result<(), BatchFailure> {
         match queued {
@@ -338,8 +337,8 @@ impl<'txn> Tables<'txn, '_> {
         &mut self,
         group: &Group,
         next_pos: &mut u64,
-        staged: &mut HashMap<u128, u64>,
-        committed: &mut HashMap<u128, u64>,
+        staged: &mut FastMap<u128, u64>,
+        committed: &mut FastMap<u128, u64>,
         replies: &mut Vec<Reply>,
     ) -> Result<(), BatchFailure> {
         let start_pos = *next_pos;
