@@ -292,7 +292,9 @@ async fn a_version_7_schema_is_migrated_without_the_frames_foreign_key() {
         duplicate(2)
     );
     assert_eq!(
-        j.append(one, command(one, Uuid::now_v7(), 0)).await.unwrap(),
+        j.append(one, command(one, Uuid::now_v7(), 0))
+            .await
+            .unwrap(),
         appended(4)
     );
     assert_eq!(
