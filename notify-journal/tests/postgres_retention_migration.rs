@@ -1,5 +1,6 @@
-//! The PostgreSQL journal's retention schemas migrated forward: a version-3 schema's
-//! ended sessions, and a version-4 schema's retries after the end made truthful.
+//! The PostgreSQL journal's schemas migrated forward: a version-3 schema's ended
+//! sessions, a version-4 schema's retries after the end made truthful, and a
+//! version-7 schema's foreign key from frames to sessions dropped.
 //!
 //! Needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the local default);
 //! without either, each test says it was skipped and returns. Every test uses a fresh
@@ -232,6 +233,83 @@ async fn a_version_4_schema_is_migrated_to_truthful_retries_after_the_end() {
         assert!(is_ended(&j.append(done, r).await, done, true));
     }
     assert_eq!(j.last_seq(done).await.unwrap(), 5);
+    j.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// A database at schema version 7 (frames keyed to sessions by a foreign key, checked
+/// by a trigger on every inserted frame) opens: it is migrated to the current version,
+/// which has no foreign key on the frames, and its sessions go on where they were
+/// (duplicates answered from the log, new appends after its head).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_7_schema_is_migrated_without_the_frames_foreign_key() {
+    let Some(url) = database_url("a_version_7_schema_is_migrated_without_the_frames_foreign_key")
+    else {
+        return;
+    };
+    let schema = fresh_schema("ret_v7");
+    let (one, other) = (SessionId::new(), SessionId::new());
+    let keys: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    for k in &keys {
+        j.append(one, command(one, *k, 0)).await.unwrap();
+    }
+    j.append(other, command(other, keys[0], 0)).await.unwrap();
+    j.close().await;
+    // Back to version 7: the foreign key migration 1 made (under the name PostgreSQL
+    // gives it), and no record of version 8 or later.
+    let raw = raw_client(&url).await;
+    raw.batch_execute(&format!(
+        "ALTER TABLE \"{schema}\".frames DROP CONSTRAINT IF EXISTS frames_session_fkey;
+         ALTER TABLE \"{schema}\".frames ADD CONSTRAINT frames_session_fkey
+             FOREIGN KEY (session) REFERENCES \"{schema}\".sessions (session);
+         DELETE FROM \"{schema}\".schema_version WHERE version > 7;"
+    ))
+    .await
+    .unwrap();
+    const { assert!(PG_SCHEMA_VERSION >= 8) };
+    let foreign_keys = format!(
+        "SELECT count(*) FROM pg_constraint
+         WHERE conrelid = '\"{schema}\".frames'::regclass AND contype = 'f'"
+    );
+    let count: i64 = raw.query_one(&foreign_keys, &[]).await.unwrap().get(0);
+    assert_eq!(count, 1, "the version-7 layout has the foreign key");
+
+    let j = journal(&url, &schema, PgOptions::default()).await;
+    let version: i32 = raw
+        .query_one(
+            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    let count: i64 = raw.query_one(&foreign_keys, &[]).await.unwrap().get(0);
+    assert_eq!(count, 0, "migrated: no foreign key on the frames");
+    assert_eq!(
+        j.append(one, command(one, keys[1], 0)).await.unwrap(),
+        duplicate(2)
+    );
+    assert_eq!(
+        j.append(one, command(one, Uuid::now_v7(), 0))
+            .await
+            .unwrap(),
+        appended(4)
+    );
+    assert_eq!(
+        j.append(other, command(other, Uuid::now_v7(), 0))
+            .await
+            .unwrap(),
+        appended(2)
+    );
+    let fresh = SessionId::new();
+    assert_eq!(
+        j.append(fresh, command(fresh, keys[0], 0)).await.unwrap(),
+        appended(1)
+    );
+    assert_eq!(replay_all(&j, one).await.unwrap().len(), 4);
+    assert_eq!(replay_all(&j, other).await.unwrap().len(), 2);
     j.close().await;
     drop_schema(&url, &schema).await;
 }
