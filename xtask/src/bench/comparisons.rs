@@ -182,6 +182,20 @@ pub(super) fn rows() -> Vec<Row> {
             Metric("paired/census_vs_off_spread_1000/b"),
             RateAtLeast(0.9),
         ),
+        // Issue 20, item 11: the background scrub, running continuously at its default
+        // pace, costs at most 10% of the append rate.
+        row(
+            "background scrub running vs off, 1 appender",
+            Metric("paired/scrub_vs_off_1/a"),
+            Metric("paired/scrub_vs_off_1/b"),
+            RateAtLeast(0.9),
+        ),
+        row(
+            "background scrub running vs off, 64 appenders",
+            Metric("paired/scrub_vs_off_64/a"),
+            Metric("paired/scrub_vs_off_64/b"),
+            RateAtLeast(0.9),
+        ),
         row(
             "bytes on disk per notification, 1M records, format 2 vs 1",
             Metric("disk/format2/1m"),
