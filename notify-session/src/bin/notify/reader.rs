@@ -169,16 +169,20 @@ mod unix {
     }
 
     /// This binary, given the command's `argv[0]`. On Linux the running image itself
-    /// (`/proc/self/exe`: still there if the file was replaced since), unless `argv[0]`
-    /// is a path to another file: then the image is a program that runs this one (the
-    /// dynamic loader in `ld.so ./notify`, an emulator), and `argv[0]` is this binary.
-    /// Elsewhere its path ([`std::env::current_exe`]).
+    /// (`/proc/self/exe`: still there if the file was replaced since), unless the image
+    /// is still on disk and `argv[0]` is a path to another file: then the image is a
+    /// program that runs this one (the dynamic loader in `ld.so ./notify`, an
+    /// emulator), and `argv[0]` is this binary. Elsewhere its path
+    /// ([`std::env::current_exe`]).
     fn this_binary(argv0: Option<&OsString>) -> std::io::Result<PathBuf> {
         let image = Path::new("/proc/self/exe");
         if cfg!(target_os = "linux") && image.exists() {
+            // A replaced image reads as "PATH (deleted)": argv[0] may name its successor.
+            let replaced = std::fs::read_link(image)
+                .is_ok_and(|target| target.to_string_lossy().ends_with(" (deleted)"));
             let named = argv0
                 .map(Path::new)
-                .filter(|named| named.components().count() > 1 && named.is_file());
+                .filter(|named| !replaced && named.components().count() > 1 && named.is_file());
             return Ok(match named {
                 Some(named) if !same_file(named, image) => named.to_path_buf(),
                 _ => image.to_path_buf(),
