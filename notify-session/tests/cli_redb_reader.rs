@@ -7,20 +7,28 @@
 
 mod cli_support;
 
+#[cfg(unix)]
 use std::path::{Path, PathBuf};
+#[cfg(unix)]
 use std::process::{Command, Stdio};
 
 use cli_support::redb::journal_file;
 use cli_support::{Run, expect_code, notify};
+#[cfg(unix)]
 use notify_journal::{RedbJournal, RedbOptions};
-use notify_testkit::{sample, tamper};
-use notify_types::{LoopId, SessionId};
+#[cfg(unix)]
+use notify_testkit::sample;
+use notify_testkit::tamper;
+#[cfg(unix)]
+use notify_types::LoopId;
+use notify_types::SessionId;
 
 /// The hidden flag that makes `notify` read in-process (what the reader runs).
 const IN_PROCESS: &str = "--in-reader-process";
 
 /// A journal file of `sessions` sessions of `frames` notifications each, closed: enough
 /// frames that its tables have branch pages.
+#[cfg(unix)]
 fn big_journal(dir: &Path, sessions: usize, frames: usize) -> PathBuf {
     let path = dir.join("big.redb");
     let journal = RedbJournal::open(&path, RedbOptions::default()).unwrap();
@@ -283,4 +291,83 @@ fn a_reader_ends_with_its_command() {
         got.len() < whole.raw.len(),
         "the reader went on reading after its command was killed"
     );
+}
+
+/// The program interpreter (the dynamic loader) an ELF file names, if it names one
+/// (`PT_INTERP`; 64-bit little-endian files only).
+#[cfg(all(
+    target_os = "linux",
+    target_pointer_width = "64",
+    target_endian = "little"
+))]
+fn interpreter(file: &Path) -> Option<PathBuf> {
+    let elf = std::fs::read(file).unwrap();
+    let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap());
+    let u64_at = |at: usize| {
+        usize::try_from(u64::from_le_bytes(elf[at..at + 8].try_into().unwrap())).unwrap()
+    };
+    let (phoff, phentsize, phnum) = (u64_at(0x20), usize::from(u16_at(0x36)), u16_at(0x38));
+    (0..usize::from(phnum)).find_map(|i| {
+        let ph = phoff + i * phentsize;
+        // PT_INTERP: the loader's path, NUL-terminated.
+        (u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap()) == 3).then(|| {
+            let (at, len) = (u64_at(ph + 8), u64_at(ph + 32));
+            let name = elf[at..at + len].split(|b| *b == 0).next().unwrap();
+            PathBuf::from(std::str::from_utf8(name).unwrap())
+        })
+    })
+}
+
+#[cfg(all(
+    target_os = "linux",
+    target_pointer_width = "64",
+    target_endian = "little"
+))]
+#[test]
+fn a_command_run_by_the_dynamic_loader_starts_its_reader_from_its_own_binary() {
+    // `ld.so ./notify ...`: the running image (/proc/self/exe) is the loader, not
+    // notify; the reader must still be notify, started with the command's argv[0].
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal_file(dir.path());
+    let p = path.to_str().unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_notify"));
+    let loader = interpreter(binary).expect("the notify binary names no dynamic loader");
+    let direct = notify(&[IN_PROCESS, "sessions", p]);
+    expect_code(&direct, 0);
+    let out = Command::new(&loader)
+        .arg(binary)
+        .args(["sessions", p])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stdout == direct.raw, "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_reader_whose_command_is_already_gone_does_not_read() {
+    // The command died before its reader bound itself to it: the reader's parent is
+    // no longer the command it was started by, and it ends without reading.
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal_file(dir.path());
+    let p = path.to_str().unwrap();
+    let run = |pid: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_notify"))
+            .args([IN_PROCESS, "sessions", p])
+            .env("NOTIFY_READER_COMMAND_PID", pid)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), out.stdout)
+    };
+    // Its parent is this test: the command it names.
+    let (code, stdout) = run(&std::process::id().to_string());
+    assert_eq!(code, Some(0));
+    assert!(!stdout.is_empty());
+    // A command that is not its parent (gone, its reader reparented).
+    let (code, stdout) = run(&u32::MAX.to_string());
+    assert_eq!(code, Some(9));
+    assert!(stdout.is_empty(), "{}", String::from_utf8_lossy(&stdout));
 }

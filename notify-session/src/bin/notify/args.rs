@@ -10,6 +10,7 @@ use notify_session::notify_types::SessionId;
 use crate::credentials;
 use crate::error::EXIT_STATUS_HELP;
 use crate::journal::{DEFAULT_SCHEMA, Location};
+use crate::reader;
 
 /// Inspect, verify, export, import and purge notify journals: redb files or PostgreSQL.
 #[derive(Parser)]
@@ -20,7 +21,7 @@ pub(crate) struct Cli {
     pub(crate) json: bool,
     /// Internal (`reader.rs`): this process is the one a read command on a redb file
     /// started to read the file in; it reads in-process.
-    #[arg(long = "in-reader-process", hide = true)]
+    #[arg(long = reader::READER_FLAG, hide = true)]
     pub(crate) in_reader_process: bool,
     #[command(subcommand)]
     pub(crate) command: Command,

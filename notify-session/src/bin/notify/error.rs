@@ -29,7 +29,8 @@ pub(crate) enum Exit {
     /// Refused: import into a journal that is not empty, or input that is not an
     /// export.
     Refused = 8,
-    /// An I/O, storage or database failure.
+    /// An I/O, storage or database failure; also a reader process killed by SIGKILL
+    /// (`reader.rs`: the out-of-memory killer or a `kill -9`, not called damage).
     Failed = 9,
 }
 
@@ -44,15 +45,17 @@ Exit status:
   5  the journal is damaged (refused at open, or a frame read is damaged; a damaged
      format-1 file is refused before its upgrade writes anything); on Unix also when
      the process a read command reads a redb file in dies of a crash signal (SIGABRT,
-     SIGKILL, SIGSEGV, ...), as damage redb cannot refuse without aborting makes it
-     (the message names the signal; a read stopped on request, by SIGINT or SIGTERM,
-     ends by that same signal instead)
+     SIGSEGV, SIGBUS, ...), as damage redb cannot refuse without aborting makes it
+     (the message names the signal; a read stopped on request or by a limit, by
+     SIGINT, SIGTERM, SIGXCPU or SIGXFSZ, ends by that same signal instead; one
+     killed by SIGKILL, out of memory or by hand, exits 9)
   6  the journal is in use by another process (a running writer holds the file)
   7  the journal must be opened for writing once first (not closed cleanly, or of an
      older format): the application or `notify purge` does that; `notify verify --pages`
      checks such a file as it is, without writing to it
   8  refused: import into a journal that is not empty, or input that is not an export
-  9  I/O, storage or database failure";
+  9  I/O, storage or database failure (also a read whose process was killed by
+     SIGKILL: the message says so)";
 
 /// A failure: its message (one line, printed after `notify: `) and exit status.
 #[derive(Debug)]

@@ -125,7 +125,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A read of a redb file runs in a reader process (`reader.rs`), unless this is it.
     if cli.in_reader_process {
-        reader::bind_to_command();
+        if let Some(code) = reader::bind_to_command() {
+            return code;
+        }
     } else if let Some(code) = cli.command.file_read().and_then(|p| reader::isolated(&p)) {
         return code;
     }
