@@ -10,6 +10,10 @@ use notify_types::{CommandId, LoopId, ProcessNotification, SessionId, StopCause}
 use crate::config::LoopConfig;
 use crate::delivery::Delivery;
 
+/// Up to this capacity, producers waiting for room are woken as soon as one slot is
+/// free: a batch of half of it would be too small to save wake-ups.
+const SMALL_CAPACITY: usize = 4;
+
 /// An accepted notification waiting in the consumer queue, or handed out.
 pub(crate) struct Pending {
     /// Acceptance order; keeps a requeued notification ahead of later ones.
@@ -91,6 +95,23 @@ impl Decider {
                 (Delivery::Accepted, Some(self.accept(notification)))
             }
         })
+    }
+
+    /// Whether a new command ID would be accepted rather than answered `Full`.
+    pub(crate) fn has_room(&self) -> bool {
+        self.live < self.capacity
+    }
+
+    /// Whether the live set has drained to the low-water mark at which producers
+    /// waiting for room are woken: half the capacity, or one below it when the
+    /// capacity is at most [`SMALL_CAPACITY`] (then every freed slot wakes them).
+    pub(crate) fn at_low_water(&self) -> bool {
+        let mark = if self.capacity <= SMALL_CAPACITY {
+            self.capacity.saturating_sub(1)
+        } else {
+            self.capacity / 2
+        };
+        self.live <= mark
     }
 
     /// Seeding: the delivery guards without the capacity bound. A refused seed comes

@@ -88,6 +88,65 @@ impl LoopHandle {
         answer
     }
 
+    /// Waits until the loop has room for a new notification, or no longer accepts.
+    ///
+    /// For a producer answered `Stopped(Full)`: await this, then deliver again. It
+    /// resolves at once if a delivery of a new command ID would not answer `Full` now,
+    /// or if the loop is closed ([`is_closed`](Self::is_closed): shut down, every handle
+    /// gone, or its consumer dropped), so it never waits on a loop that has stopped.
+    /// Otherwise it waits, and is woken with hysteresis, so that refilling a full inbox
+    /// costs about one wake-up per batch rather than one per acknowledgement: once the
+    /// consumer's acknowledgements have drained the live set to half the capacity (for a
+    /// capacity of at most 4, as soon as a slot is free), once the consumer waits on an
+    /// empty queue while a slot is free, or once the loop closes. Every waiter is woken
+    /// then; those that find the room taken by others wait again.
+    ///
+    /// Room is not reserved: the next delivery may still answer `Full` if other
+    /// producers filled the inbox in between; deliver and wait again. With a capacity of
+    /// `0` it waits until the loop closes.
+    ///
+    /// ```
+    /// use notify_loop::{Delivery, LoopConfig, spawn};
+    /// use notify_types::*;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+    /// let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+    /// let (handle, mut consumer) = spawn(LoopConfig::new(session_id, loop_id).capacity(1));
+    /// let note = move || {
+    ///     ProcessNotification::new(ProcessCompletionNotification {
+    ///         command_id: CommandId::new(),
+    ///         session_id,
+    ///         loop_id,
+    ///         process_handle: "build-42".into(),
+    ///         state: ProcessLifecycleState::Exited,
+    ///         reason: ProcessTerminalReason::Exited,
+    ///     })
+    /// };
+    /// let producer = tokio::spawn(async move {
+    ///     for notification in [note(), note(), note()] {
+    ///         let full = Delivery::Stopped(StopCause::Full);
+    ///         while handle.deliver(notification.clone()).await == full {
+    ///             handle.wait_for_room().await;
+    ///         }
+    ///     }
+    /// });
+    /// for _ in 0..3 {
+    ///     consumer.recv().await.ok_or("loop exited")?.ack().await?;
+    /// }
+    /// producer.await?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it reserves and changes nothing, and a dropped wait leaves no
+    /// waiter (nor its waker) behind in the loop; waiting again works as before.
+    pub async fn wait_for_room(&self) {
+        self.producers.0.wait_for_room().await;
+    }
+
     /// Stops the loop accepting: every later delivery answers `Stopped(Exited)`, and
     /// [`is_closed`](Self::is_closed) is true once this returns.
     ///

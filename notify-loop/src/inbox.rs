@@ -33,6 +33,19 @@
 //!   the same critical section as the check that found nothing; whoever queues
 //!   something or ends the loop takes the waker under the lock and wakes it after
 //!   releasing the lock.
+//! * **No producer waiting for room is forgotten.** `wait_for_room` registers with
+//!   `room` (a `tokio::sync::Notify`, which removes a dropped waiter itself) *before*
+//!   it takes the lock to check for room, and when it finds none it sets
+//!   `room_waiters` in that same critical section. Whoever later, under the lock,
+//!   finds `room_waiters` set and a reason to wake clears it and calls
+//!   `notify_waiters` after releasing the lock, which reaches every waiter registered
+//!   before the flag was seen. The reasons, with hysteresis so that a producer
+//!   refilling a full inbox pays about one wake per batch rather than one per `ack`:
+//!   the live set drained to the low-water mark (half the capacity; one free slot for
+//!   a capacity of at most 4), the consumer waits on an empty queue while there is
+//!   room (so a consumer holding unacknowledged notifications above the mark cannot
+//!   strand a producer), or the loop stops accepting or ends. A woken waiter checks
+//!   again and waits again if others took the room first.
 //! * **The lock is never held across `.await`** (a `std` mutex, per the tokio
 //!   guidance), and neither logging nor metrics run under it. Critical sections are a
 //!   few collection operations plus cloning or dropping a waker; nothing in them
@@ -42,6 +55,8 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
+
+use tokio::sync::Notify;
 
 use notify_types::{CommandId, ProcessNotification, StopCause};
 
@@ -71,6 +86,9 @@ struct InboxState {
     /// woken) by whoever queues something or ends the loop; a stale one left by a
     /// cancelled `recv` only causes a spurious wake-up.
     consumer_waker: Option<Waker>,
+    /// True once a `wait_for_room` found no room and until the producers waiting on
+    /// `Inbox::room` are woken (see the module docs).
+    room_waiters: bool,
 }
 
 /// What a critical section leaves for after the lock: the gauges to move and the
@@ -83,10 +101,12 @@ struct After {
     ended: bool,
     /// A waiting consumer to wake.
     waker: Option<Waker>,
+    /// Wake the producers waiting for room.
+    room: bool,
 }
 
 impl After {
-    fn apply(self) {
+    fn apply(self, room: &Notify) {
         let (mut reported, live) = self.live;
         crate::metrics::live_changed(&mut reported, live);
         if self.ended {
@@ -94,6 +114,9 @@ impl After {
         }
         if let Some(waker) = self.waker {
             waker.wake();
+        }
+        if self.room {
+            room.notify_waiters();
         }
     }
 }
@@ -104,6 +127,9 @@ impl After {
 pub(crate) struct Inbox {
     /// The shared state; see the module docs for its invariants.
     state: Mutex<InboxState>,
+    /// Producers waiting for room (see the module docs); woken only when
+    /// `InboxState::room_waiters` says someone waits.
+    room: Notify,
 }
 
 impl Inbox {
@@ -138,7 +164,9 @@ impl Inbox {
                 ended: false,
                 reported_live,
                 consumer_waker: None,
+                room_waiters: false,
             }),
+            room: Notify::new(),
         }
     }
 
@@ -163,7 +191,7 @@ impl Inbox {
                 state.queue.push_back(pending);
                 let after = state.after();
                 drop(state);
-                after.apply();
+                after.apply(&self.room);
                 answer
             }
             Err((refusal, notification)) => {
@@ -182,7 +210,27 @@ impl Inbox {
         state.accepting = false;
         let after = state.after();
         drop(state);
-        after.apply();
+        after.apply(&self.room);
+    }
+
+    /// Resolves once a new command ID would not be answered `Full`, or the loop no
+    /// longer accepts (see [`LoopHandle::wait_for_room`](crate::LoopHandle::wait_for_room)).
+    /// Cancel safe: a dropped `Notified` leaves `room`'s waiter list itself.
+    pub(crate) async fn wait_for_room(&self) {
+        loop {
+            let notified = self.room.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check, so a wake sent after it is not missed.
+            notified.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if !state.accepting || state.consumer_gone || state.decider.has_room() {
+                    return;
+                }
+                state.room_waiters = true;
+            }
+            notified.await;
+        }
     }
 
     /// Whether deliveries answer `Stopped(Exited)` now.
@@ -207,6 +255,16 @@ impl Inbox {
             Some(stored) if stored.will_wake(cx.waker()) => {}
             slot => *slot = Some(cx.waker().clone()),
         }
+        // The consumer has nothing left to do: producers waiting for room should not
+        // wait for the low-water mark (the consumer may hold the rest unacknowledged).
+        let room = state.room_waiters && state.decider.has_room();
+        if room {
+            state.room_waiters = false;
+        }
+        drop(state);
+        if room {
+            self.room.notify_waiters();
+        }
         Poll::Pending
     }
 
@@ -220,7 +278,7 @@ impl Inbox {
         state.decider.release(command_id);
         let after = state.after();
         drop(state);
-        after.apply();
+        after.apply(&self.room);
         true
     }
 
@@ -250,14 +308,15 @@ impl Inbox {
         drop(state);
         // Dropped outside the lock.
         drop(queued);
-        after.apply();
+        after.apply(&self.room);
     }
 }
 
 impl InboxState {
     /// Ends the loop if it should end now, and collects what to do after the lock: the
-    /// depth gauge's move, and the consumer to wake if something is queued or the loop
-    /// ended (unless the consumer is gone).
+    /// depth gauge's move, the consumer to wake if something is queued or the loop
+    /// ended (unless the consumer is gone), and whether to wake the producers waiting
+    /// for room (the loop closed, or the live set is at the low-water mark).
     fn after(&mut self) -> After {
         let ending =
             !self.ended && (self.consumer_gone || (!self.accepting && self.decider.live == 0));
@@ -272,10 +331,17 @@ impl InboxState {
         } else {
             self.consumer_waker.take()
         };
+        let closed = self.ended || !self.accepting || self.consumer_gone;
+        let room = self.room_waiters
+            && (closed || (self.decider.has_room() && self.decider.at_low_water()));
+        if room {
+            self.room_waiters = false;
+        }
         After {
             live: moved,
             ended: ending,
             waker,
+            room,
         }
     }
 }

@@ -6,7 +6,9 @@
 //! * [`LoopHandle`] (cloneable, the producer side) [`deliver`](LoopHandle::deliver)s
 //!   a [`ProcessNotification`](notify_types::ProcessNotification) and gets exactly
 //!   one [`Delivery`] back: `Accepted`, `Duplicate`, or `Stopped` with a
-//!   [`StopCause`](notify_types::StopCause) (`Full`, `Exited`, `Refused`).
+//!   [`StopCause`](notify_types::StopCause) (`Full`, `Exited`, `Refused`). A producer
+//!   answered `Full` can await [`wait_for_room`](LoopHandle::wait_for_room) before
+//!   delivering again.
 //! * [`LoopConsumer`] (one per loop) [`recv`](LoopConsumer::recv)s accepted
 //!   notifications in acceptance order, restore-seeded ones first. Each comes as a
 //!   [`Received`], which must be [`ack`](Received::ack)ed to release it; dropping it

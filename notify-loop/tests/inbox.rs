@@ -10,14 +10,12 @@ use std::pin::pin;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use notify_loop::{
-    DEFAULT_CAPACITY, Delivery, LoopAckError, LoopConfig, LoopConsumer, LoopHandle, spawn,
-};
-use notify_types::{
-    CommandId, Disposition, LoopId, ProcessCompletionNotification, ProcessLifecycleState,
-    ProcessNotification, ProcessTerminalReason, SessionId, StopCause,
-};
+use notify_loop::{DEFAULT_CAPACITY, Delivery, LoopAckError, LoopConsumer, LoopHandle, spawn};
+use notify_types::{CommandId, Disposition, LoopId, ProcessNotification, SessionId, StopCause};
 use tokio::time::timeout;
+
+mod support;
+use support::Owner;
 
 const ACCEPTED: Delivery = Delivery::Accepted;
 const DUPLICATE: Delivery = Delivery::Duplicate;
@@ -27,40 +25,6 @@ const REFUSED: Delivery = Delivery::Stopped(StopCause::Refused);
 
 /// Long enough that, under paused time, expiry means "would wait forever".
 const FOREVER: Duration = Duration::from_secs(3600);
-
-struct Owner {
-    session_id: SessionId,
-    loop_id: LoopId,
-}
-
-impl Owner {
-    fn new() -> Self {
-        Self {
-            session_id: SessionId::new(),
-            loop_id: LoopId::new(),
-        }
-    }
-
-    fn config(&self) -> LoopConfig {
-        LoopConfig::new(self.session_id, self.loop_id)
-    }
-
-    /// A valid notification for this loop with a fresh command ID.
-    fn note(&self) -> ProcessNotification {
-        ProcessNotification::new(ProcessCompletionNotification {
-            command_id: CommandId::new(),
-            session_id: self.session_id,
-            loop_id: self.loop_id,
-            process_handle: "build-42".into(),
-            state: ProcessLifecycleState::Exited,
-            reason: ProcessTerminalReason::Exited,
-        })
-    }
-
-    fn notes(&self, n: usize) -> Vec<ProcessNotification> {
-        (0..n).map(|_| self.note()).collect()
-    }
-}
 
 fn ids(notes: &[ProcessNotification]) -> Vec<CommandId> {
     notes.iter().map(ProcessNotification::command_id).collect()
