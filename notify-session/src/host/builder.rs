@@ -202,6 +202,7 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
             },
             shutdown,
             tasks: Mutex::new(Vec::new()),
+            shutdown_done: tokio::sync::Mutex::new(false),
         });
         let changes = if inner.options.adopt {
             let changes = inner.journal.lease_changes();
