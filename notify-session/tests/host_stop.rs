@@ -1,15 +1,18 @@
 //! Stopping and shutting down a host, at the edges: an acknowledgement after the
 //! keeper stopped an ended session answers the ended path (not `NotOwner`), a shutdown
-//! grace of `Duration::MAX` means "as long as it takes", and a second, concurrent
-//! shutdown returns only once the first has finished.
+//! grace of `Duration::MAX` means "as long as it takes", a second, concurrent
+//! shutdown returns only once the first has finished, and a stop hanging past the
+//! grace does not hold shutdown. Waits are bounded by a generous timeout that turns a
+//! hang into a failure (never a timing assertion).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod host_support;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use host_support::{OneLoop, Seen, next_seen, notification};
+use host_support::{Counting, OneLoop, Seen, WAIT, next_seen, notification};
 use notify_journal::{RedbJournal, RedbOptions};
 use notify_session::{AckError, IfPending, SessionHost, StopReason, TxAckError};
 use notify_testkit::MemoryJournal;
@@ -135,10 +138,14 @@ async fn a_shutdown_grace_of_duration_max_shuts_down() {
 }
 
 /// Two shutdowns at once, from clones of the handle: whichever returns first, the
-/// host is shut down by then (its session stopped and the application told).
+/// host is shut down by then (its session stopped and the application told). The
+/// release yields once, so the first shutdown is still stopping when the second runs.
 #[tokio::test]
 async fn a_second_concurrent_shutdown_returns_only_once_the_host_is_shut_down() {
-    let journal = Arc::new(MemoryJournal::new().with_lease_duration(Duration::from_secs(6)));
+    let journal = Arc::new(Counting::new(Arc::new(
+        MemoryJournal::new().with_lease_duration(Duration::from_secs(6)),
+    )));
+    journal.yield_releases.store(true, Ordering::SeqCst);
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     let host = SessionHost::builder(Arc::clone(&journal))
@@ -165,4 +172,35 @@ async fn a_second_concurrent_shutdown_returns_only_once_the_host_is_shut_down() 
         panic!("a shutdown returned before the host's session was stopped");
     };
     assert_eq!((session, why), (id, StopReason::ShutDown));
+}
+
+/// A stop whose release hangs (as one waiting for a row an application transaction
+/// holds) is cut short by the grace: shutdown returns, the session is no longer
+/// served here, its lease is left to expire.
+#[tokio::test]
+async fn a_stop_hanging_past_the_grace_does_not_hold_shutdown() {
+    let journal = Arc::new(Counting::new(Arc::new(
+        MemoryJournal::new().with_lease_duration(Duration::from_secs(6)),
+    )));
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = SessionHost::builder(Arc::clone(&journal))
+        .adopt(false)
+        .shutdown_grace(Duration::from_millis(100))
+        .app(app)
+        .start()
+        .await
+        .unwrap();
+    let id = SessionId::new();
+    let _session = host.open(id).await.unwrap();
+    let Seen::Started { .. } = next_seen(&mut seen).await else {
+        panic!("expected the open's start");
+    };
+    journal.hang_releases.store(true, Ordering::SeqCst);
+    let other = host.clone();
+    tokio::time::timeout(WAIT, host.shutdown())
+        .await
+        .expect("shutdown waited past its grace for a hanging release")
+        .unwrap();
+    assert!(other.sessions().is_empty());
 }
