@@ -180,6 +180,7 @@ impl SessionReceived {
 
     /// What a refused transactional consumption means to the consumer: a fenced append
     /// of a hosted session is [`AckError::NotOwner`], as for [`ack`](Self::ack).
+    #[cfg(feature = "postgres")]
     pub(crate) fn refused(&self, e: notify_journal::AppendError) -> AckError {
         match (&e, self.session.not_owner()) {
             (notify_journal::AppendError::Fenced { .. }, Some(owner)) => AckError::NotOwner {

@@ -205,6 +205,7 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
             shutdown,
             tasks: Mutex::new(Vec::new()),
             shutdown_done: tokio::sync::Mutex::new(false),
+            opens: Mutex::new(Vec::new()),
         });
         let changes = if inner.options.adopt {
             let changes = inner.journal.lease_changes();

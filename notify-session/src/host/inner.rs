@@ -28,6 +28,10 @@ pub(crate) struct Inner<J: JournalLeases + 'static> {
     /// Held by a shutdown while it runs, `true` once one finished: a second shutdown
     /// (from a clone of the handle) waits for the first.
     pub(crate) shutdown_done: tokio::sync::Mutex<bool>,
+    /// The opens the adopter started, each a task of its own: shutdown waits for
+    /// them (aborting and awaiting those still running past the grace), whether or
+    /// not the adopter itself was aborted.
+    pub(crate) opens: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// One background task of a host.

@@ -65,7 +65,15 @@ pub(crate) async fn shut_down<J: JournalLeases + 'static>(
             }
         }
     }
-    let aborted = join(tasks, deadline).await;
+    let mut aborted = join(tasks, deadline).await;
+    // The adopter's opens, which outlive it when it is aborted: none may go on past
+    // shutdown.
+    let opens = std::mem::take(&mut *inner.opens.lock().unwrap_or_else(|p| p.into_inner()));
+    let opens = opens.into_iter().map(|handle| Task {
+        handle,
+        abort_at_once: false,
+    });
+    aborted |= join(opens.collect(), deadline).await;
     // Loops registered by an open cut short after its session was stopped.
     for session in &stopped {
         for loop_id in session.loops() {
