@@ -2,7 +2,7 @@
 //! keeper stopped an ended session answers the ended path (not `NotOwner`), a shutdown
 //! grace of `Duration::MAX` means "as long as it takes", a second, concurrent
 //! shutdown returns only once the first has finished, and a stop hanging past the
-//! grace does not hold shutdown. Waits are bounded by a generous timeout that turns a
+//! grace does not hold shutdown, nor one of the adopter's opens outlive it. Waits are bounded by a generous timeout that turns a
 //! hang into a failure (never a timing assertion).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -203,4 +203,81 @@ async fn a_stop_hanging_past_the_grace_does_not_hold_shutdown() {
         .expect("shutdown waited past its grace for a hanging release")
         .unwrap();
     assert!(other.sessions().is_empty());
+}
+
+/// An application whose `started` never returns; it says when it was entered and
+/// when its future was dropped.
+struct Hanging {
+    entered: tokio::sync::mpsc::UnboundedSender<()>,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets the flag when dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl notify_session::HostApp for Hanging {
+    fn started<'a>(
+        &'a self,
+        _session: &'a notify_session::Session,
+        _report: notify_session::RestoreReport,
+    ) -> notify_journal::BoxFuture<'a, Result<(), notify_session::AppError>> {
+        let flag = DropFlag(Arc::clone(&self.dropped));
+        let _ = self.entered.send(());
+        Box::pin(async move {
+            let _flag = flag;
+            std::future::pending::<()>().await;
+            Ok(())
+        })
+    }
+
+    fn stopped(&self, _session: SessionId, _why: StopReason) {}
+}
+
+/// An adoption whose `started` hangs past the grace: when shutdown returns, the open
+/// has been aborted and awaited (its `started` dropped), not merely asked to abort.
+/// (A guard: on a current-thread runtime the earlier code also passed it, the
+/// requested abort landing while shutdown awaited its later steps.)
+#[tokio::test]
+async fn shutdown_awaits_the_adopters_open_it_aborts() {
+    let journal = MemoryJournal::new().with_lease_duration(Duration::from_secs(6));
+    let (entered, mut entering) = tokio::sync::mpsc::unbounded_channel();
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let host = SessionHost::builder(Arc::new(journal.clone()))
+        .adopt_every(Duration::from_millis(20))
+        .shutdown_grace(Duration::from_millis(100))
+        .app(Hanging {
+            entered,
+            dropped: Arc::clone(&dropped),
+        })
+        .start()
+        .await
+        .unwrap();
+    // An orphan, written after the host started (its first poll found nothing).
+    let loop_id = LoopId::new();
+    let orphan = notify_session::Session::new(SessionId::new(), journal.another_holder());
+    let _consumer = orphan
+        .register_loop(notify_loop::LoopConfig::new(orphan.id(), loop_id))
+        .unwrap();
+    orphan
+        .notify_process_completion(notification(orphan.id(), loop_id))
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, entering.recv())
+        .await
+        .expect("the orphan was never adopted")
+        .unwrap();
+    tokio::time::timeout(WAIT, host.shutdown())
+        .await
+        .expect("shutdown hung")
+        .unwrap();
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "shutdown returned while the adopter's open was still running"
+    );
 }
