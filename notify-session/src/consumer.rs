@@ -164,11 +164,12 @@ impl SessionReceived {
 
     /// `Err(`[`AckError::NotOwner`]`)` once the session's host runtime stopped serving
     /// it here (lease lost, released, host shut down): nothing may be journaled for
-    /// it any more. The check every acknowledgement makes before it writes (the plain
+    /// it any more, unless the session has ended (then the ended path answers). The
+    /// check every acknowledgement makes before it writes (the plain
     /// [`ack`](Self::ack) through the session's publish path, the transactional ones
     /// directly); under the end gate's read guard it also orders after the host's stop.
     pub(crate) fn check_served(&self) -> Result<(), AckError> {
-        match self.session.stopped_by_host() {
+        match self.session.refused_by_host() {
             Some(owner) => Err(AckError::NotOwner {
                 session_id: self.session.id,
                 owner,

@@ -132,6 +132,18 @@ impl Shared {
         Some(*self.new_owner.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// What an acknowledgement (or a retried event) must be refused with before it
+    /// writes: the host's stop, as [`stopped_by_host`](Self::stopped_by_host), unless
+    /// the session has ended, whose answer is the ended path's (nothing is written
+    /// after the end; an event journaled before it is answered truthfully) however
+    /// its host stopped it afterwards.
+    pub(crate) fn refused_by_host(&self) -> Option<Option<Uuid>> {
+        if self.is_ended() {
+            return None;
+        }
+        self.stopped_by_host()
+    }
+
     /// Marks the session stopped by its host, naming the new owner when known. The
     /// host then takes the end gate's write guard to wait out appends in flight.
     pub(crate) fn stop_by_host(&self, owner: Option<Uuid>) {
@@ -171,7 +183,7 @@ impl Shared {
     ) -> Result<Published, PublishError> {
         let event_id = event.event_id();
         let gate = self.end_gate.read().await;
-        if let Some(owner) = self.stopped_by_host() {
+        if let Some(owner) = self.refused_by_host() {
             return Err(PublishError::NotOwner {
                 session_id: self.id,
                 owner,

@@ -63,15 +63,9 @@ impl SessionReceived {
         let answer = if self.session.is_ended() {
             // Nothing is written after the end; a consumption journaled before it is
             // answered truthfully (its rows committed with it).
-            match &self.session.journal {
-                Some(j) => answer_after_end(j.as_ref(), self.session.id, &record)
-                    .await
-                    .map_err(AppTxnError::Append),
-                None => Err(AppTxnError::Append(AppendError::SessionEnded {
-                    session: self.session.id,
-                    purged: false,
-                })),
-            }
+            self.answer_ended(&record)
+                .await
+                .map_err(AppTxnError::Append)
         } else {
             journal.append_with(self.session.id, record, write).await
         };
@@ -89,6 +83,24 @@ impl SessionReceived {
             Err(e) => return Err(TxAckError::from_app_txn(self.session.id, e)),
         };
         self.release(duplicate).await.map_err(TxAckError::Ack)
+    }
+}
+
+impl SessionReceived {
+    /// The answer to a consumption after the session ended: nothing is written; one
+    /// journaled before the end is answered as a duplicate, any other
+    /// [`AppendError::SessionEnded`].
+    pub(crate) async fn answer_ended(
+        &self,
+        record: &JournalRecord,
+    ) -> Result<AppendOutcome, AppendError> {
+        match &self.session.journal {
+            Some(j) => answer_after_end(j.as_ref(), self.session.id, record).await,
+            None => Err(AppendError::SessionEnded {
+                session: self.session.id,
+                purged: false,
+            }),
+        }
     }
 }
 

@@ -54,15 +54,21 @@ impl SessionReceived {
         tx: &tokio_postgres::Transaction<'_>,
     ) -> Result<PgAckPending, TxAckError> {
         let (event, record) = self.consumption();
-        // Under the end gate, as every append of the session: a host's stop either
-        // came first (refused here) or waits for this statement.
-        let gate = self.session.end_gate.read().await;
+        // Not under the end gate: the statement locks the session's journal row until
+        // `tx` ends, and an end (or a host's stop) holds the gate for writing while it
+        // waits for that row, so an acknowledgement waiting for the gate inside a
+        // transaction that already holds the row would deadlock. The journal orders
+        // the rest under the row lock: a stop's release fences this statement
+        // (answered `NotOwner`), an end committed first refuses it (`SessionEnded`).
         self.check_served().map_err(TxAckError::Ack)?;
-        let outcome = journal
-            .append_in(tx, self.session.id, &record)
-            .await
-            .map_err(|e| TxAckError::Ack(self.refused(e)))?;
-        drop(gate);
+        let outcome = if self.session.is_ended() {
+            // Nothing is written after the end (however the host stopped the session
+            // since); a consumption journaled before it is answered truthfully.
+            self.answer_ended(&record).await
+        } else {
+            journal.append_in(tx, self.session.id, &record).await
+        }
+        .map_err(|e| TxAckError::Ack(self.refused(e)))?;
         Ok(PgAckPending {
             received: self,
             event,

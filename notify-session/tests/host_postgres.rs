@@ -471,7 +471,13 @@ async fn shutdown_during_an_adoption_in_the_apps_start_releases_its_lease_and_sh
         Ok(GateSeen::Entered(_)) => panic!("a second start"),
         Err(e) => panic!("the application was not told the session stopped: {e}"),
     }
-    assert!(consumer.recv().await.is_none(), "A's loop delivers nothing");
+    assert!(
+        tokio::time::timeout(WAIT, consumer.recv())
+            .await
+            .expect("A's loop neither delivered nor closed within the bound")
+            .is_none(),
+        "A's loop delivers nothing"
+    );
     assert!(watch.sessions().is_empty() && watch.status().sessions.is_empty());
     b.shutdown().await.unwrap();
     drop_schema(&url, &schema).await;
@@ -548,7 +554,13 @@ async fn shutdown_past_its_grace_aborts_a_start_that_never_returns_and_still_rel
     b.open(id)
         .await
         .expect("released by the shutdown: another host opens it at once");
-    assert!(consumer.recv().await.is_none(), "A's loop delivers nothing");
+    assert!(
+        tokio::time::timeout(WAIT, consumer.recv())
+            .await
+            .expect("A's loop neither delivered nor closed within the bound")
+            .is_none(),
+        "A's loop delivers nothing"
+    );
     drop(gate);
     b.shutdown().await.unwrap();
     drop_schema(&url, &schema).await;

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use notify_journal::JournalLeases;
 use notify_types::{SessionId, Uuid};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 
 use super::error::HostError;
 use super::inner::Inner;
@@ -83,7 +83,10 @@ async fn adopt_one<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>, session: S
     {
         return;
     }
-    log_outcome(session, open_session(inner, session, true).await);
+    // As a recorded open task (see `spawn_open`), waited for here.
+    let permits = Arc::new(Semaphore::new(1));
+    open_when_free(inner, session, &permits).await;
+    let _ = permits.acquire().await;
 }
 
 /// How many adoptions one host runs at once (each a few round trips).
@@ -108,31 +111,69 @@ pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>
         }
     };
     let limit = PARALLEL_ADOPTIONS.min(room).max(1);
-    let mut running = tokio::task::JoinSet::new();
+    // Each open runs as a task of its own, recorded in the host's open tasks so that
+    // shutdown waits for it (and aborts and awaits it past the grace) even when this
+    // adopter is aborted; the permits bound how many run at once.
+    let permits = Arc::new(Semaphore::new(limit));
+    let all = u32::try_from(limit).unwrap_or(u32::MAX);
     for session in orphans {
-        while running.len() >= limit {
-            let _ = running.join_next().await;
-        }
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            break;
+        };
         if inner.table.room(inner.options.capacity) == 0 {
             // Opens in flight hold places they may lose to another host: wait for
             // them before deciding the host is full.
-            while running.join_next().await.is_some() {}
+            drop(permit);
+            let Ok(every) = permits.acquire_many(all).await else {
+                break;
+            };
+            drop(every);
             if inner.table.room(inner.options.capacity) == 0 {
                 break;
             }
-        }
-        if inner
-            .table
-            .recently_gone(session, Instant::now(), inner.options.readopt_after)
-        {
+            open_when_free(inner, session, &permits).await;
             continue;
         }
-        let inner = Arc::clone(inner);
-        running.spawn(async move {
-            log_outcome(session, open_session(&inner, session, true).await);
-        });
+        spawn_open(inner, session, permit);
     }
-    while running.join_next().await.is_some() {}
+    // Every open of this poll has ended.
+    let _ = permits.acquire_many(all).await;
+}
+
+/// Opens `session` as [`spawn_open`] does, once one of `permits` is free.
+async fn open_when_free<J: JournalLeases + 'static>(
+    inner: &Arc<Inner<J>>,
+    session: SessionId,
+    permits: &Arc<Semaphore>,
+) {
+    if let Ok(permit) = Arc::clone(permits).acquire_owned().await {
+        spawn_open(inner, session, permit);
+    }
+}
+
+/// Opens `session` as a task recorded among the host's opens (unless it was given up
+/// here lately), holding `permit` until it ends.
+fn spawn_open<J: JournalLeases + 'static>(
+    inner: &Arc<Inner<J>>,
+    session: SessionId,
+    permit: OwnedSemaphorePermit,
+) {
+    if inner
+        .table
+        .recently_gone(session, Instant::now(), inner.options.readopt_after)
+    {
+        return;
+    }
+    let task = {
+        let inner = Arc::clone(inner);
+        tokio::spawn(async move {
+            log_outcome(session, open_session(&inner, session, true).await);
+            drop(permit);
+        })
+    };
+    let mut opens = inner.opens.lock().unwrap_or_else(|p| p.into_inner());
+    opens.retain(|open| !open.is_finished());
+    opens.push(task);
 }
 
 /// `orphans` (listed oldest first, the same list for every host) rotated to start at

@@ -112,10 +112,12 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
         self
     }
 
-    /// How long [`shutdown`](SessionHost::shutdown) lets the host's background work
-    /// finish the step it is in (an adoption waiting for the application's
-    /// [`started`](crate::HostApp::started), a stop waiting out appends) before it
-    /// aborts it; default the lease duration.
+    /// How long [`shutdown`](SessionHost::shutdown), counted from its call, lets the
+    /// host's work finish the step it is in (an adoption waiting for the application's
+    /// [`started`](crate::HostApp::started), a stop waiting out appends or its
+    /// release) before it cuts it short; default the lease duration.
+    /// `Duration::MAX` (or any grace past what an instant can hold) waits as long as
+    /// it takes.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = Some(grace);
         self
@@ -202,6 +204,8 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
             },
             shutdown,
             tasks: Mutex::new(Vec::new()),
+            shutdown_done: tokio::sync::Mutex::new(false),
+            opens: Mutex::new(Vec::new()),
         });
         let changes = if inner.options.adopt {
             let changes = inner.journal.lease_changes();

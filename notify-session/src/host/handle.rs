@@ -154,11 +154,20 @@ impl<J: JournalLeases + 'static> SessionHost<J> {
     /// other hosts adopt them at once, lets the background work finish the step it is
     /// in (an adoption in flight finds its session stopped, shuts the loops the
     /// application registered and gives up; a stop in flight completes), then stops
-    /// renewing. Work still running after the
-    /// [shutdown grace](crate::HostBuilder::shutdown_grace) (default the lease
-    /// duration: an application's `started` that does not return) is aborted, and the
-    /// leases it may have left are released. Every clone of this handle sees the host
-    /// shut down; later opens answer [`HostError::ShutDown`].
+    /// renewing. The [shutdown grace](crate::HostBuilder::shutdown_grace) (default
+    /// the lease duration) bounds the whole: counted from the call, work still running
+    /// past it (an application's `started` that does not return, a stop waiting for
+    /// an append in flight or a release waiting for a row an application transaction
+    /// holds) is aborted; the leases an aborted task may have left are released, a
+    /// stop cut short leaves its lease to expire. Shutdown returns within the grace
+    /// plus one renewal interval. Every clone of this handle sees the host shut down;
+    /// later opens answer [`HostError::ShutDown`]; a shutdown called from another
+    /// clone meanwhile returns once this one has finished.
+    ///
+    /// An open the application called itself ([`open`](Self::open)) is not waited
+    /// for: one still in its `started` finds its session stopped when it goes on,
+    /// shuts the loops it registered then, and its `stopped(ShutDown)` may come after
+    /// shutdown returned.
     ///
     /// # Errors
     ///

@@ -25,6 +25,13 @@ pub(crate) struct Inner<J: JournalLeases + 'static> {
     pub(crate) shutdown: watch::Sender<bool>,
     /// The background tasks (keeper, adopter, retention), joined by shutdown.
     pub(crate) tasks: Mutex<Vec<Task>>,
+    /// Held by a shutdown while it runs, `true` once one finished: a second shutdown
+    /// (from a clone of the handle) waits for the first.
+    pub(crate) shutdown_done: tokio::sync::Mutex<bool>,
+    /// The opens the adopter started, each a task of its own: shutdown waits for
+    /// them (aborting and awaiting those still running past the grace), whether or
+    /// not the adopter itself was aborted.
+    pub(crate) opens: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// One background task of a host.

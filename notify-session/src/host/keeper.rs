@@ -64,6 +64,12 @@ const MIN_RETRY: Duration = Duration::from_millis(10);
 /// One renewal of all leases, then the deadlines; `false` if the renewal failed or
 /// timed out.
 pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>) -> bool {
+    // Once shutdown closed the table, its stops own every session: a lease the table
+    // no longer knows is one being stopped, not a stray to release before its stop
+    // waited out its appends and shut its loops.
+    if inner.table.is_closed() {
+        return true;
+    }
     let started = Instant::now();
     // A renewal stuck behind a slow database must not hold the deadlines back: it is
     // cut short at the interval, or at the earliest deadline if that comes first.
@@ -85,6 +91,7 @@ pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>)
                     .table
                     .renewed(id, lease.epoch(), started, inner.keep_for())
                     && !inner.table.knows(id)
+                    && !inner.table.is_closed()
                 {
                     // A lease the engine holds for this handle and the host does not
                     // serve (an open cancelled after acquiring it): give it up.

@@ -28,6 +28,10 @@ pub(crate) struct Counting<J> {
     pub(crate) failing: AtomicBool,
     /// The next renewal hangs (far past any interval) once, then this is cleared.
     pub(crate) hang_once: AtomicBool,
+    /// Every release yields to the scheduler once before it runs.
+    pub(crate) yield_releases: AtomicBool,
+    /// Every release hangs (far past any grace).
+    pub(crate) hang_releases: AtomicBool,
 }
 
 impl<J> Counting<J> {
@@ -37,6 +41,8 @@ impl<J> Counting<J> {
             renewals: AtomicUsize::new(0),
             failing: AtomicBool::new(false),
             hang_once: AtomicBool::new(false),
+            yield_releases: AtomicBool::new(false),
+            hang_releases: AtomicBool::new(false),
         }
     }
 }
@@ -80,7 +86,17 @@ impl<J: JournalLeases> JournalLeases for Counting<J> {
         self.inner.renew_leases()
     }
     fn release_lease(&self, session: SessionId) -> BoxFuture<'_, Result<(), LeaseError>> {
-        self.inner.release_lease(session)
+        let hang = self.hang_releases.load(Ordering::SeqCst);
+        let yields = self.yield_releases.load(Ordering::SeqCst);
+        Box::pin(async move {
+            if hang {
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+            }
+            if yields {
+                tokio::task::yield_now().await;
+            }
+            self.inner.release_lease(session).await
+        })
     }
     fn lease_info(&self, session: SessionId) -> BoxFuture<'_, Result<LeaseInfo, LeaseError>> {
         self.inner.lease_info(session)
