@@ -474,10 +474,14 @@ fn appends_the_lead_is_handed_back_for_still_commit() {
         let again = j.append(s, command(s, 3)).await.unwrap();
         assert_eq!(again.seq, 4);
         assert_eq!(j.append(s, command(s, 4)).await.unwrap().seq, 5);
+        // An append queued behind one whose future is not polled yet still commits.
+        let first = j.append(s, command(s, 5));
+        assert_eq!(j.append(s, command(s, 6)).await.unwrap().seq, 7);
+        assert_eq!(first.await.unwrap().seq, 6);
     });
     j.close();
     let j = open(&path);
     runtime().block_on(async {
-        assert_eq!(assert_log_consistent(&j, s).await.len(), 5);
+        assert_eq!(assert_log_consistent(&j, s).await.len(), 7);
     });
 }

@@ -39,6 +39,10 @@ impl RedbJournal {
     /// batch holding it has committed durably.
     ///
     /// The request is queued when this is called, not when the future is first polled.
+    /// An append that finds the writer idle is written by this future itself when first
+    /// polled (in `tokio::task::block_in_place` on a multi-thread runtime; see
+    /// `docs/design.md`); any other append, or this future dropped, hands it to the
+    /// writer thread.
     ///
     /// # Cancel safety
     ///

@@ -5,9 +5,10 @@
 //! takes the lead ([`Queue::submit`]), leaves the thread asleep, and commits the batch
 //! holding its own append on its own thread (for an async caller, in
 //! [`tokio::task::block_in_place`]), so its append costs no hand-off to the thread and
-//! no wake-up back. Appends queued while it leads do not wake the thread either: the
-//! leader takes them into its batch, or, once its own append is answered, wakes the
-//! thread for what is left. Under load the writer thread batches as before (it spins
+//! no wake-up back. An append queued while one leads wakes the thread as before (so no
+//! append waits on a leader's future not polled yet); the leader takes what is queued
+//! into its batch and, once its own append is answered, wakes the thread for what is
+//! left. Under load the writer thread batches as before (it spins
 //! for returning appenders and lingers for a batch), so no appender leads.
 //!
 //! Where a caller cannot block (a current-thread runtime, no runtime), the lead is
@@ -54,7 +55,10 @@ impl Lead {
 
     /// The writer thread: runs until the queue is closed and drained.
     pub(crate) fn run(&self) {
-        let _exit = Shut(self);
+        let _exit = Shut {
+            lead: self,
+            always: true,
+        };
         loop {
             // The tuning is read and written back around the wait (the lock is not held
             // while the thread sleeps, so an appender can lead meanwhile).
@@ -81,12 +85,15 @@ impl Lead {
     /// Writes batches on the caller's thread until `rx` is answered or nothing is
     /// left queued. `None`: not answered here (the writer thread has it, or has ended).
     fn lead(&self, rx: &mut oneshot::Receiver<Reply>) -> Option<Reply> {
-        let shut = Shut(self);
-        let reply = loop {
+        let _shut = Shut {
+            lead: self,
+            always: false,
+        };
+        loop {
             {
                 let mut guard = self.writer();
                 let Some(w) = guard.as_mut() else {
-                    break None;
+                    return None;
                 };
                 if self.queue.has_work() {
                     if w.last_end.elapsed() > w.tuning.linger_budget().max(w.tuning.gap()) {
@@ -100,14 +107,12 @@ impl Lead {
                 }
             }
             match rx.try_recv() {
-                Ok(reply) => break Some(reply),
-                Err(oneshot::error::TryRecvError::Closed) => break None,
-                Err(oneshot::error::TryRecvError::Empty) if !self.queue.has_work() => break None,
+                Ok(reply) => return Some(reply),
+                Err(oneshot::error::TryRecvError::Closed) => return None,
+                Err(oneshot::error::TryRecvError::Empty) if !self.queue.has_work() => return None,
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
-        };
-        std::mem::forget(shut);
-        reply
+        }
     }
 }
 
@@ -133,15 +138,21 @@ impl Drop for Claim {
     }
 }
 
-/// However the writer ends (even by a panic inside the storage engine, on the thread
-/// or on a leading appender's), the queue is closed, every request still in it is
-/// answered, so no appender waits forever, and the database handle is released.
-struct Shut<'a>(&'a Lead);
+/// However the writer thread ends, and when a leading appender panics while writing,
+/// the queue is closed, every request still in it is answered, so no appender waits
+/// forever, and the database handle is released.
+struct Shut<'a> {
+    lead: &'a Lead,
+    /// Shut on every exit (the thread), not only on a panic (a leader).
+    always: bool,
+}
 
 impl Drop for Shut<'_> {
     fn drop(&mut self) {
-        self.0.queue.close();
-        self.0.queue.shut();
-        drop(self.0.writer().take());
+        if self.always || std::thread::panicking() {
+            self.lead.queue.close();
+            self.lead.queue.shut();
+            drop(self.lead.writer().take());
+        }
     }
 }

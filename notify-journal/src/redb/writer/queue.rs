@@ -155,7 +155,7 @@ struct QueueState {
     /// The writer thread is asleep, waiting for work.
     asleep: bool,
     /// An appender has taken the lead (`lead.rs`): it writes what is queued on its
-    /// own thread, so appends queued meanwhile do not wake the sleeping writer thread.
+    /// own thread; no other appender takes it meanwhile.
     led: bool,
 }
 
@@ -268,8 +268,9 @@ impl Queue {
         st.led |= lead;
         st.items.push_back(request);
         self.pending.store(st.items.len(), Ordering::Release);
-        // While an appender leads, it takes what is queued: the thread sleeps on.
-        if st.items.len() >= st.wake_at && !(st.led && st.asleep) {
+        // Only the leader leaves the thread asleep: an append queued behind a lead
+        // wakes it, so it never waits on a leader's future that is not polled yet.
+        if st.items.len() >= st.wake_at && !lead {
             self.ready.notify_one();
         }
         Ok(lead)
