@@ -92,9 +92,7 @@ impl Lead {
         loop {
             {
                 let mut guard = self.writer();
-                let Some(w) = guard.as_mut() else {
-                    return None;
-                };
+                let w = guard.as_mut()?;
                 if self.queue.has_work() {
                     if w.last_end.elapsed() > w.tuning.linger_budget().max(w.tuning.gap()) {
                         // As the thread after an idle spell: this is a lone append.
