@@ -446,7 +446,10 @@ impl Queue {
     }
 
     fn take_locked(&self, st: &mut QueueState, out: &mut Vec<Queued>, max: usize) {
-        st.wake_at = usize::MAX;
+        // A leader taking work leaves a sleeping thread's wake-up as it is (1).
+        if !st.asleep {
+            st.wake_at = usize::MAX;
+        }
         let n = st.items.len().min(max.saturating_sub(out.len()));
         out.extend(st.items.drain(..n));
         self.pending.store(st.items.len(), Ordering::Release);
