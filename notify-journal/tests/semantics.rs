@@ -485,3 +485,22 @@ fn appends_the_lead_is_handed_back_for_still_commit() {
         assert_eq!(assert_log_consistent(&j, s).await.len(), 7);
     });
 }
+
+/// A group queued after a lead, while the writer thread sleeps, wakes the thread.
+#[test]
+fn a_group_after_a_lead_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir.path().join("j.redb"));
+    let s = session(3);
+    runtime().block_on(async {
+        for i in 0..3 {
+            // Long enough for the writer thread to sleep, so the append leads.
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            assert_eq!(j.append(s, command(s, i)).await.unwrap().seq, i + 1);
+        }
+        let group = vec![command(s, 3), command(s, 4)];
+        let outcomes = j.append_all(s, group, None).await.unwrap();
+        let seqs: Vec<u64> = outcomes.iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, [4, 5]);
+    });
+}
