@@ -426,3 +426,81 @@ async fn extreme_max_batch_is_clamped_not_a_dead_writer() {
     )
     .await;
 }
+
+/// A lone appender leads (`writer/lead.rs`): it commits its own batches on its own
+/// thread and never wakes the writer thread, even when it pauses between appends long
+/// enough for the thread to fall asleep.
+#[test]
+fn a_lone_appender_commits_its_own_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir.path().join("j.redb"));
+    let s = session(1);
+    runtime().block_on(async {
+        for i in 0..12 {
+            // Long enough for the writer thread to stop any spin and sleep.
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            let r = j.append(s, command(s, i)).await.unwrap();
+            assert_eq!(r.seq, i + 1);
+        }
+    });
+    let stats = j.commit_stats();
+    assert_eq!((stats.commits, stats.appends), (12, 12));
+    assert_eq!(
+        stats.writer_wakeups, 0,
+        "the lone appender woke the writer thread"
+    );
+}
+
+/// Where an appender cannot lead (a current-thread runtime) or drops its append before
+/// polling it, the writer thread writes it: nothing is lost or left waiting.
+#[test]
+fn appends_the_lead_is_handed_back_for_still_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let j = open(&path);
+    let s = session(2);
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    current.block_on(async {
+        for i in 0..3 {
+            assert_eq!(j.append(s, command(s, i)).await.unwrap().seq, i + 1);
+        }
+    });
+    // Queued when called; never polled.
+    drop(j.append(s, command(s, 3)));
+    runtime().block_on(async {
+        let again = j.append(s, command(s, 3)).await.unwrap();
+        assert_eq!(again.seq, 4);
+        assert_eq!(j.append(s, command(s, 4)).await.unwrap().seq, 5);
+        // An append queued behind one whose future is not polled yet still commits.
+        let first = j.append(s, command(s, 5));
+        assert_eq!(j.append(s, command(s, 6)).await.unwrap().seq, 7);
+        assert_eq!(first.await.unwrap().seq, 6);
+    });
+    j.close();
+    let j = open(&path);
+    runtime().block_on(async {
+        assert_eq!(assert_log_consistent(&j, s).await.len(), 7);
+    });
+}
+
+/// A group queued after a lead, while the writer thread sleeps, wakes the thread.
+#[test]
+fn a_group_after_a_lead_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir.path().join("j.redb"));
+    let s = session(3);
+    runtime().block_on(async {
+        for i in 0..3 {
+            // Long enough for the writer thread to sleep, so the append leads.
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            assert_eq!(j.append(s, command(s, i)).await.unwrap().seq, i + 1);
+        }
+        let group = vec![command(s, 3), command(s, 4)];
+        let outcomes = j.append_all(s, group, None).await.unwrap();
+        let seqs: Vec<u64> = outcomes.iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, [4, 5]);
+    });
+}

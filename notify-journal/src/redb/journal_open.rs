@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use redb::{Database, StorageBackend};
 
 use super::options::RedbOptions;
-use super::writer::{self, Queue};
+use super::writer::Queue;
+use super::writer::lead::Lead;
 use super::{Inner, RedbJournal, census, open, options, scrub, verify};
 use crate::error::{OpenError, StorageError};
 
@@ -85,16 +86,17 @@ impl RedbJournal {
         let census = options
             .confirm_misses
             .then(|| Arc::new(census::Census::default()));
+        let lead = Lead::new(
+            Arc::clone(&db),
+            Arc::clone(&queue),
+            options.clone(),
+            census.clone(),
+        );
         let writer = {
-            let (db, queue, options, census) = (
-                Arc::clone(&db),
-                Arc::clone(&queue),
-                options.clone(),
-                census.clone(),
-            );
+            let lead = Arc::clone(&lead);
             std::thread::Builder::new()
                 .name("notify-journal-writer".into())
-                .spawn(move || writer::run(db, queue, options, census))
+                .spawn(move || lead.run())
                 .map_err(|e| OpenError::Storage {
                     path: path.clone(),
                     source: StorageError::new("spawn the writer thread", e),
@@ -126,6 +128,7 @@ impl RedbJournal {
                 path,
                 db: RwLock::new(Some(db)),
                 queue,
+                lead,
                 writer: Mutex::new(Some(writer)),
                 max_record_bytes: options.max_record_bytes,
                 census,

@@ -2,11 +2,13 @@
 //! tombstone drops and imported states, and its [`JournalBackend`] impl.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use super::writer::lead::Claim;
 use super::writer::{self, Chore, Group, Queued, Request};
 use super::{RedbJournal, body};
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend};
@@ -37,6 +39,10 @@ impl RedbJournal {
     /// batch holding it has committed durably.
     ///
     /// The request is queued when this is called, not when the future is first polled.
+    /// An append that finds the writer idle is written by this future itself when first
+    /// polled (in `tokio::task::block_in_place` on a multi-thread runtime; see
+    /// `docs/design.md`); any other append, or this future dropped, hands it to the
+    /// writer thread.
     ///
     /// # Cancel safety
     ///
@@ -55,7 +61,12 @@ impl RedbJournal {
         let span = tracing::debug_span!("journal.append", %session, %key);
         let submitted = span.in_scope(|| self.submit(session, &record));
         let answer = async move {
-            let rx = submitted?;
+            let (mut rx, claim) = submitted?;
+            if let Some(claim) = claim
+                && let Some(reply) = claim.lead(&mut rx)
+            {
+                return reply;
+            }
             match rx.await {
                 Ok(reply) => reply,
                 // The writer is gone without answering: it has stopped.
@@ -69,11 +80,11 @@ impl RedbJournal {
         &self,
         session: SessionId,
         record: &JournalRecord,
-    ) -> Result<oneshot::Receiver<writer::Reply>, AppendError> {
+    ) -> Result<(oneshot::Receiver<writer::Reply>, Option<Claim>), AppendError> {
         check_append(session, record, self.inner.max_record_bytes)?;
         let (request, rx) = request(session, record);
-        self.inner.queue.submit(Queued::One(request))?;
-        Ok(rx)
+        let lead = self.inner.queue.submit(Queued::One(request), true)?;
+        Ok((rx, lead.then(|| Claim(Arc::clone(&self.inner.lead)))))
     }
 
     /// [`JournalBackend::append_all`]: appends `records` to `session`'s log as one
@@ -137,11 +148,14 @@ impl RedbJournal {
             return Ok(Vec::new());
         }
         let (requests, receivers) = records.iter().map(|r| request(session, r)).unzip();
-        self.inner.queue.submit(Queued::Group(Group {
-            session: session.as_uuid().as_u128(),
-            requests,
-            if_head,
-        }))?;
+        self.inner.queue.submit(
+            Queued::Group(Group {
+                session: session.as_uuid().as_u128(),
+                requests,
+                if_head,
+            }),
+            false,
+        )?;
         Ok(receivers)
     }
 

@@ -38,6 +38,7 @@ use redb::Database;
 
 pub use self::compact::CompactReport;
 use self::writer::Queue;
+use self::writer::lead::Lead;
 use crate::error::JournalError;
 use crate::stats::CommitStats;
 
@@ -93,6 +94,8 @@ struct Inner {
     /// `None` once closed; readers clone the `Arc` for the length of one read.
     db: RwLock<Option<Arc<Database>>>,
     queue: Arc<Queue>,
+    /// The writer's state, for appenders that lead (`writer/lead.rs`).
+    lead: Arc<Lead>,
     writer: Mutex<Option<JoinHandle<()>>>,
     max_record_bytes: usize,
     /// Confirms index misses against the sessions' logs (`census.rs`); shared with the
@@ -124,7 +127,7 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(handle) = handle {
-            // A writer that panicked has already answered its queue (see writer::run).
+            // A writer that panicked has already answered its queue (see writer/lead.rs).
             let _ = handle.join();
         }
         self.db

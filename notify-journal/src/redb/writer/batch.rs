@@ -22,7 +22,12 @@ impl Writer {
         let max = self.tuning.max_batch;
         self.fresh.clear();
         self.queue.take(&mut self.batch, max);
-        let target = self.tuning.linger_target();
+        // A leading appender commits what is queued at once (`lead.rs`).
+        let target = if self.leading {
+            0
+        } else {
+            self.tuning.linger_target()
+        };
         let deadline = Instant::now() + self.tuning.linger_budget();
         let gap = self.tuning.gap();
 

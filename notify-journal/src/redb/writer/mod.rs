@@ -1,5 +1,6 @@
-//! The single writer: one std thread drains concurrent appends (across sessions) into
-//! one redb write transaction and one commit.
+//! The single writer: it drains concurrent appends (across sessions) into one redb
+//! write transaction and one commit. Its state sits behind one lock, driven by a std
+//! thread or, for a lone appender, by the appender itself (`lead.rs`).
 //!
 //! Adaptive batching: after a commit, the appenders it acknowledged usually come right
 //! back. Committing at once would catch only those that queued during the commit, and
@@ -24,13 +25,15 @@
 //! in one transaction of their own between two batches (`app_txn.rs`), so a failing
 //! application write never fails another appender's record.
 //!
-//! Files: `queue.rs` (what is queued, and the wake policy), `tuning.rs` (spin and
+//! Files: `lead.rs` (who writes: the thread or a leading appender), `queue.rs` (what
+//! is queued, and the wake policy), `tuning.rs` (spin and
 //! linger), `batch.rs` (one batch, one transaction), `resolve.rs` (one append inside
 //! it), `chores.rs` (one chore, one transaction), `app_txn.rs` (transactional appends).
 
 mod app_txn;
 mod batch;
 mod chores;
+pub(crate) mod lead;
 mod queue;
 mod resolve;
 mod tuning;
@@ -50,8 +53,8 @@ use super::keys::sid;
 use super::options::{RedbDurability, RedbOptions};
 use crate::error::{AppendError, Corruption, StorageError};
 
-/// The writer thread's state.
-struct Writer {
+/// The writer's state (one per journal; `lead.rs` says who drives it).
+pub(crate) struct Writer {
     db: Arc<Database>,
     queue: Arc<Queue>,
     options: RedbOptions,
@@ -79,18 +82,29 @@ struct Writer {
     /// Set once the batch's commit has started: a panic from then on leaves the
     /// batch's outcome unknown (`CommitFailed`), not "nothing written".
     committing: bool,
+    /// Whether a commit without a sync left data that a clean close must sync.
+    dirty_non_durable: bool,
+    /// Writer time owed to appends since the last chore: while appends wait, a chore
+    /// runs only once the batches after the previous one have taken as long as it did,
+    /// so a purge under a full append load gets about half the writer, not all of it.
+    owed: Duration,
+    /// Whether an appender is writing this batch on its own thread (`lead.rs`): it
+    /// commits what is queued at once, without lingering for more.
+    leading: bool,
+    /// When the last batch was answered.
+    last_end: Instant,
 }
 
-/// Runs the writer until the queue is closed and drained.
-pub(crate) fn run(
+/// The writer's state, shared by the writer thread and a leading appender
+/// (`lead.rs`): whoever holds it writes the next batch.
+pub(super) fn writer(
     db: Arc<Database>,
     queue: Arc<Queue>,
     options: RedbOptions,
     census: Option<Arc<Census>>,
-) {
-    let _exit = ExitGuard(Arc::clone(&queue));
+) -> Writer {
     let tuning = Tuning::new(&options);
-    let mut w = Writer {
+    Writer {
         db,
         queue,
         batch: Vec::with_capacity(options.max_batch),
@@ -105,13 +119,18 @@ pub(crate) fn run(
         base: FastMap::default(),
         fresh: Vec::new(),
         committing: false,
-    };
-    let mut dirty_non_durable = false;
-    // Writer time owed to appends since the last chore: while appends wait, a chore runs
-    // only once the batches after the previous one have taken as long as it did, so a
-    // purge under a full append load gets about half the writer, not all of it.
-    let mut owed = Duration::ZERO;
-    while w.queue.wait_for_work(&mut w.tuning) {
+        dirty_non_durable: false,
+        owed: Duration::ZERO,
+        leading: false,
+        last_end: Instant::now(),
+    }
+}
+
+impl Writer {
+    /// One turn of the writer, once work is queued: refuses everything if poisoned,
+    /// else runs at most one chore, then writes one batch and answers it.
+    pub(super) fn turn(&mut self) {
+        let w = self;
         if w.queue.is_poisoned() {
             w.queue.take(&mut w.batch, w.tuning.max_batch);
             let refusal = w.queue.refusal();
@@ -121,18 +140,22 @@ pub(crate) fn run(
             while let Some(chore) = w.queue.take_chore() {
                 chore.refuse(w.queue.chore_refusal());
             }
-            continue;
+            return;
         }
         // At most one chore between two batches: an append waits for one step at most.
-        if (owed.is_zero() || w.queue.len() == 0)
+        if (w.owed.is_zero() || w.queue.len() == 0)
             && let Some(chore) = w.queue.take_chore()
         {
             let started = Instant::now();
-            dirty_non_durable |= w.run_chore(chore);
-            owed = started.elapsed();
+            w.dirty_non_durable |= w.run_chore(chore);
+            w.owed = started.elapsed();
             if w.queue.len() == 0 || w.queue.is_poisoned() {
-                continue;
+                return;
             }
+        }
+        if w.queue.len() == 0 {
+            // Taken meanwhile by the other of thread and leader: no empty commit.
+            return;
         }
         let batch_started = Instant::now();
         let span = tracing::debug_span!("journal.commit", batch = tracing::field::Empty);
@@ -141,15 +164,22 @@ pub(crate) fn run(
         // the batch fails, the handle is poisoned like after a failed commit, and every
         // appender gets a typed error.
         let result = w.contained("writing", Writer::write_batch);
-        owed = owed.saturating_sub(batch_started.elapsed());
+        w.owed = w.owed.saturating_sub(batch_started.elapsed());
         span.record("batch", w.batch.len());
         w.tuning.last_batch = w.batch.len();
         w.tuning.arrived_during_commit = w.queue.len();
         w.staged.clear();
         w.base.clear();
+        w.answer(result);
+        w.last_end = Instant::now();
+    }
+
+    /// Answers the batch written (or not) with `result`.
+    fn answer(&mut self, result: Result<(), BatchFailure>) {
+        let w = self;
         match result {
             Ok(()) => {
-                dirty_non_durable |= w.unsynced(true);
+                w.dirty_non_durable |= w.unsynced(true);
                 w.queue.count_commit(w.replies.len());
                 let requests = w.batch.drain(..).flat_map(Queued::into_requests);
                 for (req, reply) in requests.zip(w.replies.drain(..)) {
@@ -203,21 +233,15 @@ pub(crate) fn run(
             }
         }
     }
-    if dirty_non_durable && !w.queue.is_poisoned() {
-        // A clean close makes the non-durable commits durable.
-        if let Err(e) = flush_durable(&w.db) {
+
+    /// On close: a clean close makes the non-durable commits durable.
+    pub(super) fn finish(&self) {
+        if self.dirty_non_durable
+            && !self.queue.is_poisoned()
+            && let Err(e) = flush_durable(&self.db)
+        {
             tracing::error!(error = %e, "final durable commit on close failed");
         }
-    }
-}
-
-/// However the writer ends (even by a panic inside the storage engine), the queue is
-/// closed and every request still in it is answered, so no appender waits forever.
-struct ExitGuard(Arc<Queue>);
-
-impl Drop for ExitGuard {
-    fn drop(&mut self) {
-        self.0.shut();
     }
 }
 

@@ -1,6 +1,6 @@
-//! The queue between appenders and the writer thread: what is queued (appends, atomic
-//! groups, chores), and the wake policy (who wakes the writer, when it spins, sleeps
-//! or lingers for more of a batch).
+//! The queue between appenders and the writer: what is queued (appends, atomic
+//! groups, chores), and the wake policy (who wakes the writer thread, when it spins,
+//! sleeps or lingers for more of a batch, and when an appender leads instead).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -152,6 +152,11 @@ struct QueueState {
     /// the writer is idle, what is missing of the linger target while it lingers,
     /// `usize::MAX` while it works (it looks at the queue again afterwards anyway).
     wake_at: usize,
+    /// The writer thread is asleep, waiting for work.
+    asleep: bool,
+    /// An appender has taken the lead (`lead.rs`): it writes what is queued on its
+    /// own thread; no other appender takes it meanwhile.
+    led: bool,
 }
 
 /// The queue between appenders and the writer.
@@ -189,6 +194,8 @@ impl Queue {
                 chores: VecDeque::new(),
                 closed: false,
                 wake_at: 1,
+                asleep: false,
+                led: false,
             }),
             ready: Condvar::new(),
             pending: AtomicUsize::new(0),
@@ -245,7 +252,11 @@ impl Queue {
     }
 
     /// Queues a request or a group; refuses it if the journal is closed or poisoned.
-    pub(crate) fn submit(&self, request: Queued) -> Result<(), AppendError> {
+    ///
+    /// With `may_lead`, the caller takes the lead when nothing else is waiting and the
+    /// writer thread is asleep: then `true`, the thread is not woken, and the caller
+    /// must write the batch itself or hand it back ([`Queue::release_lead`]).
+    pub(crate) fn submit(&self, request: Queued, may_lead: bool) -> Result<bool, AppendError> {
         let mut st = lock(&self.state);
         if st.closed {
             return Err(AppendError::Closed);
@@ -253,12 +264,32 @@ impl Queue {
         if self.is_poisoned() {
             return Err(self.refusal());
         }
+        let lead = may_lead && st.asleep && !st.led && st.items.is_empty() && st.chores.is_empty();
+        st.led |= lead;
         st.items.push_back(request);
         self.pending.store(st.items.len(), Ordering::Release);
-        if st.items.len() >= st.wake_at {
+        // Only the leader leaves the thread asleep: an append queued behind a lead
+        // wakes it, so it never waits on a leader's future that is not polled yet.
+        if st.items.len() >= st.wake_at && !lead {
             self.ready.notify_one();
         }
-        Ok(())
+        Ok(lead)
+    }
+
+    /// Ends the lead taken by [`Queue::submit`]: wakes the writer thread if work is
+    /// left for it.
+    pub(super) fn release_lead(&self) {
+        let mut st = lock(&self.state);
+        st.led = false;
+        if !st.items.is_empty() || !st.chores.is_empty() || st.closed {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Whether a request or a chore is queued.
+    pub(super) fn has_work(&self) -> bool {
+        let st = lock(&self.state);
+        !st.items.is_empty() || !st.chores.is_empty()
     }
 
     /// Queues a chore; refuses it if the journal is closed or poisoned.
@@ -366,7 +397,10 @@ impl Queue {
     /// whose round trip is slower than a fixed spin does not pay a wake-up per append.
     pub(super) fn wait_for_work(&self, tuning: &mut Tuning) -> bool {
         let idle_since = Instant::now();
-        if tuning.last_batch > 0 {
+        // After a lone append the writer sleeps at once: the appender's next append
+        // then takes the lead (`lead.rs`) and commits on its own thread, which costs
+        // less than the spin or the wake-up.
+        if tuning.last_batch > 0 && tuning.last_batch >= tuning.commit_siblings {
             let budget = (tuning.return_ewma * 2).clamp(SPIN_MIN, SPIN_MAX);
             while self.pending.load(Ordering::Acquire) == 0
                 && !self.closing.load(Ordering::Acquire)
@@ -383,8 +417,10 @@ impl Queue {
             }
             st.wake_at = 1;
             slept = true;
+            st.asleep = true;
             st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
+        st.asleep = false;
         st.wake_at = usize::MAX;
         drop(st);
         let idle = idle_since.elapsed();
@@ -410,7 +446,10 @@ impl Queue {
     }
 
     fn take_locked(&self, st: &mut QueueState, out: &mut Vec<Queued>, max: usize) {
-        st.wake_at = usize::MAX;
+        // A leader taking work leaves a sleeping thread's wake-up as it is (1).
+        if !st.asleep {
+            st.wake_at = usize::MAX;
+        }
         let n = st.items.len().min(max.saturating_sub(out.len()));
         out.extend(st.items.drain(..n));
         self.pending.store(st.items.len(), Ordering::Release);

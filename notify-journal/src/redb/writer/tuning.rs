@@ -13,6 +13,7 @@ pub(super) const SPIN_MAX: Duration = Duration::from_micros(400);
 pub(super) const RETURN_SAMPLE_MAX: Duration = Duration::from_millis(2);
 
 /// The writer's batching state.
+#[derive(Clone)]
 pub(super) struct Tuning {
     pub(super) max_batch: usize,
     pub(super) commit_siblings: usize,
