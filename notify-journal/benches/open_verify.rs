@@ -214,7 +214,7 @@ fn bench_open_verify_replay(c: &mut Criterion) {
     let secs = once(&|| assert!(RedbJournal::verify_file(&large, 16).unwrap().is_clean()));
     metric("verify_once/file_1m", mb / secs, "MB/s");
     // One unpaced background scrub pass over the 1M journal (the default pace reads
-    // 200,000 entries a second instead).
+    // at most 1,000,000 entries a second).
     let scrubbing = RedbOptions::default().scrub_pace(0);
     let secs = once(&|| {
         let j = RedbJournal::open(&large, scrubbing.clone()).unwrap();
