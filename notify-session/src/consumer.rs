@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use notify_loop::{LoopConsumer, Received};
-use notify_types::{CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent};
+use notify_types::{
+    CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent, SessionId,
+};
 
 use crate::error::{AckError, PublishError};
 use crate::shared::{Published, Shared};
@@ -187,7 +189,7 @@ impl SessionReceived {
                 session_id: self.session.id,
                 owner,
             },
-            _ => crate::txack::ack_error(self.session.id, e),
+            _ => ack_error(self.session.id, e),
         }
     }
 
@@ -200,5 +202,16 @@ impl SessionReceived {
             return Ok(());
         }
         released.map_err(AckError::LoopExited)
+    }
+}
+
+/// What a refused consumption means to the consumer, as [`SessionReceived::ack`]
+/// answers it.
+pub(crate) fn ack_error(session: SessionId, e: notify_journal::AppendError) -> AckError {
+    match e {
+        notify_journal::AppendError::SessionEnded { .. } => AckError::SessionEnded {
+            session_id: session,
+        },
+        other => AckError::Journal(other),
     }
 }

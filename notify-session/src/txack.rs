@@ -8,8 +8,8 @@ use notify_journal::{
 use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
 
 use crate::append::answer_after_end;
-use crate::consumer::SessionReceived;
-use crate::error::{AckError, TxAckError};
+use crate::consumer::{SessionReceived, ack_error};
+use crate::error::TxAckError;
 
 impl SessionReceived {
     /// Acknowledges the notification **and** runs `write` on the application's own
@@ -33,11 +33,11 @@ impl SessionReceived {
     ///
     /// [`TxAckError::Write`] / [`TxAckError::Panicked`] when `write` failed: nothing
     /// committed, the notification is handed to the consumer again.
-    /// [`TxAckError::Ack`] as [`ack`](Self::ack) answers ([`AckError::Journal`]:
-    /// nothing committed, handed again; [`AckError::SessionEnded`];
-    /// [`AckError::NotOwner`] once the session's host stopped serving it here:
+    /// [`TxAckError::Ack`] as [`ack`](Self::ack) answers ([`AckError::Journal`](crate::AckError::Journal):
+    /// nothing committed, handed again; [`AckError::SessionEnded`](crate::AckError::SessionEnded);
+    /// [`AckError::NotOwner`](crate::AckError::NotOwner) once the session's host stopped serving it here:
     /// nothing committed, `write` not run;
-    /// [`AckError::LoopExited`]: both committed).
+    /// [`AckError::LoopExited`](crate::AckError::LoopExited): both committed).
     ///
     /// # Cancel safety
     ///
@@ -114,16 +114,5 @@ impl TxAckError {
             // A later kind of failure: nothing committed, as for every other.
             other => Self::Write(Box::new(other)),
         }
-    }
-}
-
-/// What a refused consumption means to the consumer, as [`SessionReceived::ack`]
-/// answers it.
-pub(crate) fn ack_error(session: notify_types::SessionId, e: AppendError) -> AckError {
-    match e {
-        AppendError::SessionEnded { .. } => AckError::SessionEnded {
-            session_id: session,
-        },
-        other => AckError::Journal(other),
     }
 }
