@@ -42,7 +42,10 @@ impl RedbJournal {
     /// An append that finds the writer idle is written by this future itself when first
     /// polled (in `tokio::task::block_in_place` on a multi-thread runtime; see
     /// `docs/design.md`); any other append, or this future dropped, hands it to the
-    /// writer thread.
+    /// writer thread. Poll the future promptly (await it, or spawn it): while a
+    /// future that took the lead is neither polled nor dropped, its record is not
+    /// written until another request wakes the writer, so awaiting something that
+    /// waits for this record before awaiting this future can wait forever.
     ///
     /// # Cancel safety
     ///
