@@ -365,6 +365,7 @@ async fn a_released_session_is_adopted_by_another_host_at_once() {
     assert_eq!(stopped(&mut a_seen).await, (id, StopReason::Released));
     let (adopted, seeded, _consumer) = started(&mut b_seen).await;
     assert_eq!((adopted, seeded), (id, 2));
+    host_support::served(&b, id).await;
     assert_eq!(b.sessions(), vec![id]);
     assert!(matches!(
         session

@@ -233,8 +233,8 @@ async fn a_lease_lost_to_failing_renewals_stops_the_session_and_another_host_tak
         .unwrap();
     let (adopted, seeded, _b_consumer) = started(&mut b_seen).await;
     assert_eq!((adopted, seeded), (id, 1));
+    let b_session = host_support::served(&b, id).await;
     assert_eq!(b.status().sessions[0].epoch, 2);
-    let b_session = b.session(id).unwrap();
     assert_eq!(
         b_session.notify_process_completion(retry).await.unwrap(),
         Notified::Accepted

@@ -185,3 +185,23 @@ pub(crate) fn notification(session: SessionId, loop_id: LoopId) -> ProcessComple
         reason: ProcessTerminalReason::Exited,
     }
 }
+
+/// The session `id` once `host` serves it: its `HostApp::started` has returned (the
+/// application hears of the start from inside `started`, a moment before). Waits
+/// within [`WAIT`].
+pub(crate) async fn served<J>(host: &notify_session::SessionHost<J>, id: SessionId) -> Session
+where
+    J: JournalLeases + 'static,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(session) = host.session(id) {
+            return session;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the host never served {id}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
