@@ -249,7 +249,7 @@ pub(super) fn rows() -> Vec<Row> {
             goal: AbsAtMost(32.0),
         },
         Row {
-            what: "restore, the same, default 64 MiB cache: peak RSS growth (MB)",
+            what: "restore, the same, default options (16 MiB cache): peak RSS growth (MB)",
             measured: Metric("restore/peak_rss_growth_mb/default_cache"),
             baseline: None,
             goal: AbsAtMost(32.0),
