@@ -22,8 +22,8 @@ use notify_journal::{
 };
 use notify_types::{SessionId, Uuid};
 use postgres_support::{
-    StallingProxy, command, conninfo_with, database_url, drop_schema, fresh_schema, journal,
-    raw_client,
+    StallingProxy, back_to, command, conninfo_with, database_url, drop_schema, fresh_schema,
+    journal, migrated, raw_client,
 };
 
 /// Guards against hangs: far above any configured timeout (never a timing assertion).
@@ -119,30 +119,19 @@ async fn a_version_1_schema_is_migrated_forward() {
     // Back to version 1: exactly what versions 2 to 4 added is removed (so these
     // frames have no checksum, as frames written before version 3 do not).
     let raw = raw_client(&url).await;
-    raw.batch_execute(&format!(
+    let undo = format!(
         "DROP FUNCTION \"{schema}\".append_batch;
          DROP FUNCTION \"{schema}\".purge_step;
          DROP INDEX \"{schema}\".sessions_due, \"{schema}\".sessions_purging,
                     \"{schema}\".sessions_tombstones;
          ALTER TABLE \"{schema}\".sessions DROP COLUMN ended_at, DROP COLUMN purged_at,
                                            DROP COLUMN purge_done;
-         ALTER TABLE \"{schema}\".frames DROP COLUMN checksum;
-         DELETE FROM \"{schema}\".schema_version WHERE version > 1;"
-    ))
-    .await
-    .unwrap();
+         ALTER TABLE \"{schema}\".frames DROP COLUMN checksum;"
+    );
+    back_to(&raw, &schema, 1, &undo).await;
     const { assert!(PG_SCHEMA_VERSION >= 4) };
 
-    let j = journal(&url, &schema, PgOptions::default()).await;
-    let version: i32 = raw
-        .query_one(
-            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    let j = migrated(&url, &schema, &raw).await;
     let frames = replay_all(&j, s).await.unwrap();
     assert_eq!(frames.len(), 3);
     for (i, k) in keys.iter().enumerate() {

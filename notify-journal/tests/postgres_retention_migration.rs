@@ -19,7 +19,8 @@ use notify_journal::{
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::retention::{appended, duplicate, is_ended};
 use postgres_support::{
-    command, consumed, database_url, drop_schema, ended, fresh_schema, journal, raw_client,
+    back_to, command, consumed, database_url, drop_schema, ended, fresh_schema, journal, migrated,
+    raw_client,
 };
 
 /// A database at schema version 3 opens: it is migrated to the current version, a
@@ -43,28 +44,17 @@ async fn a_version_3_schema_is_migrated_forward() {
     // Back to version 3: exactly what version 4 added is removed (the columns take
     // their check constraint with them).
     let raw = raw_client(&url).await;
-    raw.batch_execute(&format!(
+    let undo = format!(
         "DROP FUNCTION \"{schema}\".purge_step;
          DROP INDEX \"{schema}\".sessions_due, \"{schema}\".sessions_purging,
                     \"{schema}\".sessions_tombstones;
          ALTER TABLE \"{schema}\".sessions DROP COLUMN ended_at, DROP COLUMN purged_at,
-                                           DROP COLUMN purge_done;
-         DELETE FROM \"{schema}\".schema_version WHERE version > 3;"
-    ))
-    .await
-    .unwrap();
+                                           DROP COLUMN purge_done;"
+    );
+    back_to(&raw, &schema, 3, &undo).await;
     const { assert!(PG_SCHEMA_VERSION >= 4) };
 
-    let j = journal(&url, &schema, PgOptions::default()).await;
-    let version: i32 = raw
-        .query_one(
-            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    let j = migrated(&url, &schema, &raw).await;
     let committed: std::time::SystemTime = raw
         .query_one(
             &format!("SELECT committed_at FROM \"{schema}\".frames WHERE session = $1 AND seq = 4"),
@@ -145,14 +135,12 @@ async fn a_version_4_schema_is_migrated_to_truthful_retries_after_the_end() {
     // Back to version 4: its `append_batch`, no index of version 6, and no record of
     // version 5 or later.
     let raw = raw_client(&url).await;
-    raw.batch_execute(&format!(
+    let undo = format!(
         "{};
-         DROP INDEX IF EXISTS \"{schema}\".sessions_orphans;
-         DELETE FROM \"{schema}\".schema_version WHERE version > 4;",
+         DROP INDEX IF EXISTS \"{schema}\".sessions_orphans;",
         version_4_append_batch().replace("{s}", &format!("\"{schema}\""))
-    ))
-    .await
-    .unwrap();
+    );
+    back_to(&raw, &schema, 4, &undo).await;
     const { assert!(PG_SCHEMA_VERSION >= 5) };
     // What version 4 answers a retry of a consumed notification: ended (status 5).
     let call = format!(
@@ -181,16 +169,7 @@ async fn a_version_4_schema_is_migrated_to_truthful_retries_after_the_end() {
     };
     assert_eq!(old, (5, 0), "version 4 refuses the retry");
 
-    let j = journal(&url, &schema, PgOptions::default()).await;
-    let version: i32 = raw
-        .query_one(
-            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    let j = migrated(&url, &schema, &raw).await;
     assert_eq!(j.append(done, retry).await.unwrap(), duplicate(1));
     assert_eq!(
         j.append(done, command(done, keys[2], 0)).await.unwrap(),
@@ -259,14 +238,12 @@ async fn a_version_7_schema_is_migrated_without_the_frames_foreign_key() {
     // Back to version 7: the foreign key migration 1 made (under the name PostgreSQL
     // gives it), and no record of version 8 or later.
     let raw = raw_client(&url).await;
-    raw.batch_execute(&format!(
+    let undo = format!(
         "ALTER TABLE \"{schema}\".frames DROP CONSTRAINT IF EXISTS frames_session_fkey;
          ALTER TABLE \"{schema}\".frames ADD CONSTRAINT frames_session_fkey
-             FOREIGN KEY (session) REFERENCES \"{schema}\".sessions (session);
-         DELETE FROM \"{schema}\".schema_version WHERE version > 7;"
-    ))
-    .await
-    .unwrap();
+             FOREIGN KEY (session) REFERENCES \"{schema}\".sessions (session);"
+    );
+    back_to(&raw, &schema, 7, &undo).await;
     const { assert!(PG_SCHEMA_VERSION >= 8) };
     let foreign_keys = format!(
         "SELECT count(*) FROM pg_constraint
@@ -275,16 +252,7 @@ async fn a_version_7_schema_is_migrated_without_the_frames_foreign_key() {
     let count: i64 = raw.query_one(&foreign_keys, &[]).await.unwrap().get(0);
     assert_eq!(count, 1, "the version-7 layout has the foreign key");
 
-    let j = journal(&url, &schema, PgOptions::default()).await;
-    let version: i32 = raw
-        .query_one(
-            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    let j = migrated(&url, &schema, &raw).await;
     let count: i64 = raw.query_one(&foreign_keys, &[]).await.unwrap().get(0);
     assert_eq!(count, 0, "migrated: no foreign key on the frames");
     assert_eq!(

@@ -12,11 +12,11 @@
 
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group, criterion_main};
 use notify_journal::{RedbJournal, RedbOptions};
 
 mod txack_support;
-use txack_support::{prepared, runtime, timed};
+use txack_support::{ack_group, prepared, timed};
 
 fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) -> Duration {
     let dir = tempfile::tempdir().unwrap();
@@ -56,20 +56,7 @@ fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) ->
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = runtime();
-    let mut g = c.benchmark_group("txack");
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
-    for consumers in [1usize, 64] {
-        for (name, tx) in [("plain", false), ("tx", true)] {
-            g.bench_with_input(BenchmarkId::new(name, consumers), &(), |b, ()| {
-                b.iter_custom(|iters| acks(&rt, consumers, tx, iters));
-            });
-        }
-    }
-    g.finish();
+    ack_group(c, "txack", acks);
 }
 
 criterion_group!(benches, bench);

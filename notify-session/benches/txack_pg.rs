@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group, criterion_main};
 use notify_journal::{PgJournal, PgOptions};
 use tokio_postgres::NoTls;
 
 mod txack_support;
-use txack_support::{prepared, runtime, timed};
+use txack_support::{ack_group, prepared, timed};
 
 const URL_VAR: &str = "NOTIFY_TEST_DATABASE_URL";
 const DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
@@ -106,20 +106,7 @@ fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) ->
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = runtime();
-    let mut g = c.benchmark_group("txack_pg");
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
-    for consumers in [1usize, 64] {
-        for (name, tx) in [("plain", false), ("tx", true)] {
-            g.bench_with_input(BenchmarkId::new(name, consumers), &(), |b, ()| {
-                b.iter_custom(|iters| acks(&rt, consumers, tx, iters));
-            });
-        }
-    }
-    g.finish();
+    ack_group(c, "txack_pg", acks);
 }
 
 criterion_group!(benches, bench);

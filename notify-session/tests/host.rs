@@ -13,7 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use host_support::{Counting, OneLoop, Seen, WAIT, next_seen, notification};
+use host_support::{
+    Counting, OneLoop, Seen, WAIT, adopting_host, next_seen, notification, opening_host,
+    start_host, started,
+};
 use notify_journal::{JournalLeases, JournalRead, replay_all};
 use notify_loop::LoopConfig;
 use notify_session::{
@@ -53,19 +56,6 @@ async fn seed_session(
     session.id()
 }
 
-async fn started(
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>,
-) -> (SessionId, usize, notify_session::SessionConsumer) {
-    match next_seen(rx).await {
-        Seen::Started {
-            session,
-            seeded,
-            consumer,
-        } => (session, seeded, consumer),
-        Seen::Stopped { session, why } => panic!("expected a start, saw {session} stop: {why}"),
-    }
-}
-
 async fn stopped(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>) -> (SessionId, StopReason) {
     match next_seen(rx).await {
         Seen::Stopped { session, why } => (session, why),
@@ -79,12 +69,7 @@ async fn open_takes_the_lease_restores_and_seeds_through_the_app() {
     let loop_id = LoopId::new();
     let id = seed_session(&journal, loop_id, 3, 1).await;
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::new(journal.clone()))
-        .adopt(false)
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::new(journal.clone()), |h| h.app(app)).await;
 
     let session = host.open(id).await.unwrap();
     let (started_id, seeded, mut consumer) = started(&mut seen).await;
@@ -121,16 +106,8 @@ async fn open_takes_the_lease_restores_and_seeds_through_the_app() {
 async fn open_of_a_session_held_elsewhere_names_the_holder_and_time_left() {
     let a_journal = journal_with_leases();
     let b_journal = a_journal.another_holder();
-    let a = SessionHost::builder(Arc::new(a_journal.clone()))
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
-    let b = SessionHost::builder(Arc::new(b_journal))
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(Arc::new(a_journal.clone()), |h| h).await;
+    let b = opening_host(Arc::new(b_journal), |h| h).await;
     let id = SessionId::new();
     a.open(id).await.unwrap();
     match b.open(id).await {
@@ -155,12 +132,7 @@ async fn open_of_a_session_held_elsewhere_names_the_holder_and_time_left() {
 async fn all_leases_are_renewed_by_one_call_per_interval() {
     let counting = Arc::new(Counting::new(Arc::new(journal_with_leases())));
     let every = Duration::from_millis(500);
-    let host = SessionHost::builder(Arc::clone(&counting))
-        .adopt(false)
-        .renew_every(every)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::clone(&counting), |h| h.renew_every(every)).await;
     for _ in 0..20 {
         host.open(SessionId::new()).await.unwrap();
     }
@@ -183,12 +155,7 @@ async fn renewals_failing_past_the_deadline_stop_the_session() {
     let counting = Arc::new(Counting::new(Arc::new(journal_with_leases())));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::clone(&counting))
-        .adopt(false)
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::clone(&counting), |h| h.app(app)).await;
     let id = SessionId::new();
     let session = host.open(id).await.unwrap();
     let (_, _, mut consumer) = started(&mut seen).await;
@@ -228,12 +195,7 @@ async fn one_hung_renewal_does_not_cost_the_lease() {
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     // Defaults for a 6 s lease: renewals every 2 s, deadline 5.4 s after the last one.
-    let host = SessionHost::builder(Arc::clone(&counting))
-        .adopt(false)
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::clone(&counting), |h| h.app(app)).await;
     let id = SessionId::new();
     let session = host.open(id).await.unwrap();
     let (_, _, _consumer) = started(&mut seen).await;
@@ -269,13 +231,10 @@ async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
     let counting = Arc::new(Counting::new(Arc::new(a_journal.clone())));
-    let a = SessionHost::builder(Arc::clone(&counting))
-        .adopt(false)
-        .renew_every(Duration::from_millis(50))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(Arc::clone(&counting), |h| {
+        h.renew_every(Duration::from_millis(50)).app(app)
+    })
+    .await;
     let id = SessionId::new();
     let session = a.open(id).await.unwrap();
     let (_, _, mut consumer) = started(&mut seen).await;
@@ -289,11 +248,7 @@ async fn a_lease_taken_over_stops_the_session_and_names_the_new_owner() {
     // finds the lease lost.
     counting.failing.store(true, Ordering::SeqCst);
     a_journal.advance_lease_clock(LEASE);
-    let b = SessionHost::builder(Arc::new(b_journal.clone()))
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
+    let b = opening_host(Arc::new(b_journal.clone()), |h| h).await;
     let b_session = b.open(id).await.unwrap();
     assert_eq!(b.status().sessions[0].epoch, 2);
     // A stale append through A's journal handle is fenced by the engine itself.
@@ -344,21 +299,16 @@ async fn a_released_session_is_adopted_by_another_host_at_once() {
     let id = seed_session(&a_journal, loop_id, 2, 0).await;
     let (a_app, mut a_seen) = OneLoop::new(loop_id);
     let (b_app, mut b_seen) = OneLoop::new(loop_id);
-    let a = SessionHost::builder(Arc::new(a_journal.clone()))
-        .adopt(false)
-        .app(a_app)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(Arc::new(a_journal.clone()), |h| h.app(a_app)).await;
     let session = a.open(id).await.unwrap();
     started(&mut a_seen).await;
     // B polls once an hour: only the release's announcement can bring it the session.
-    let b = SessionHost::builder(Arc::new(a_journal.another_holder()))
-        .adopt_every(Duration::from_secs(3600))
-        .app(b_app)
-        .start()
-        .await
-        .unwrap();
+    let b = adopting_host(
+        Arc::new(a_journal.another_holder()),
+        Duration::from_secs(3600),
+        |h| h.app(b_app),
+    )
+    .await;
     assert!(b.sessions().is_empty());
 
     a.release(id).await.unwrap();
@@ -386,23 +336,19 @@ async fn shutdown_hands_every_session_to_another_host() {
     let a_journal = journal_with_leases();
     let loop_id = LoopId::new();
     let (b_app, mut b_seen) = OneLoop::new(loop_id);
-    let a = SessionHost::builder(Arc::new(a_journal.clone()))
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(Arc::new(a_journal.clone()), |h| h).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
         let id = seed_session(&a_journal, loop_id, 1, 0).await;
         a.open(id).await.unwrap();
         ids.push(id);
     }
-    let b = SessionHost::builder(Arc::new(a_journal.another_holder()))
-        .adopt_every(Duration::from_secs(3600))
-        .app(b_app)
-        .start()
-        .await
-        .unwrap();
+    let b = adopting_host(
+        Arc::new(a_journal.another_holder()),
+        Duration::from_secs(3600),
+        |h| h.app(b_app),
+    )
+    .await;
     let a2 = a.clone();
     a.shutdown().await.unwrap();
     assert!(matches!(
@@ -429,14 +375,9 @@ async fn adoption_stops_at_capacity_and_two_racing_hosts_never_share_a_session()
     }
     // Both hosts adopt as they start, racing for the same six orphans.
     let (a, b) = tokio::join!(
-        SessionHost::builder(Arc::new(journal.clone()))
-            .capacity(4)
-            .start(),
-        SessionHost::builder(Arc::new(journal.another_holder()))
-            .capacity(4)
-            .start(),
+        start_host(Arc::new(journal.clone()), |h| h.capacity(4)),
+        start_host(Arc::new(journal.another_holder()), |h| h.capacity(4)),
     );
-    let (a, b) = (a.unwrap(), b.unwrap());
     let wait = async {
         while a.sessions().len() + b.sessions().len() < 6 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -487,18 +428,16 @@ async fn retention_purges_ended_sessions_and_drops_their_tombstones() {
         ended.push(session.id());
     }
     let live = seed_session(&journal, loop_id, 1, 0).await;
-    let host = SessionHost::builder(Arc::new(journal.clone()))
-        .adopt(false)
-        .retention(RetentionSchedule {
+    let host = opening_host(Arc::new(journal.clone()), |h| {
+        h.retention(RetentionSchedule {
             purge_after: Duration::ZERO,
             drop_tombstones_after: Duration::ZERO,
             max_share: 0.5,
             step: 1,
             every: Duration::from_millis(20),
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     let wait = async {
         loop {
             let sessions = journal.sessions().await.unwrap();
@@ -521,13 +460,10 @@ async fn a_session_ended_through_its_handle_is_released() {
     let journal = journal_with_leases();
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::new(journal.clone()))
-        .adopt(false)
-        .renew_every(Duration::from_millis(50))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::new(journal.clone()), |h| {
+        h.renew_every(Duration::from_millis(50)).app(app)
+    })
+    .await;
     let id = SessionId::new();
     let session = host.open(id).await.unwrap();
     let (_, _, _consumer) = started(&mut seen).await;
@@ -550,13 +486,10 @@ async fn the_fence_refuses_appends_past_the_deadline_before_the_keeper_runs() {
     let (app, mut seen) = OneLoop::new(loop_id);
     // Renewals at 2 s, then (failing) every 0.5 s; the deadline is at 5.4 s (6 s
     // less a tenth).
-    let host = SessionHost::builder(Arc::clone(&counting))
-        .adopt(false)
-        .renew_every(Duration::from_secs(2))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::clone(&counting), |h| {
+        h.renew_every(Duration::from_secs(2)).app(app)
+    })
+    .await;
     let id = SessionId::new();
     let session = host.open(id).await.unwrap();
     let (_, _, _consumer) = started(&mut seen).await;
@@ -586,11 +519,9 @@ async fn a_schedule_without_room_for_two_renewals_is_refused() {
         .start()
         .await;
     assert!(matches!(built, Err(HostError::Options { .. })));
-    let built = SessionHost::builder(Arc::new(journal_with_leases()))
-        .adopt(false)
-        .renew_every(Duration::from_millis(2_600))
-        .start()
-        .await
-        .unwrap();
+    let built = opening_host(Arc::new(journal_with_leases()), |h| {
+        h.renew_every(Duration::from_millis(2_600))
+    })
+    .await;
     built.shutdown().await.unwrap();
 }

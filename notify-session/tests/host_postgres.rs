@@ -17,7 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use host_support::{Counting, OneLoop, Seen, WAIT, next_seen, notification};
+use host_support::{
+    Counting, OneLoop, Seen, WAIT, adopting_host, next_seen, notification, opening_host,
+    start_host, started,
+};
 use notify_journal::{BoxFuture, PgJournal, PgOptions, replay_all};
 use notify_loop::LoopConfig;
 use notify_session::{
@@ -64,19 +67,6 @@ async fn orphan(journal: &Arc<PgJournal>, loop_id: LoopId, n: usize) -> SessionI
     session.id()
 }
 
-async fn started(
-    seen: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>,
-) -> (SessionId, usize, SessionConsumer) {
-    match next_seen(seen).await {
-        Seen::Started {
-            session,
-            seeded,
-            consumer,
-        } => (session, seeded, consumer),
-        Seen::Stopped { session, why } => panic!("expected a start, saw {session} stop: {why}"),
-    }
-}
-
 /// Waits until `b` hears lease changes: `a` opens and releases probe sessions until
 /// `b`'s adopter picks one up through the announcement (its `LISTEN` connection is
 /// set up in the background, and a release before it is heard only by polling).
@@ -105,16 +95,8 @@ async fn open_of_a_session_another_host_holds_names_the_holder_and_its_time_left
     };
     let schema = schema();
     let lease = Duration::from_secs(30);
-    let a = SessionHost::builder(journal(&url, &schema, lease).await)
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
-    let b = SessionHost::builder(journal(&url, &schema, lease).await)
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(journal(&url, &schema, lease).await, |h| h).await;
+    let b = opening_host(journal(&url, &schema, lease).await, |h| h).await;
     let id = SessionId::new();
     a.open(id).await.unwrap();
     match b.open(id).await {
@@ -145,12 +127,10 @@ async fn many_leases_are_renewed_by_one_statement_per_interval() {
     let schema = schema();
     let pg = journal(&url, &schema, Duration::from_secs(30)).await;
     let counting = Arc::new(Counting::new(Arc::clone(&pg)));
-    let host = SessionHost::builder(Arc::clone(&counting))
-        .adopt(false)
-        .renew_every(Duration::from_millis(100))
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::clone(&counting), |h| {
+        h.renew_every(Duration::from_millis(100))
+    })
+    .await;
     for _ in 0..50 {
         host.open(SessionId::new()).await.unwrap();
     }
@@ -191,12 +171,7 @@ async fn a_lease_lost_to_failing_renewals_stops_the_session_and_another_host_tak
     let a_journal = journal(&url, &schema, lease).await;
     let counting = Arc::new(Counting::new(Arc::clone(&a_journal)));
     let (a_app, mut a_seen) = OneLoop::new(loop_id);
-    let a = SessionHost::builder(Arc::clone(&counting))
-        .adopt(false)
-        .app(a_app)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(Arc::clone(&counting), |h| h.app(a_app)).await;
     let id = SessionId::new();
     let session = a.open(id).await.unwrap();
     let (_, _, _consumer) = started(&mut a_seen).await;
@@ -225,12 +200,12 @@ async fn a_lease_lost_to_failing_renewals_stops_the_session_and_another_host_tak
     // B adopts the session once the lease runs out by the database's clock, with the
     // pending notification, and takes the supervisor's retry.
     let (b_app, mut b_seen) = OneLoop::new(loop_id);
-    let b = SessionHost::builder(journal(&url, &schema, lease).await)
-        .adopt_every(Duration::from_millis(200))
-        .app(b_app)
-        .start()
-        .await
-        .unwrap();
+    let b = adopting_host(
+        journal(&url, &schema, lease).await,
+        Duration::from_millis(200),
+        |h| h.app(b_app),
+    )
+    .await;
     let (adopted, seeded, _b_consumer) = started(&mut b_seen).await;
     assert_eq!((adopted, seeded), (id, 1));
     let b_session = host_support::served(&b, id).await;
@@ -259,20 +234,16 @@ async fn a_released_session_is_adopted_through_lease_changes() {
     let loop_id = LoopId::new();
     let a_journal = journal(&url, &schema, lease).await;
     let id = orphan(&a_journal, loop_id, 2).await;
-    let a = SessionHost::builder(Arc::clone(&a_journal))
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(Arc::clone(&a_journal), |h| h).await;
     let session = a.open(id).await.unwrap();
     // B polls once an hour: only the release's NOTIFY can bring it the session.
     let (b_app, mut b_seen) = OneLoop::new(loop_id);
-    let b = SessionHost::builder(journal(&url, &schema, lease).await)
-        .adopt_every(Duration::from_secs(3600))
-        .app(b_app)
-        .start()
-        .await
-        .unwrap();
+    let b = adopting_host(
+        journal(&url, &schema, lease).await,
+        Duration::from_secs(3600),
+        |h| h.app(b_app),
+    )
+    .await;
     until_listening(&a, &mut b_seen).await;
     a.release(id).await.unwrap();
     let (adopted, seeded, _consumer) = started(&mut b_seen).await;
@@ -300,20 +271,9 @@ async fn two_hosts_racing_for_orphans_never_share_one() {
         orphans.push(orphan(&writer, loop_id, 1).await);
     }
     let (a, b) = tokio::join!(
-        async {
-            SessionHost::builder(journal(&url, &schema, lease).await)
-                .capacity(5)
-                .start()
-                .await
-        },
-        async {
-            SessionHost::builder(journal(&url, &schema, lease).await)
-                .capacity(5)
-                .start()
-                .await
-        },
+        async { start_host(journal(&url, &schema, lease).await, |h| h.capacity(5)).await },
+        async { start_host(journal(&url, &schema, lease).await, |h| h.capacity(5)).await },
     );
-    let (a, b) = (a.unwrap(), b.unwrap());
     let wait = async {
         while a.sessions().len() + b.sessions().len() < orphans.len() {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -387,17 +347,18 @@ async fn gated_adoption(
     let writer = journal(url, schema, lease).await;
     let (seen, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
     let gate = Arc::new(tokio::sync::Notify::new());
-    let a = SessionHost::builder(journal(url, schema, lease).await)
-        .adopt_every(Duration::from_millis(50))
-        .shutdown_grace(grace)
-        .app(Gated {
-            loop_id,
-            seen,
-            gate: Arc::clone(&gate),
-        })
-        .start()
-        .await
-        .unwrap();
+    let a = adopting_host(
+        journal(url, schema, lease).await,
+        Duration::from_millis(50),
+        |h| {
+            h.shutdown_grace(grace).app(Gated {
+                loop_id,
+                seen,
+                gate: Arc::clone(&gate),
+            })
+        },
+    )
+    .await;
     let id = orphan(&writer, loop_id, 1).await;
     let Some(GateSeen::Entered(consumer)) = tokio::time::timeout(WAIT, seen_rx.recv())
         .await
@@ -455,11 +416,7 @@ async fn shutdown_during_an_adoption_in_the_apps_start_releases_its_lease_and_sh
         .unwrap();
 
     // The lease is free: another host opens the session at once.
-    let b = SessionHost::builder(journal(&url, &schema, lease).await)
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
+    let b = opening_host(journal(&url, &schema, lease).await, |h| h).await;
     b.open(id)
         .await
         .expect("released by the shutdown: another host opens it at once");
@@ -494,12 +451,7 @@ async fn a_transactional_ack_after_the_host_released_the_session_is_not_owner_an
     let j = journal(&url, &schema, lease).await;
     let id = orphan(&j, loop_id, 1).await;
     let (app, mut seen) = OneLoop::new(loop_id);
-    let a = SessionHost::builder(Arc::clone(&j))
-        .adopt(false)
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let a = opening_host(Arc::clone(&j), |h| h.app(app)).await;
     a.open(id).await.unwrap();
     let (_, seeded, mut consumer) = started(&mut seen).await;
     assert_eq!(seeded, 1);
@@ -546,11 +498,7 @@ async fn shutdown_past_its_grace_aborts_a_start_that_never_returns_and_still_rel
         .await
         .expect("shutdown returns past its grace")
         .unwrap();
-    let b = SessionHost::builder(journal(&url, &schema, lease).await)
-        .adopt(false)
-        .start()
-        .await
-        .unwrap();
+    let b = opening_host(journal(&url, &schema, lease).await, |h| h).await;
     b.open(id)
         .await
         .expect("released by the shutdown: another host opens it at once");

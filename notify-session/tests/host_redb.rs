@@ -9,11 +9,11 @@ mod host_support;
 
 use std::sync::Arc;
 
-use host_support::{OneLoop, Seen, next_seen, notification};
+use host_support::{OneLoop, Seen, next_seen, notification, start_host};
 use notify_journal::AppTableError;
 use notify_journal::{RedbJournal, RedbOptions};
 use notify_loop::LoopConfig;
-use notify_session::{AckError, IfPending, Session, SessionHost, StopReason, TxAckError, restore};
+use notify_session::{AckError, IfPending, Session, StopReason, TxAckError, restore};
 use notify_types::{LoopId, Notified, SessionId};
 
 /// Writes `n` unacknowledged notifications to a new session through a plain session.
@@ -52,11 +52,7 @@ async fn a_host_on_a_redb_file_adopts_every_live_session_up_to_its_capacity() {
     // starts, each seeded with what it left pending; the ended one stays ended.
     let journal = Arc::new(RedbJournal::open(&path, RedbOptions::default()).unwrap());
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::clone(&journal))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = start_host(Arc::clone(&journal), |h| h.app(app)).await;
     let mut started = Vec::new();
     let mut consumers = Vec::new();
     for _ in 0..3 {
@@ -112,11 +108,7 @@ async fn a_host_on_a_redb_file_adopts_no_more_than_its_capacity() {
     for _ in 0..5 {
         live_session(&journal, loop_id, 1).await;
     }
-    let host = SessionHost::builder(Arc::clone(&journal))
-        .capacity(2)
-        .start()
-        .await
-        .unwrap();
+    let host = start_host(Arc::clone(&journal), |h| h.capacity(2)).await;
     assert_eq!(host.sessions().len(), 2);
     assert_eq!(host.status().capacity, 2);
     host.shutdown().await.unwrap();
@@ -131,11 +123,7 @@ async fn a_transactional_ack_after_the_host_released_the_session_is_not_owner_an
     let loop_id = LoopId::new();
     let id = live_session(&journal, loop_id, 1).await;
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::clone(&journal))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = start_host(Arc::clone(&journal), |h| h.app(app)).await;
     let Seen::Started { mut consumer, .. } = next_seen(&mut seen).await else {
         panic!("expected the adoption's start");
     };

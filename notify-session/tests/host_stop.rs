@@ -12,25 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use host_support::{Counting, OneLoop, Seen, WAIT, next_seen, notification};
+use host_support::{
+    Counting, OneLoop, Seen, WAIT, adopting_host, ended_with_one_received, next_seen, notification,
+    opening_host, stop_of,
+};
 use notify_journal::{RedbJournal, RedbOptions};
-use notify_session::{AckError, IfPending, SessionHost, StopReason, TxAckError};
+use notify_session::{AckError, StopReason, TxAckError};
 use notify_testkit::MemoryJournal;
 use notify_types::{LoopId, SessionId};
-
-/// Waits for the application to see `id` stopped, answering why.
-async fn stop_of(
-    seen: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>,
-    id: SessionId,
-) -> StopReason {
-    loop {
-        if let Seen::Stopped { session, why } = next_seen(seen).await
-            && session == id
-        {
-            return why;
-        }
-    }
-}
 
 /// A notification received before the session ended, acknowledged after the keeper
 /// gave the ended session up: the answer is the ended path's (`SessionEnded`: it was
@@ -38,34 +27,15 @@ async fn stop_of(
 #[tokio::test]
 async fn a_plain_ack_after_the_keeper_stopped_the_ended_session_answers_ended() {
     let journal = MemoryJournal::new().with_lease_duration(Duration::from_secs(6));
-    let loop_id = LoopId::new();
-    let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::new(journal))
-        .adopt(false)
-        .renew_every(Duration::from_millis(50))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let Seen::Started { mut consumer, .. } = next_seen(&mut seen).await else {
-        panic!("expected the open's start");
-    };
-    session
-        .notify_process_completion(notification(id, loop_id))
-        .await
-        .unwrap();
-    let received = consumer.recv().await.unwrap();
-    session.end(IfPending::Abandon).await.unwrap();
-    assert_eq!(stop_of(&mut seen, id).await, StopReason::Ended);
+    let ended = ended_with_one_received(Arc::new(journal)).await;
+    let id = ended.id;
 
-    let answer = received.ack().await;
+    let answer = ended.received.ack().await;
     assert!(
         matches!(&answer, Err(AckError::SessionEnded { session_id }) if *session_id == id),
         "{answer:?}"
     );
-    host.shutdown().await.unwrap();
+    ended.host.shutdown().await.unwrap();
 }
 
 /// The same through `ack_with` on redb: the ended path answers, `write` is not run.
@@ -75,29 +45,11 @@ async fn a_transactional_ack_after_the_keeper_stopped_the_ended_session_answers_
     let journal = Arc::new(
         RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap(),
     );
-    let loop_id = LoopId::new();
-    let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::clone(&journal))
-        .adopt(false)
-        .renew_every(Duration::from_millis(50))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let Seen::Started { mut consumer, .. } = next_seen(&mut seen).await else {
-        panic!("expected the open's start");
-    };
-    session
-        .notify_process_completion(notification(id, loop_id))
-        .await
-        .unwrap();
-    let received = consumer.recv().await.unwrap();
-    session.end(IfPending::Abandon).await.unwrap();
-    assert_eq!(stop_of(&mut seen, id).await, StopReason::Ended);
+    let ended = ended_with_one_received(Arc::clone(&journal)).await;
+    let id = ended.id;
 
-    let answer = received
+    let answer = ended
+        .received
         .ack_with(&journal, |t| {
             let mut rows = t.open_table::<u128, &str>("app/conversation")?;
             rows.insert(1, "build-42 exited")?;
@@ -111,7 +63,7 @@ async fn a_transactional_ack_after_the_keeper_stopped_the_ended_session_answers_
         ),
         "{answer:?}"
     );
-    host.shutdown().await.unwrap();
+    ended.host.shutdown().await.unwrap();
 }
 
 /// `shutdown_grace(Duration::MAX)`: shutdown waits as long as it takes, it does not
@@ -121,13 +73,10 @@ async fn a_shutdown_grace_of_duration_max_shuts_down() {
     let journal = MemoryJournal::new().with_lease_duration(Duration::from_secs(6));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::new(journal))
-        .adopt(false)
-        .shutdown_grace(Duration::MAX)
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::new(journal), |h| {
+        h.shutdown_grace(Duration::MAX).app(app)
+    })
+    .await;
     let id = SessionId::new();
     let _session = host.open(id).await.unwrap();
     let Seen::Started { .. } = next_seen(&mut seen).await else {
@@ -148,12 +97,7 @@ async fn a_second_concurrent_shutdown_returns_only_once_the_host_is_shut_down() 
     journal.yield_releases.store(true, Ordering::SeqCst);
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::clone(&journal))
-        .adopt(false)
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::clone(&journal), |h| h.app(app)).await;
     let id = SessionId::new();
     let _session = host.open(id).await.unwrap();
     let Seen::Started { .. } = next_seen(&mut seen).await else {
@@ -184,13 +128,10 @@ async fn a_stop_hanging_past_the_grace_does_not_hold_shutdown() {
     )));
     let loop_id = LoopId::new();
     let (app, mut seen) = OneLoop::new(loop_id);
-    let host = SessionHost::builder(Arc::clone(&journal))
-        .adopt(false)
-        .shutdown_grace(Duration::from_millis(100))
-        .app(app)
-        .start()
-        .await
-        .unwrap();
+    let host = opening_host(Arc::clone(&journal), |h| {
+        h.shutdown_grace(Duration::from_millis(100)).app(app)
+    })
+    .await;
     let id = SessionId::new();
     let _session = host.open(id).await.unwrap();
     let Seen::Started { .. } = next_seen(&mut seen).await else {
@@ -248,16 +189,13 @@ async fn shutdown_awaits_the_adopters_open_it_aborts() {
     let journal = MemoryJournal::new().with_lease_duration(Duration::from_secs(6));
     let (entered, mut entering) = tokio::sync::mpsc::unbounded_channel();
     let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let host = SessionHost::builder(Arc::new(journal.clone()))
-        .adopt_every(Duration::from_millis(20))
-        .shutdown_grace(Duration::from_millis(100))
-        .app(Hanging {
+    let host = adopting_host(Arc::new(journal.clone()), Duration::from_millis(20), |h| {
+        h.shutdown_grace(Duration::from_millis(100)).app(Hanging {
             entered,
             dropped: Arc::clone(&dropped),
         })
-        .start()
-        .await
-        .unwrap();
+    })
+    .await;
     // An orphan, written after the host started (its first poll found nothing).
     let loop_id = LoopId::new();
     let orphan = notify_session::Session::new(SessionId::new(), journal.another_holder());

@@ -15,17 +15,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{HashMap, HashSet};
+mod txack_kill_support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-use notify_journal::{PgJournal, PgOptions, replay_all};
+use notify_journal::{PgJournal, PgOptions};
 use notify_loop::LoopConfig;
-use notify_session::{Session, restore};
-use notify_testkit::kill::{self, xorshift as next};
+use notify_session::{Session, SessionConsumer, restore};
+use notify_testkit::kill;
 use notify_testkit::postgres::database_url;
-use notify_types::{
-    CommandId, JournalRecord, LoopId, NotifyError, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessTerminalReason, SessionEvent, SessionId, Uuid,
+use notify_types::{CommandId, ProcessCompletionNotification, Uuid};
+use txack_kill_support::{
+    Fixed, assert_exactly_once, at_least_once, child_runtime, journaled, kill_rounds,
+    restored_with_a_notifier, say_acked,
 };
 
 const CHILD_SCHEMA: &str = "NOTIFY_TXACK_PG_CHILD_SCHEMA";
@@ -33,23 +37,9 @@ const CHILD_MODE: &str = "NOTIFY_TXACK_PG_CHILD_MODE";
 const TX_KILLS: u64 = 200;
 const PLAIN_KILLS: u64 = 20;
 
-fn session_id() -> SessionId {
-    SessionId::from_uuid(Uuid::from_u128(0x7b_0000_0000_0000_0000_0000_0000_0001))
-}
-
-fn loop_id() -> LoopId {
-    LoopId::from_uuid(Uuid::from_u128(0x7b_0000_0000_0000_0000_0000_0000_0002))
-}
-
-fn notification(id: CommandId) -> ProcessCompletionNotification {
-    ProcessCompletionNotification {
-        command_id: id,
-        session_id: session_id(),
-        loop_id: loop_id(),
-        process_handle: format!("job-{id}"),
-        state: ProcessLifecycleState::Exited,
-        reason: ProcessTerminalReason::Exited,
-    }
+/// The session and loop every child run restores.
+fn fixed() -> Fixed {
+    Fixed::new(0x7b)
 }
 
 async fn client(url: &str) -> tokio_postgres::Client {
@@ -58,6 +48,22 @@ async fn client(url: &str) -> tokio_postgres::Client {
         .unwrap();
     tokio::spawn(conn);
     client
+}
+
+/// The journal on `schema` (created and migrated by the connect).
+async fn journal(url: &str, schema: &str) -> PgJournal {
+    PgJournal::connect(url, PgOptions::default().schema(schema))
+        .await
+        .unwrap()
+}
+
+/// The database for a test the harness runs; `None` (the test returns at once) in a
+/// child run, or when there is no database to test against.
+fn harness_url() -> Option<String> {
+    if std::env::var_os(CHILD_SCHEMA).is_some() {
+        return None;
+    }
+    database_url("txack_kill_postgres")
 }
 
 /// The child: restore, then notify and consume until killed. Prints `ACK <id>` once an
@@ -70,35 +76,9 @@ fn txack_pg_kill_child() {
     let Some(url) = database_url("txack_pg_kill_child") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let journal = std::sync::Arc::new(
-            PgJournal::connect(&url, PgOptions::default().schema(&schema))
-                .await
-                .unwrap(),
-        );
-        let mut report = restore(session_id(), journal.as_ref()).await.unwrap();
-        let session = Session::new(session_id(), journal.clone());
-        let mut consumer = session
-            .register_loop(
-                LoopConfig::new(session_id(), loop_id()).seed(report.take_pending(loop_id())),
-            )
-            .unwrap();
-        let notifier = session.clone();
-        tokio::spawn(async move {
-            loop {
-                let n = notification(CommandId::new());
-                while let Err(NotifyError::DeliveryStopped { .. }) =
-                    notifier.notify_process_completion(n.clone()).await
-                {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            }
-        });
+    child_runtime().block_on(async move {
+        let journal = Arc::new(journal(&url, &schema).await);
+        let (_session, mut consumer) = restored_with_a_notifier(fixed(), journal.clone()).await;
         let mut app = client(&url).await;
         let insert = format!("INSERT INTO \"{schema}\".app_rows (command) VALUES ($1)");
         let mut i = 0u64;
@@ -124,40 +104,19 @@ fn txack_pg_kill_child() {
                 tx.commit().await.unwrap();
                 pending.committed().await.unwrap();
             }
-            kill::say(&format!("ACK {}", id.as_u128())).unwrap();
+            say_acked(id.as_u128());
         }
     });
 }
 
-async fn journaled(journal: &PgJournal) -> (HashSet<u128>, HashSet<u128>) {
-    let mut notified = HashSet::new();
-    let mut consumed = HashSet::new();
-    for (_, record) in replay_all(journal, session_id()).await.unwrap() {
-        match record {
-            JournalRecord::Command(n) => {
-                notified.insert(n.command_id().as_uuid().as_u128());
-            }
-            JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
-                assert!(consumed.insert(c.cause().as_uuid().as_u128()));
-            }
-            _ => {}
-        }
-    }
-    (notified, consumed)
-}
-
-/// Runs `kills` killed children in a fresh schema; what the journal and the table
-/// hold afterwards, and what the children acknowledged.
+/// Runs `kills` killed children in a fresh schema; what the children acknowledged,
+/// what the journal records as consumed, and the table's rows afterwards.
 async fn story(url: &str, mode: &str, kills: u64) -> (HashSet<u128>, HashSet<u128>, Vec<u128>) {
     let mut seed = kill::seed("NOTIFY_TXACK_PG_KILL_SEED");
     let schema = format!("txack_kill_{mode}_{}", Uuid::new_v4().simple());
     let admin = client(url).await;
     // The journal's tables first (the connect migrates), then the application's.
-    PgJournal::connect(url, PgOptions::default().schema(&schema))
-        .await
-        .unwrap()
-        .close()
-        .await;
+    journal(url, &schema).await.close().await;
     admin
         .batch_execute(&format!(
             "CREATE TABLE \"{schema}\".app_rows (n bigserial PRIMARY KEY, command uuid NOT NULL)"
@@ -167,31 +126,20 @@ async fn story(url: &str, mode: &str, kills: u64) -> (HashSet<u128>, HashSet<u12
     let child_schema = schema.clone();
     let child_mode = mode.to_owned();
     let acked = tokio::task::spawn_blocking(move || {
-        let mut acked = HashSet::new();
-        for _ in 0..kills {
-            let wanted = next(&mut seed) % 12;
-            let lines = kill::run_and_kill(
-                "txack_pg_kill_child",
-                [
-                    (CHILD_SCHEMA, child_schema.as_str()),
-                    (CHILD_MODE, child_mode.as_str()),
-                ],
-                &["ACK "],
-                wanted,
-            )
-            .unwrap();
-            for line in lines {
-                acked.insert(line["ACK ".len()..].parse::<u128>().unwrap());
-            }
-        }
-        acked
+        kill_rounds(
+            "txack_pg_kill_child",
+            [
+                (CHILD_SCHEMA, child_schema.as_str()),
+                (CHILD_MODE, child_mode.as_str()),
+            ],
+            kills,
+            &mut seed,
+        )
     })
     .await
     .unwrap();
-    let journal = PgJournal::connect(url, PgOptions::default().schema(&schema))
-        .await
-        .unwrap();
-    let (_, consumed) = journaled(&journal).await;
+    let journal = journal(url, &schema).await;
+    let (_, consumed) = journaled(&journal, fixed().session).await;
     journal.close().await;
     let rows: Vec<u128> = admin
         .query(&format!("SELECT command FROM \"{schema}\".app_rows"), &[])
@@ -207,30 +155,13 @@ async fn story(url: &str, mode: &str, kills: u64) -> (HashSet<u128>, HashSet<u12
     (acked, consumed, rows)
 }
 
-fn counts(rows: &[u128]) -> HashMap<u128, usize> {
-    let mut counts = HashMap::new();
-    for id in rows {
-        *counts.entry(*id).or_insert(0) += 1;
-    }
-    counts
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_acks_leave_exactly_one_row_per_consumed_notification_across_sigkills() {
-    if std::env::var_os(CHILD_SCHEMA).is_some() {
-        return;
-    }
-    let Some(url) = database_url("txack_kill_postgres") else {
+    let Some(url) = harness_url() else {
         return;
     };
     let (acked, consumed, rows) = story(&url, "tx", TX_KILLS).await;
-    let counts = counts(&rows);
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "rows written twice: {twice:?}");
-    let with_rows: HashSet<u128> = counts.keys().copied().collect();
-    assert_eq!(with_rows, consumed, "rows and consumptions differ");
-    assert!(acked.is_subset(&consumed));
-    assert!(!consumed.is_empty());
+    assert_exactly_once(&acked, &consumed, &rows);
     eprintln!(
         "postgres transactional ack: {TX_KILLS} kills, {} consumed, {} rows, 0 duplicates",
         consumed.len(),
@@ -240,17 +171,11 @@ async fn transactional_acks_leave_exactly_one_row_per_consumed_notification_acro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_acks_after_a_separate_write_allow_duplicates_across_sigkills() {
-    if std::env::var_os(CHILD_SCHEMA).is_some() {
-        return;
-    }
-    let Some(url) = database_url("txack_kill_postgres") else {
+    let Some(url) = harness_url() else {
         return;
     };
     let (acked, consumed, rows) = story(&url, "plain", PLAIN_KILLS).await;
-    let counts = counts(&rows);
-    let duplicates: usize = counts.values().map(|n| n - 1).sum();
-    assert!(consumed.iter().all(|id| counts.contains_key(id)));
-    assert!(acked.is_subset(&consumed));
+    let duplicates = at_least_once(&acked, &consumed, &rows);
     eprintln!(
         "postgres plain ack after a separate write: {PLAIN_KILLS} kills, {} consumed, {} rows, \
          {duplicates} duplicate rows (at-least-once)",
@@ -259,23 +184,49 @@ async fn plain_acks_after_a_separate_write_allow_duplicates_across_sigkills() {
     );
 }
 
+/// One notification, notified through the fixed session (no kills) on a fresh schema
+/// `TAG_…` and waiting in its loop's consumer.
+struct NotifiedOnce {
+    schema: String,
+    journal: Arc<PgJournal>,
+    session: Session,
+    consumer: SessionConsumer,
+    n: ProcessCompletionNotification,
+}
+
+async fn notified_once(url: &str, tag: &str) -> NotifiedOnce {
+    let schema = format!("{tag}_{}", Uuid::new_v4().simple());
+    let journal = Arc::new(journal(url, &schema).await);
+    let session = Session::new(fixed().session, journal.clone());
+    let consumer = session
+        .register_loop(LoopConfig::new(fixed().session, fixed().loop_id))
+        .unwrap();
+    let n = fixed().notification(CommandId::new());
+    session.notify_process_completion(n.clone()).await.unwrap();
+    NotifiedOnce {
+        schema,
+        journal,
+        session,
+        consumer,
+        n,
+    }
+}
+
 /// Through the session, without kills: a rolled-back transaction acknowledges nothing
 /// and the notification is handed again; a committed one releases it, and restore
 /// never hands it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_releases_it() {
-    if std::env::var_os(CHILD_SCHEMA).is_some() {
-        return;
-    }
-    let Some(url) = database_url("txack_kill_postgres") else {
+    let Some(url) = harness_url() else {
         return;
     };
-    let schema = format!("txack_session_{}", Uuid::new_v4().simple());
-    let journal = std::sync::Arc::new(
-        PgJournal::connect(&url, PgOptions::default().schema(&schema))
-            .await
-            .unwrap(),
-    );
+    let NotifiedOnce {
+        schema,
+        journal,
+        session,
+        mut consumer,
+        n,
+    } = notified_once(&url, "txack_session").await;
     let mut app = client(&url).await;
     app.batch_execute(&format!(
         "CREATE TABLE \"{schema}\".conversation (command uuid PRIMARY KEY)"
@@ -283,12 +234,6 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
     .await
     .unwrap();
     let insert = format!("INSERT INTO \"{schema}\".conversation VALUES ($1)");
-    let session = Session::new(session_id(), journal.clone());
-    let mut consumer = session
-        .register_loop(LoopConfig::new(session_id(), loop_id()))
-        .unwrap();
-    let n = notification(CommandId::new());
-    session.notify_process_completion(n.clone()).await.unwrap();
 
     let received = consumer.recv().await.unwrap();
     let tx = app.transaction().await.unwrap();
@@ -300,7 +245,7 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
     drop(pending);
     let received = consumer.recv().await.unwrap();
     assert_eq!(received.command_id(), n.command_id, "handed again");
-    let report = restore(session_id(), journal.as_ref()).await.unwrap();
+    let report = restore(fixed().session, journal.as_ref()).await.unwrap();
     assert_eq!(report.pending_count(), 1, "nothing acknowledged");
 
     let tx = app.transaction().await.unwrap();
@@ -310,7 +255,7 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
     let pending = received.ack_in_pg(&journal, &tx).await.unwrap();
     tx.commit().await.unwrap();
     pending.committed().await.unwrap();
-    let report = restore(session_id(), journal.as_ref()).await.unwrap();
+    let report = restore(fixed().session, journal.as_ref()).await.unwrap();
     assert_eq!(report.pending_count(), 0, "acknowledged");
     let rows: i64 = app
         .query_one(
@@ -333,24 +278,16 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
 /// held and is handed to the consumer again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_without_a_recorded_outcome_keeps_the_notification() {
-    if std::env::var_os(CHILD_SCHEMA).is_some() {
-        return;
-    }
-    let Some(url) = database_url("txack_kill_postgres") else {
+    let Some(url) = harness_url() else {
         return;
     };
-    let schema = format!("txack_unanswered_{}", Uuid::new_v4().simple());
-    let journal = std::sync::Arc::new(
-        PgJournal::connect(&url, PgOptions::default().schema(&schema))
-            .await
-            .unwrap(),
-    );
-    let session = Session::new(session_id(), journal.clone());
-    let mut consumer = session
-        .register_loop(LoopConfig::new(session_id(), loop_id()))
-        .unwrap();
-    let n = notification(CommandId::new());
-    session.notify_process_completion(n.clone()).await.unwrap();
+    let NotifiedOnce {
+        schema,
+        journal,
+        session,
+        mut consumer,
+        n,
+    } = notified_once(&url, "txack_unanswered").await;
 
     // Never answered.
     let received = consumer.recv().await.unwrap();
@@ -385,7 +322,7 @@ async fn committed_without_a_recorded_outcome_keeps_the_notification() {
         .expect("handed again")
         .unwrap();
     assert_eq!(received.command_id(), n.command_id, "handed again");
-    let report = restore(session_id(), journal.as_ref()).await.unwrap();
+    let report = restore(fixed().session, journal.as_ref()).await.unwrap();
     assert_eq!(report.pending_count(), 1, "nothing acknowledged");
     drop((received, consumer, session));
     journal.close().await;

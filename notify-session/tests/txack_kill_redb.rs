@@ -12,16 +12,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+mod txack_kill_support;
 
-use notify_journal::{AppTableError, RedbJournal, RedbOptions, replay_all};
-use notify_loop::LoopConfig;
-use notify_session::{Session, restore};
-use notify_testkit::kill::{self, xorshift as next};
-use notify_types::{
-    CommandId, JournalRecord, LoopId, NotifyError, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessTerminalReason, SessionEvent, SessionId, Uuid,
+use notify_journal::{AppTableError, RedbJournal, RedbOptions};
+use notify_testkit::kill;
+use txack_kill_support::{
+    Fixed, assert_exactly_once, at_least_once, child_runtime, journaled, kill_rounds,
+    restored_with_a_notifier, say_acked,
 };
 
 const CHILD_DIR: &str = "NOTIFY_TXACK_CHILD_DIR";
@@ -34,23 +31,9 @@ const PLAIN_KILLS: u64 = 60;
 const ROWS: &str = "app/rows";
 const PLAIN_ROWS: redb::TableDefinition<'_, u64, u128> = redb::TableDefinition::new("rows");
 
-fn session_id() -> SessionId {
-    SessionId::from_uuid(Uuid::from_u128(0x7a_0000_0000_0000_0000_0000_0000_0001))
-}
-
-fn loop_id() -> LoopId {
-    LoopId::from_uuid(Uuid::from_u128(0x7a_0000_0000_0000_0000_0000_0000_0002))
-}
-
-fn notification(id: CommandId) -> ProcessCompletionNotification {
-    ProcessCompletionNotification {
-        command_id: id,
-        session_id: session_id(),
-        loop_id: loop_id(),
-        process_handle: format!("job-{id}"),
-        state: ProcessLifecycleState::Exited,
-        reason: ProcessTerminalReason::Exited,
-    }
+/// The session and loop every child run restores.
+fn fixed() -> Fixed {
+    Fixed::new(0x7a)
 }
 
 /// The child: restore, then notify and consume (transactionally or plainly) until
@@ -61,32 +44,9 @@ fn txack_kill_child() {
         return;
     };
     let dir = std::path::PathBuf::from(dir);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
+    child_runtime().block_on(async move {
         let journal = RedbJournal::open(dir.join("journal.redb"), RedbOptions::default()).unwrap();
-        let mut report = restore(session_id(), &journal).await.unwrap();
-        let session = Session::new(session_id(), journal.clone());
-        let mut consumer = session
-            .register_loop(
-                LoopConfig::new(session_id(), loop_id()).seed(report.take_pending(loop_id())),
-            )
-            .unwrap();
-        let notifier = session.clone();
-        tokio::spawn(async move {
-            loop {
-                let n = notification(CommandId::new());
-                // Full: retry the same notification (its frame is journaled).
-                while let Err(NotifyError::DeliveryStopped { .. }) =
-                    notifier.notify_process_completion(n.clone()).await
-                {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            }
-        });
+        let (_session, mut consumer) = restored_with_a_notifier(fixed(), journal.clone()).await;
         let plain =
             (mode == "plain").then(|| redb::Database::create(dir.join("app.redb")).unwrap());
         while let Some(received) = consumer.recv().await {
@@ -113,59 +73,20 @@ fn txack_kill_child() {
                     received.ack().await.unwrap();
                 }
             }
-            kill::say(&format!("ACK {id}")).unwrap();
+            say_acked(id);
         }
     });
 }
 
-/// What the journal records: notifications journaled, and those consumed.
-async fn journaled(journal: &RedbJournal) -> (HashSet<u128>, HashSet<u128>) {
-    let mut notified = HashSet::new();
-    let mut consumed = HashSet::new();
-    for (_, record) in replay_all(journal, session_id()).await.unwrap() {
-        match record {
-            JournalRecord::Command(n) => {
-                notified.insert(n.command_id().as_uuid().as_u128());
-            }
-            JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
-                assert!(
-                    consumed.insert(c.cause().as_uuid().as_u128()),
-                    "consumed twice in the journal"
-                );
-            }
-            _ => {}
-        }
-    }
-    (notified, consumed)
-}
-
-/// Runs `kills` children of `mode` against `dir`, each killed after a random number
-/// of acknowledgements; the IDs they acknowledged.
-fn kill_rounds(dir: &std::path::Path, mode: &str, kills: u64, seed: &mut u64) -> HashSet<u128> {
-    let mut acked = HashSet::new();
-    for _ in 0..kills {
-        let wanted = next(seed) % 12;
-        let lines = kill::run_and_kill(
-            "txack_kill_child",
-            [(CHILD_DIR, dir.to_str().unwrap()), (CHILD_MODE, mode)],
-            &["ACK "],
-            wanted,
-        )
-        .unwrap();
-        for line in lines {
-            acked.insert(line["ACK ".len()..].parse::<u128>().unwrap());
-        }
-    }
-    acked
-}
-
-/// Counts each command ID's rows.
-fn counts(rows: impl IntoIterator<Item = u128>) -> HashMap<u128, usize> {
-    let mut counts = HashMap::new();
-    for id in rows {
-        *counts.entry(id).or_insert(0) += 1;
-    }
-    counts
+/// Runs `kills` children of `mode` against `dir`; the IDs they acknowledged.
+fn kill_children(dir: &std::path::Path, mode: &str, kills: u64) -> std::collections::HashSet<u128> {
+    let mut seed = kill::seed("NOTIFY_TXACK_KILL_SEED");
+    kill_rounds(
+        "txack_kill_child",
+        [(CHILD_DIR, dir.to_str().unwrap()), (CHILD_MODE, mode)],
+        kills,
+        &mut seed,
+    )
 }
 
 #[test]
@@ -173,14 +94,13 @@ fn transactional_acks_leave_exactly_one_row_per_consumed_notification_across_sig
     if std::env::var_os(CHILD_DIR).is_some() {
         return;
     }
-    let mut seed = kill::seed("NOTIFY_TXACK_KILL_SEED");
     let dir = tempfile::tempdir().unwrap();
-    let acked = kill_rounds(dir.path(), "tx", TX_KILLS, &mut seed);
+    let acked = kill_children(dir.path(), "tx", TX_KILLS);
 
     let journal =
         RedbJournal::open(dir.path().join("journal.redb"), RedbOptions::default()).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (notified, consumed) = rt.block_on(journaled(&journal));
+    let (notified, consumed) = rt.block_on(journaled(&journal, fixed().session));
     let rows: Vec<u128> = journal
         .read_app_tables(|t| {
             let Some(table) = t.open_table::<u64, u128>(ROWS)? else {
@@ -189,17 +109,8 @@ fn transactional_acks_leave_exactly_one_row_per_consumed_notification_across_sig
             Ok(table.iter()?.map(|e| e.unwrap().1.value()).collect())
         })
         .unwrap();
-    let counts = counts(rows.iter().copied());
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "rows written twice: {twice:?}");
-    let with_rows: HashSet<u128> = counts.keys().copied().collect();
-    assert_eq!(with_rows, consumed, "rows and consumptions differ");
+    assert_exactly_once(&acked, &consumed, &rows);
     assert!(consumed.is_subset(&notified));
-    assert!(
-        acked.is_subset(&consumed),
-        "an acknowledged notification is not consumed"
-    );
-    assert!(!consumed.is_empty());
     eprintln!(
         "transactional ack: {TX_KILLS} kills, {} journaled, {} consumed, {} rows, 0 duplicates",
         notified.len(),
@@ -213,14 +124,13 @@ fn plain_acks_after_a_separate_write_allow_duplicates_across_sigkills() {
     if std::env::var_os(CHILD_DIR).is_some() {
         return;
     }
-    let mut seed = kill::seed("NOTIFY_TXACK_KILL_SEED");
     let dir = tempfile::tempdir().unwrap();
-    let acked = kill_rounds(dir.path(), "plain", PLAIN_KILLS, &mut seed);
+    let acked = kill_children(dir.path(), "plain", PLAIN_KILLS);
 
     let journal =
         RedbJournal::open(dir.path().join("journal.redb"), RedbOptions::default()).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (_, consumed) = rt.block_on(journaled(&journal));
+    let (_, consumed) = rt.block_on(journaled(&journal, fixed().session));
     let app = redb::Database::create(dir.path().join("app.redb")).unwrap();
     let rows: Vec<u128> = {
         use redb::{ReadableDatabase as _, ReadableTable as _};
@@ -230,11 +140,8 @@ fn plain_acks_after_a_separate_write_allow_duplicates_across_sigkills() {
             Err(_) => Vec::new(),
         }
     };
-    let counts = counts(rows.iter().copied());
-    let duplicates: usize = counts.values().map(|n| n - 1).sum();
     // At least once still holds: every consumption has its row.
-    assert!(consumed.iter().all(|id| counts.contains_key(id)));
-    assert!(acked.is_subset(&consumed));
+    let duplicates = at_least_once(&acked, &consumed, &rows);
     eprintln!(
         "plain ack after a separate write: {PLAIN_KILLS} kills, {} consumed, {} rows, \
          {duplicates} duplicate rows (at-least-once)",

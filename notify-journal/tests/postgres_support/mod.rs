@@ -5,7 +5,7 @@
 pub mod retention;
 pub mod tls_server;
 
-use notify_journal::{PgJournal, PgOptions};
+use notify_journal::{PG_SCHEMA_VERSION, PgJournal, PgOptions};
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId,
@@ -47,6 +47,33 @@ pub async fn drop_schema(url: &str, schema: &str) {
             .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
             .await;
     }
+}
+
+/// Sets `schema` back to schema version `version`: runs `undo` (what the later
+/// versions added, taken away) and forgets the later versions' records.
+pub async fn back_to(raw: &tokio_postgres::Client, schema: &str, version: u32, undo: &str) {
+    raw.batch_execute(&format!(
+        "{undo}
+         DELETE FROM \"{schema}\".schema_version WHERE version > {version};"
+    ))
+    .await
+    .unwrap();
+}
+
+/// Opens the journal on `schema` (the connect migrates it) and checks that the schema
+/// is then at the current version.
+pub async fn migrated(url: &str, schema: &str, raw: &tokio_postgres::Client) -> PgJournal {
+    let j = journal(url, schema, PgOptions::default()).await;
+    let version: i32 = raw
+        .query_one(
+            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(u32::try_from(version).unwrap(), PG_SCHEMA_VERSION);
+    j
 }
 
 /// A raw client for poking at the tables directly.

@@ -1,9 +1,11 @@
-//! What the two acknowledgement benches (`txack`, `txack_pg`) share: a session whose
-//! loops already hold their notifications, and the measured loop over its consumers.
+//! What the two acknowledgement benches (`txack`, `txack_pg`) share: the criterion
+//! group, a session whose loops already hold their notifications, and the measured
+//! loop over its consumers.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use criterion::{BenchmarkId, Criterion, Throughput};
 use notify_journal::JournalBackend;
 use notify_loop::LoopConfig;
 use notify_session::{Session, SessionConsumer, SessionReceived};
@@ -12,12 +14,37 @@ use notify_types::{
     SessionId,
 };
 
-pub(crate) fn runtime() -> tokio::runtime::Runtime {
+fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// The group both benches run, named `group`: `plain/N` and `tx/N` for 1 and 64
+/// consumers (criterion IDs `GROUP/plain/1`, `GROUP/tx/64`, ..., which the xtask's
+/// bench figures read), each sample timed by the engine's `acks(rt, consumers, tx,
+/// iters)`.
+pub(crate) fn ack_group(
+    c: &mut Criterion,
+    group: &str,
+    acks: impl Fn(&tokio::runtime::Runtime, usize, bool, u64) -> Duration,
+) {
+    let rt = runtime();
+    let mut g = c.benchmark_group(group);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    for consumers in [1usize, 64] {
+        for (name, tx) in [("plain", false), ("tx", true)] {
+            g.bench_with_input(BenchmarkId::new(name, consumers), &(), |b, ()| {
+                b.iter_custom(|iters| acks(&rt, consumers, tx, iters));
+            });
+        }
+    }
+    g.finish();
 }
 
 /// A session over `journal` with `consumers` loops, each holding `per` notifications

@@ -1,5 +1,6 @@
 //! Support for the host runtime's tests: a wrapper counting and failing renewals, an
-//! application that registers one seeded loop per session, and notifications.
+//! application that registers one seeded loop per session, notifications, starting a
+//! host, waiting for what the application saw, and a session ended under a host.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -11,7 +12,10 @@ use notify_journal::{
     BoxFuture, JournalLeases, Lease, LeaseError, LeaseInfo, Renewal, StorageError,
 };
 use notify_loop::LoopConfig;
-use notify_session::{AppError, HostApp, RestoreReport, Session, SessionConsumer, StopReason};
+use notify_session::{
+    AppError, HostApp, HostBuilder, IfPending, RestoreReport, Session, SessionConsumer,
+    SessionHost, SessionReceived, StopReason,
+};
 use notify_types::{
     CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState, ProcessTerminalReason,
     SessionId, Uuid,
@@ -174,6 +178,117 @@ pub(crate) async fn next_seen(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
         .expect("the host dropped the application")
 }
 
+/// The next thing the application saw, which must be a start: the session, how many
+/// notifications were seeded, and its consumer.
+pub(crate) async fn started(
+    rx: &mut mpsc::UnboundedReceiver<Seen>,
+) -> (SessionId, usize, SessionConsumer) {
+    match next_seen(rx).await {
+        Seen::Started {
+            session,
+            seeded,
+            consumer,
+        } => (session, seeded, consumer),
+        Seen::Stopped { session, why } => panic!("expected a start, saw {session} stop: {why}"),
+    }
+}
+
+/// Waits for the application to see `id` stopped (passing over whatever else it saw
+/// first), answering why.
+pub(crate) async fn stop_of(rx: &mut mpsc::UnboundedReceiver<Seen>, id: SessionId) -> StopReason {
+    loop {
+        if let Seen::Stopped { session, why } = next_seen(rx).await
+            && session == id
+        {
+            return why;
+        }
+    }
+}
+
+/// Starts a host on `journal`, once `configure` has set its options (application,
+/// intervals, grace, adoption).
+pub(crate) async fn start_host<J>(
+    journal: Arc<J>,
+    configure: impl FnOnce(HostBuilder<J>) -> HostBuilder<J>,
+) -> SessionHost<J>
+where
+    J: JournalLeases + 'static,
+{
+    configure(SessionHost::builder(journal))
+        .start()
+        .await
+        .unwrap()
+}
+
+/// [`start_host`] for a host that adopts nothing (it serves only what it opens).
+pub(crate) async fn opening_host<J>(
+    journal: Arc<J>,
+    configure: impl FnOnce(HostBuilder<J>) -> HostBuilder<J>,
+) -> SessionHost<J>
+where
+    J: JournalLeases + 'static,
+{
+    start_host(journal, |h| configure(h.adopt(false))).await
+}
+
+/// [`start_host`] for a host that looks for orphans to adopt every `every` (besides
+/// the engine's announcements).
+pub(crate) async fn adopting_host<J>(
+    journal: Arc<J>,
+    every: Duration,
+    configure: impl FnOnce(HostBuilder<J>) -> HostBuilder<J>,
+) -> SessionHost<J>
+where
+    J: JournalLeases + 'static,
+{
+    start_host(journal, |h| configure(h.adopt_every(every))).await
+}
+
+/// A session ended under a host, with a notification received before the end and not
+/// acknowledged: see [`ended_with_one_received`].
+pub(crate) struct EndedUnderHost<J: JournalLeases + 'static> {
+    pub(crate) host: SessionHost<J>,
+    pub(crate) id: SessionId,
+    /// The session's handle from the open, kept alive as an application would.
+    pub(crate) session: Session,
+    /// The loop's consumer, kept alive as an application would.
+    pub(crate) consumer: SessionConsumer,
+    pub(crate) received: SessionReceived,
+}
+
+/// A host on `journal` (renewing every 50 ms, application [`OneLoop`]) that opened a
+/// session, notified it once, received that notification and ended the session
+/// (abandoning what was pending); returns once the keeper stopped the ended session
+/// (`StopReason::Ended`, asserted).
+pub(crate) async fn ended_with_one_received<J>(journal: Arc<J>) -> EndedUnderHost<J>
+where
+    J: JournalLeases + 'static,
+{
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = opening_host(journal, |h| {
+        h.renew_every(Duration::from_millis(50)).app(app)
+    })
+    .await;
+    let id = SessionId::new();
+    let session = host.open(id).await.unwrap();
+    let (_, _, mut consumer) = started(&mut seen).await;
+    session
+        .notify_process_completion(notification(id, loop_id))
+        .await
+        .unwrap();
+    let received = consumer.recv().await.unwrap();
+    session.end(IfPending::Abandon).await.unwrap();
+    assert_eq!(stop_of(&mut seen, id).await, StopReason::Ended);
+    EndedUnderHost {
+        host,
+        id,
+        session,
+        consumer,
+        received,
+    }
+}
+
 /// A valid completion notification for `loop_id` in `session`.
 pub(crate) fn notification(session: SessionId, loop_id: LoopId) -> ProcessCompletionNotification {
     ProcessCompletionNotification {
@@ -189,7 +304,7 @@ pub(crate) fn notification(session: SessionId, loop_id: LoopId) -> ProcessComple
 /// The session `id` once `host` serves it: its `HostApp::started` has returned (the
 /// application hears of the start from inside `started`, a moment before). Waits
 /// within [`WAIT`].
-pub(crate) async fn served<J>(host: &notify_session::SessionHost<J>, id: SessionId) -> Session
+pub(crate) async fn served<J>(host: &SessionHost<J>, id: SessionId) -> Session
 where
     J: JournalLeases + 'static,
 {
