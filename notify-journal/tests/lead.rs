@@ -35,10 +35,12 @@ fn committed_within(j: &RedbJournal, s: SessionId, i: u64) -> Option<u64> {
     }
 }
 
-/// Appends commands `0..n` of `s`, each awaited: a lone appender, so the appends after
-/// the first lead and the writer thread is left asleep.
+/// Appends commands `0..n` of `s`, each awaited: a lone appender, so its appends lead
+/// and the writer thread is left asleep (the pauses let it fall asleep first; the
+/// tests' assertions hold whether or not an append leads).
 async fn lone_appends(j: &RedbJournal, s: SessionId, n: u64) {
     for i in 0..n {
+        std::thread::sleep(Duration::from_millis(3));
         j.append(s, command(s, i)).await.unwrap();
     }
 }
