@@ -51,11 +51,13 @@ fn an_append_future_held_unpolled_is_committed_by_the_writer_thread() {
     let j = open_default(&dir.path().join("j.redb"));
     let rt = runtime();
     let s = session(1);
-    let held = rt.block_on(async {
-        lone_appends(&j, s, 5).await;
-        // Queued (and holding the lead, if it took it) but not polled.
+    rt.block_on(lone_appends(&j, s, 5));
+    // Queued (and holding the lead, if it took it) but not polled; created inside the
+    // runtime, as an application would.
+    let held = {
+        let _entered = rt.enter();
         j.append(s, command(s, 5))
-    });
+    };
     let reader = j.clone();
     let seq = rt.block_on(async move {
         tokio::task::spawn_blocking(move || committed_within(&reader, s, 5))
