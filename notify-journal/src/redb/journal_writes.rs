@@ -40,12 +40,13 @@ impl RedbJournal {
     ///
     /// The request is queued when this is called, not when the future is first polled.
     /// An append that finds the writer idle is written by this future itself when first
-    /// polled (in `tokio::task::block_in_place` on a multi-thread runtime; see
-    /// `docs/design.md`); any other append, or this future dropped, hands it to the
-    /// writer thread. Poll the future promptly (await it, or spawn it): while a
-    /// future that took the lead is neither polled nor dropped, its record is not
-    /// written until another request wakes the writer, so awaiting something that
-    /// waits for this record before awaiting this future can wait forever.
+    /// polled, under a multi-thread runtime's handle: it then blocks its thread for its
+    /// own batch's commit, like a synchronous write (see `docs/design.md`, "The lone
+    /// appender leads"). Any other append, or this future dropped, hands it to the
+    /// writer thread. A future that took the lead but is polled late, never, or leaked
+    /// still has its record written: the writer thread takes a lead left pending for a
+    /// few ms over (about 8 ms at most), so awaiting something that waits for this
+    /// record before awaiting this future only delays it that much.
     ///
     /// # Cancel safety
     ///
@@ -87,7 +88,7 @@ impl RedbJournal {
         check_append(session, record, self.inner.max_record_bytes)?;
         let (request, rx) = request(session, record);
         let lead = self.inner.queue.submit(Queued::One(request), true)?;
-        Ok((rx, lead.then(|| Claim(Arc::clone(&self.inner.lead)))))
+        Ok((rx, lead.map(|n| Claim(Arc::clone(&self.inner.lead), n))))
     }
 
     /// [`JournalBackend::append_all`]: appends `records` to `session`'s log as one

@@ -164,6 +164,10 @@ impl Writer {
         // the batch fails, the handle is poisoned like after a failed commit, and every
         // appender gets a typed error.
         let result = w.contained("writing", Writer::write_batch);
+        #[cfg(test)]
+        if w.leading {
+            lead::fault::turn();
+        }
         w.owed = w.owed.saturating_sub(batch_started.elapsed());
         span.record("batch", w.batch.len());
         w.tuning.last_batch = w.batch.len();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use notify_types::{SessionId, Timestamp};
 use tokio::sync::oneshot;
 
-use super::tuning::{RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
+use super::tuning::{LEAD_IDLE, LEAD_TICK, RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, JournalError, StorageError};
 use crate::redb::app_tables::{AppTxnError, AppWrite};
@@ -154,9 +154,19 @@ struct QueueState {
     wake_at: usize,
     /// The writer thread is asleep, waiting for work.
     asleep: bool,
+    /// The writer thread sleeps with a timeout ([`LEAD_TICK`] at most), so an
+    /// appender may take the lead: the thread looks again in bounded time and writes
+    /// a batch that a leader has left queued.
+    lead_window: bool,
     /// An appender has taken the lead (`lead.rs`): it writes what is queued on its
     /// own thread; no other appender takes it meanwhile.
     led: bool,
+    /// When the current lead was taken.
+    led_at: Instant,
+    /// Leads taken so far; the current lead's number names it ([`Queue::release_lead`]).
+    leads: u64,
+    /// An appender or a chore has woken the sleeping thread for work (not a leader's).
+    kicked: bool,
 }
 
 /// The queue between appenders and the writer.
@@ -195,7 +205,11 @@ impl Queue {
                 closed: false,
                 wake_at: 1,
                 asleep: false,
+                lead_window: false,
                 led: false,
+                led_at: Instant::now(),
+                leads: 0,
+                kicked: false,
             }),
             ready: Condvar::new(),
             pending: AtomicUsize::new(0),
@@ -254,9 +268,16 @@ impl Queue {
     /// Queues a request or a group; refuses it if the journal is closed or poisoned.
     ///
     /// With `may_lead`, the caller takes the lead when nothing else is waiting and the
-    /// writer thread is asleep: then `true`, the thread is not woken, and the caller
-    /// must write the batch itself or hand it back ([`Queue::release_lead`]).
-    pub(crate) fn submit(&self, request: Queued, may_lead: bool) -> Result<bool, AppendError> {
+    /// writer thread is asleep in a lead window: then `Some(lead)`, the thread is not
+    /// woken, and the caller should write the batch itself, then hand the lead back
+    /// ([`Queue::release_lead`] with `lead`). A caller that does neither (its future
+    /// polled late or never) delays its request by a few ms at most: the thread takes
+    /// a lead left pending for [`Tuning::lead_wait`] over and writes the batch.
+    pub(crate) fn submit(
+        &self,
+        request: Queued,
+        may_lead: bool,
+    ) -> Result<Option<u64>, AppendError> {
         let mut st = lock(&self.state);
         if st.closed {
             return Err(AppendError::Closed);
@@ -264,26 +285,47 @@ impl Queue {
         if self.is_poisoned() {
             return Err(self.refusal());
         }
-        let lead = may_lead && st.asleep && !st.led && st.items.is_empty() && st.chores.is_empty();
-        st.led |= lead;
+        let lead = may_lead
+            && st.asleep
+            && st.lead_window
+            && !st.led
+            && st.items.is_empty()
+            && st.chores.is_empty();
         st.items.push_back(request);
         self.pending.store(st.items.len(), Ordering::Release);
+        if lead {
+            st.led = true;
+            st.led_at = Instant::now();
+            st.leads += 1;
+            return Ok(Some(st.leads));
+        }
         // Only the leader leaves the thread asleep: an append queued behind a lead
         // wakes it, so it never waits on a leader's future that is not polled yet.
-        if st.items.len() >= st.wake_at && !lead {
+        if st.items.len() >= st.wake_at {
+            st.kicked = true;
             self.ready.notify_one();
         }
-        Ok(lead)
+        Ok(None)
     }
 
-    /// Ends the lead taken by [`Queue::submit`]: wakes the writer thread if work is
-    /// left for it.
-    pub(super) fn release_lead(&self) {
+    /// Ends lead number `lead` taken by [`Queue::submit`] (unless the writer thread
+    /// has taken it over meanwhile): wakes the writer thread if work is left for it.
+    pub(super) fn release_lead(&self, lead: u64) {
         let mut st = lock(&self.state);
-        st.led = false;
+        if st.leads == lead {
+            st.led = false;
+        }
         if !st.items.is_empty() || !st.chores.is_empty() || st.closed {
+            st.kicked = true;
             self.ready.notify_one();
         }
+    }
+
+    /// Whether an append submitted now would take the lead.
+    #[cfg(test)]
+    pub(crate) fn lead_may_be_taken(&self) -> bool {
+        let st = lock(&self.state);
+        st.asleep && st.lead_window && !st.led && st.items.is_empty() && st.chores.is_empty()
     }
 
     /// Whether a request or a chore is queued.
@@ -306,6 +348,7 @@ impl Queue {
         st.chores.push_back(chore);
         // Whatever the writer waits for (appends to linger for, or work at all), a
         // chore ends the wait: a lingering batch commits and the chore runs next.
+        st.kicked = true;
         self.ready.notify_one();
     }
 
@@ -411,20 +454,67 @@ impl Queue {
         }
         let mut st = lock(&self.state);
         let mut slept = false;
-        while st.items.is_empty() && st.chores.is_empty() {
+        let mut taken_over = false;
+        // Each sleep opens with a lead window: the thread sleeps with a timeout, so a
+        // lone appender may lead (`lead.rs`) and the thread still writes a batch its
+        // leader leaves queued (a future polled late, never, or leaked). The window
+        // stays open while leads are taken; [`LEAD_IDLE`] without any closes it, and
+        // the thread sleeps without a timeout (an idle journal costs no wake-ups), so
+        // the next append wakes it.
+        let mut window = true;
+        let mut leads_seen = st.leads;
+        let mut last_lead = Instant::now();
+        st.kicked = false;
+        loop {
+            let work = !st.items.is_empty() || !st.chores.is_empty();
+            // Work found awake, queued behind a lead, or left by a leader: the thread's.
+            if work && (!slept || !st.led || st.kicked || st.closed) {
+                break;
+            }
+            if work && st.led_at.elapsed() >= tuning.lead_wait() {
+                // The leader has not written its batch in time: take it over (the
+                // leader, polled at last, finds its answer or awaits it).
+                st.led = false;
+                taken_over = true;
+                break;
+            }
             if st.closed {
                 return false;
             }
             st.wake_at = 1;
             slept = true;
             st.asleep = true;
-            st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
+            if st.led || window {
+                st.lead_window = true;
+                let timeout = if st.led && work {
+                    tuning.lead_wait().saturating_sub(st.led_at.elapsed())
+                } else {
+                    LEAD_TICK
+                };
+                let (guard, waited) = self
+                    .ready
+                    .wait_timeout(st, timeout)
+                    .unwrap_or_else(PoisonError::into_inner);
+                st = guard;
+                if waited.timed_out() && !st.led {
+                    if st.leads != leads_seen {
+                        leads_seen = st.leads;
+                        last_lead = Instant::now();
+                    }
+                    window = last_lead.elapsed() < LEAD_IDLE;
+                }
+            } else {
+                st.lead_window = false;
+                st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
         }
         st.asleep = false;
+        st.lead_window = false;
+        st.kicked = false;
         st.wake_at = usize::MAX;
         drop(st);
         let idle = idle_since.elapsed();
-        if slept {
+        if slept && !taken_over {
             self.wakeups.fetch_add(1, Ordering::Relaxed);
         }
         if tuning.last_batch > 0 && idle < RETURN_SAMPLE_MAX {

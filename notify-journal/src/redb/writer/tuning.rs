@@ -9,6 +9,19 @@ use crate::redb::options::RedbOptions;
 pub(super) const SPIN_MIN: Duration = Duration::from_micros(50);
 /// The longest it spins (bounds the CPU a vanished appender costs after a commit).
 pub(super) const SPIN_MAX: Duration = Duration::from_micros(400);
+/// How often the writer thread, asleep while a lead may be taken (`queue.rs`), looks
+/// whether one was taken and left pending: a lead is granted without waking it.
+pub(super) const LEAD_TICK: Duration = Duration::from_millis(4);
+/// How long the writer thread keeps taking such looks after the last lead was taken;
+/// then it sleeps without a timeout (an idle journal costs no wake-ups), and the next
+/// append wakes it instead of leading.
+pub(super) const LEAD_IDLE: Duration = Duration::from_millis(250);
+/// The shortest a lead may stay pending (its request queued, its batch not written)
+/// before the writer thread takes it over.
+const LEAD_WAIT_MIN: Duration = Duration::from_millis(1);
+/// The longest (with [`LEAD_TICK`], a future polled late, never, or leaked delays its
+/// record by 8 ms at most).
+const LEAD_WAIT_MAX: Duration = Duration::from_millis(4);
 /// A return slower than this is an idle spell, not a round trip: it is not averaged.
 pub(super) const RETURN_SAMPLE_MAX: Duration = Duration::from_millis(2);
 
@@ -43,6 +56,13 @@ impl Tuning {
 
     pub(super) fn linger_budget(&self) -> Duration {
         self.max_commit_delay.min(self.commit_ewma / 2)
+    }
+
+    /// How long a lead may stay pending before the writer thread takes it over: a few
+    /// commits' time, within 1 to 4 ms (a leader polled promptly starts well within
+    /// it; a slow start costs the hand-off the lead saves, no more).
+    pub(super) fn lead_wait(&self) -> Duration {
+        (self.commit_ewma * 4).clamp(LEAD_WAIT_MIN, LEAD_WAIT_MAX)
     }
 
     /// The pause in arrivals after which lingering stops.
