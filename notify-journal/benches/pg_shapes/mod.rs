@@ -8,6 +8,11 @@
 //! in another fresh schema, from a pool of min(N, 64) connections; [`ROUNDS`] rounds,
 //! alternating which side goes first, and the medians are recorded as
 //! `pg_shapes/{hot8,own}/N/{journal,bare}` (appends per second).
+//!
+//! `PG_SHAPES_WRITERS=2,8` (a comma-separated list of writer counts) also measures
+//! the journal with those [`PgOptions::writers`] in every round, beside the same bare
+//! runs, recorded as `pg_shapes/{hot8,own}/N/journal_wK`: a lever compared paired.
+//! `PG_SHAPES_APPENDERS=64,1024` measures only those appender counts.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -102,13 +107,20 @@ async fn fresh_schema(url: &str, schema: &str) {
 }
 
 /// [`RECORDS`] appends by `appenders` concurrent appenders, in a fresh schema.
-async fn journal(url: &str, shape: Shape, appenders: u64, pad: usize) -> Duration {
+/// `writers`: `None` for the default options.
+async fn journal(
+    url: &str,
+    shape: Shape,
+    appenders: u64,
+    pad: usize,
+    writers: Option<usize>,
+) -> Duration {
     fresh_schema(url, JOURNAL_SCHEMA).await;
-    let j = Arc::new(
-        PgJournal::connect(url, PgOptions::default().schema(JOURNAL_SCHEMA))
-            .await
-            .unwrap(),
-    );
+    let mut options = PgOptions::default().schema(JOURNAL_SCHEMA);
+    if let Some(w) = writers {
+        options = options.writers(w);
+    }
+    let j = Arc::new(PgJournal::connect(url, options).await.unwrap());
     let sessions = shape.sessions(appenders);
     let per = RECORDS.div_ceil(appenders);
     // Encoded before the clock starts, as the bare side's bytes are.
@@ -196,35 +208,78 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The extra writer counts of `PG_SHAPES_WRITERS`.
+fn extra_writers() -> Vec<usize> {
+    std::env::var("PG_SHAPES_WRITERS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|w| !w.trim().is_empty())
+        .map(|w| w.trim().parse().unwrap())
+        .collect()
+}
+
+/// The appender counts to measure: `PG_SHAPES_APPENDERS`, else 1, 64 and 1024.
+fn appender_counts() -> Vec<u64> {
+    let only: Vec<u64> = std::env::var("PG_SHAPES_APPENDERS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|n| !n.trim().is_empty())
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    if only.is_empty() {
+        vec![1, 64, 1024]
+    } else {
+        only
+    }
+}
+
 /// Measures every shape and appender count; records the medians.
 pub(crate) fn run(url: &str) {
     let rt = runtime();
     let pad = pad();
+    // `None`: the default options; then the extra writer counts.
+    let variants: Vec<Option<usize>> = std::iter::once(None)
+        .chain(extra_writers().into_iter().map(Some))
+        .collect();
+    let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
     for shape in [Shape::Hot8, Shape::Own] {
-        for appenders in [1_u64, 64, 1024] {
-            let (mut js, mut bs) = (Vec::new(), Vec::new());
+        for &appenders in &appender_counts() {
+            let mut js = vec![Vec::new(); variants.len()];
+            let mut bs = Vec::new();
             for round in 0..ROUNDS {
-                let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
-                let (j, b) = rt.block_on(async {
-                    if round % 2 == 0 {
-                        let j = journal(url, shape, appenders, pad).await;
-                        (j, bare(url, appenders, pad).await)
+                rt.block_on(async {
+                    if round % 2 == 1 {
+                        bs.push(rate(bare(url, appenders, pad).await));
+                    }
+                    // Every other round the variants run in reverse order.
+                    let order: Vec<usize> = if round % 2 == 0 {
+                        (0..variants.len()).collect()
                     } else {
-                        let b = bare(url, appenders, pad).await;
-                        (journal(url, shape, appenders, pad).await, b)
+                        (0..variants.len()).rev().collect()
+                    };
+                    for v in order {
+                        let d = journal(url, shape, appenders, pad, variants[v]).await;
+                        js[v].push(rate(d));
+                    }
+                    if round % 2 == 0 {
+                        bs.push(rate(bare(url, appenders, pad).await));
                     }
                 });
-                js.push(rate(j));
-                bs.push(rate(b));
             }
             let name = format!("pg_shapes/{}/{appenders}", shape.name());
-            let shown: Vec<String> = js
-                .iter()
-                .zip(&bs)
-                .map(|(j, b)| format!("{j:.0}/{b:.0}"))
-                .collect();
-            eprintln!("{name}: journal/bare per round {}", shown.join(" "));
-            metric(&format!("{name}/journal"), median(js), "/s");
+            for (v, rates) in variants.iter().zip(js) {
+                let label = match v {
+                    None => "journal".to_owned(),
+                    Some(w) => format!("journal_w{w}"),
+                };
+                let shown: Vec<String> = rates
+                    .iter()
+                    .zip(&bs)
+                    .map(|(j, b)| format!("{j:.0}/{b:.0}"))
+                    .collect();
+                eprintln!("{name}: {label}/bare per round {}", shown.join(" "));
+                metric(&format!("{name}/{label}"), median(rates), "/s");
+            }
             metric(&format!("{name}/bare"), median(bs), "/s");
         }
     }

@@ -26,6 +26,7 @@ impl PgJournal {
             return Err(AppendError::Closed);
         };
         let (reply, answer) = oneshot::channel();
+        let (writer, pin) = queue.route(session.as_uuid());
         let req = AppendReq {
             session: *session.as_uuid(),
             key: record.key(),
@@ -34,9 +35,9 @@ impl PgJournal {
             bytes,
             epoch,
             reply,
+            _pin: pin,
         };
-        queue
-            .route(&req.session)
+        writer
             .send(Job::One(req))
             .await
             .map_err(|_| self.writer_gone())?;
@@ -67,8 +68,12 @@ impl PgJournal {
         };
         let mut requests = Vec::with_capacity(records.len());
         let mut answers = Vec::with_capacity(records.len());
+        let mut writer = None;
         for (record, bytes) in records.iter().zip(encoded) {
             let (reply, answer) = oneshot::channel();
+            // One pin per record: every record of the group is on the same writer.
+            let (sender, pin) = queue.route(session.as_uuid());
+            writer = Some(sender);
             requests.push(AppendReq {
                 session: *session.as_uuid(),
                 key: record.key(),
@@ -77,6 +82,7 @@ impl PgJournal {
                 bytes,
                 epoch,
                 reply,
+                _pin: pin,
             });
             answers.push(answer);
         }
@@ -85,8 +91,10 @@ impl PgJournal {
             requests,
             if_head,
         };
-        queue
-            .route(session.as_uuid())
+        let Some(writer) = writer else {
+            return Ok(Vec::new());
+        };
+        writer
             .send(Job::Group(group))
             .await
             .map_err(|_| self.writer_gone())?;

@@ -26,7 +26,8 @@
 //! * **Group commit.** Writer tasks ([`PgOptions::writers`], each with its own
 //!   connection and channel) each commit, as one batch, everything queued on their
 //!   channel while their last batch was in flight (a lone append commits at once).
-//!   A session's appends always go to the same writer, so the journal's own
+//!   A session's appends in flight all go to the same writer (a session with none
+//!   goes to the least busy writer), so the journal's own
 //!   batches never wait for each other's session row locks; writers of different
 //!   sessions commit in parallel.
 //! * **Many processes, one session.** Every append transaction locks its sessions'
@@ -263,7 +264,7 @@ pub struct PgJournal {
     connector: Arc<Connector>,
     /// The read connection (never locked across an await).
     reader: Mutex<ReaderSlot>,
-    /// The writers' channels (a session's appends always to the same writer);
+    /// The writers' channels (a session's appends in flight all to the same writer);
     /// `None` once closed.
     queue: Mutex<Option<Arc<writer::Senders>>>,
     writers: Mutex<Vec<JoinHandle<()>>>,
