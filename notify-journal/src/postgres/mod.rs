@@ -150,8 +150,10 @@ use crate::retention::{PurgeStep, SessionState};
 /// batch uses a fresh connection: a PostgreSQL transaction that did not commit
 /// leaves nothing behind, so a failed batch never poisons the journal. Only crashed
 /// writer tasks do: a batch whose writer crashed is
-/// [`AppendError::CommitFailed`], and once every writer has crashed later appends
-/// get [`AppendError::Poisoned`].
+/// [`AppendError::CommitFailed`], a later append to a session that still has appends
+/// in flight on that writer is [`AppendError::Poisoned`] (nothing written), other
+/// sessions go to the writers still running, and once every writer has crashed
+/// every append gets [`AppendError::Poisoned`].
 ///
 /// # Schema versions
 ///

@@ -186,7 +186,7 @@ impl PgOptions {
     /// How many group-commit writers, each with its own connection, may have a
     /// batch in flight at once (default 3, at least 1, at most 64). A session's
     /// appends in flight all go to the same writer (a session with none goes to the
-    /// writer with the fewest appends in flight), so the journal's batches never wait for each other's session row locks. Each
+    /// running writer with the fewest appends in flight), so the journal's batches never wait for each other's session row locks. Each
     /// writer commits, as one batch, everything that reached it while its last batch
     /// was in flight: a lone append commits alone, at once, and a busy journal keeps
     /// a commit going on every writer while the next batches grow. The first

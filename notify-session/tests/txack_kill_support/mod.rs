@@ -28,8 +28,9 @@ pub(crate) struct Fixed {
 }
 
 impl Fixed {
-    /// The session `TAG000…0001` and the loop `TAG000…0002` (`tag` the UUID's first
-    /// byte, one per test file).
+    /// The session `00TT0000-…-000000000001` and the loop `00TT0000-…-000000000002`
+    /// (`TT` is `tag` in hex: the UUID's second byte, bits 112–119 of its `u128`; one
+    /// tag per test file).
     pub(crate) fn new(tag: u8) -> Self {
         let base = u128::from(tag) << 112;
         Self {

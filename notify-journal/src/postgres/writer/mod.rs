@@ -83,8 +83,9 @@ impl Writer {
     /// Runs until every sender is gone, committing one batch per loop: the first
     /// append that arrives and whatever queued on this writer's channel meanwhile (at
     /// most `max_batch`), i.e. everything that arrived while its last batch was in
-    /// flight. Each session's appends come to one writer only, so this writer's
-    /// batch never waits for another writer's lock on a session row. An atomic group
+    /// flight. While a session has appends in flight they all come to one writer
+    /// ([`Senders::route`]), so this writer's batch never waits for another writer's
+    /// lock on a session row. An atomic group
     /// ends the gathering: the batch gathered before it commits first, then the group
     /// on its own.
     pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<Job>, queue: Arc<Queue>) {

@@ -50,11 +50,11 @@ pub(crate) enum Job {
     Group(GroupReq),
 }
 
-/// The writers' channels: one per writer. A session with appends in flight (sent and
-/// not yet answered) stays on the writer it is pinned to ([`Senders::route`]), so
-/// that no two writers of this journal ever hold batches that touch the same session
-/// row (see `docs/postgres.md`, "Group commit"); a session with none goes to the
-/// writer with the fewest appends in flight.
+/// The writers' channels: one per writer. A session with appends in flight (routed
+/// and not yet answered) stays on the writer it is pinned to ([`Senders::route`]),
+/// so that no two writers of this journal ever hold batches that touch the same
+/// session row (see `docs/postgres.md`, "Group commit"); a session with none goes to
+/// the live writer with the fewest appends in flight.
 pub(crate) struct Senders {
     channels: Vec<mpsc::Sender<Job>>,
     pins: Arc<Mutex<Pins>>,
@@ -111,7 +111,14 @@ impl Senders {
 
     /// The channel of the writer that commits this append to `session`, and the
     /// append's pin on it: the writer the session's appends in flight are on, else
-    /// the one with the fewest appends in flight (the first of those).
+    /// the live writer (its task still running) with the fewest appends in flight
+    /// (the first of those).
+    ///
+    /// A session stays on its writer even if that writer's task ended: its appends
+    /// in flight there have failed, and so does this one (the send fails, the
+    /// journal says [`AppendError::Poisoned`]), so no two writers ever hold appends
+    /// of one session at once. Once they are all answered (dropped with the dead
+    /// writer's queue) the session is idle and its next append goes to a live writer.
     pub(crate) fn route(&self, session: &Uuid) -> (&mpsc::Sender<Job>, Pin) {
         let mut pins = lock(&self.pins);
         let writer = match pins.sessions.get_mut(session) {
@@ -120,12 +127,20 @@ impl Senders {
                 *writer
             }
             None => {
-                let writer = pins
-                    .load
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, load)| **load)
-                    .map_or(0, |(w, _)| w);
+                // A writer whose task ended (its receiver is gone) has no load left
+                // and would come first: skip it while a live one exists. With none
+                // alive, any channel will do: the send fails and says why.
+                let least_busy = |live: bool| {
+                    pins.load
+                        .iter()
+                        .enumerate()
+                        .filter(|(w, _)| {
+                            !live || self.channels.get(*w).is_some_and(|c| !c.is_closed())
+                        })
+                        .min_by_key(|(_, load)| **load)
+                        .map(|(w, _)| w)
+                };
+                let writer = least_busy(true).or_else(|| least_busy(false)).unwrap_or(0);
                 pins.sessions.insert(*session, (writer, 1));
                 writer
             }
@@ -229,5 +244,40 @@ mod tests {
         drop((pa1, pa2, pb));
         // Idle again: the first writer takes the next lone append.
         assert_eq!(writer_of(&senders, &b).0, 0);
+    }
+
+    #[test]
+    fn an_idle_session_never_goes_to_a_dead_writer_while_a_live_one_exists() {
+        let (senders, mut rx) = Senders::new(3, 8);
+        let busy = Uuid::new_v4();
+        let (w0, busy_pin) = writer_of(&senders, &busy);
+        let (w1, p1) = writer_of(&senders, &Uuid::new_v4());
+        let (w2, p2) = writer_of(&senders, &Uuid::new_v4());
+        assert_eq!((w0, w1, w2), (0, 1, 2));
+        // Writer 0's task ends: its receiver is dropped.
+        drop(rx.remove(0));
+        // While `busy` has an append in flight there, its next one goes there too
+        // (and its send fails): never two writers for one session.
+        let (again, again_pin) = writer_of(&senders, &busy);
+        assert_eq!(again, 0);
+        assert!(senders.channels[0].is_closed());
+        // Its appends answered (dropped with the dead writer's queue), writer 0 has
+        // no load left and would come first; idle sessions, `busy` included, go to
+        // the live writers only, by load.
+        drop((busy_pin, again_pin));
+        let mut pins = vec![p1, p2];
+        let idle = std::iter::once(busy).chain((0..5).map(|_| Uuid::new_v4()));
+        for session in idle {
+            let (w, pin) = writer_of(&senders, &session);
+            assert_ne!(w, 0, "an idle session was routed to the dead writer");
+            pins.push(pin);
+        }
+        assert_eq!(lock(&senders.pins).load, vec![0, 4, 4]);
+        // Every writer dead: routing still answers, with a channel whose send fails.
+        drop(pins);
+        rx.clear();
+        assert!(senders.channels.iter().all(mpsc::Sender::is_closed));
+        let (w, _pin) = writer_of(&senders, &Uuid::new_v4());
+        assert_eq!(w, 0);
     }
 }
