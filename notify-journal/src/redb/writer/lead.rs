@@ -438,6 +438,35 @@ mod tests {
     }
 
     #[test]
+    fn after_a_batch_under_load_the_thread_sleeps_with_no_lead_window() {
+        let (_dir, j) = open();
+        let rt = runtime(2);
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        // Groups (they never lead) queued while the writer's lock is held: the thread
+        // writes them as one batch of `commit_siblings` (4), a batch under load.
+        let mut groups = Vec::new();
+        {
+            let _held = j.inner.lead.writer();
+            for _ in 0..4 {
+                groups.push(j.append_all(session(), vec![record(i)], None));
+                i += 1;
+            }
+        }
+        for group in groups {
+            rt.block_on(group).unwrap();
+        }
+        until("the writer thread never fell asleep", || {
+            j.inner.queue.asleep()
+        });
+        assert!(
+            j.inner.queue.sleeps_without_window(),
+            "the thread opened a lead window after a batch under load"
+        );
+    }
+
+    #[test]
     fn a_transactional_append_queued_behind_a_lead_runs_on_the_writer_thread() {
         let (_dir, j) = open();
         let rt = runtime(2);

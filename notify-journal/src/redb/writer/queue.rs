@@ -335,6 +335,12 @@ impl Queue {
         (st.leads, st.led)
     }
 
+    /// Whether the writer thread sleeps, waiting for work.
+    #[cfg(test)]
+    pub(crate) fn asleep(&self) -> bool {
+        lock(&self.state).asleep
+    }
+
     /// Whether the writer thread sleeps with its lead window closed (no timeout).
     #[cfg(test)]
     pub(crate) fn sleeps_without_window(&self) -> bool {
