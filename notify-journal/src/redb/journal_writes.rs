@@ -40,13 +40,27 @@ impl RedbJournal {
     ///
     /// The request is queued when this is called, not when the future is first polled.
     /// An append that finds the writer idle is written by this future itself when first
-    /// polled, under a multi-thread runtime's handle: it then blocks its thread for its
-    /// own batch's commit, like a synchronous write (see `docs/design.md`, "The lone
-    /// appender leads"). Any other append, or this future dropped, hands it to the
-    /// writer thread. A future that took the lead but is polled late, never, or leaked
-    /// still has its record written: the writer thread takes a lead left pending for a
-    /// few ms over (about 8 ms at most), so awaiting something that waits for this
-    /// record before awaiting this future only delays it that much.
+    /// polled, under the handle of a multi-thread runtime of two workers or more: it
+    /// then blocks its thread for its own batch's commit, like a synchronous write (see
+    /// `docs/design.md`, "The lone appender leads"). Any other append, or this future
+    /// dropped, hands it to the writer thread. A future that took the lead but is polled
+    /// late, never, or leaked still has its record written: the writer thread takes a
+    /// lead left pending for a few ms over (about 8 ms at most), so awaiting something
+    /// that waits for this record before awaiting this future only delays it that much.
+    ///
+    /// # Blocking
+    ///
+    /// The first poll of a lone append (the writer idle) blocks the calling thread for
+    /// one durable commit: an fsync, a millisecond or more on a slow disk. Meanwhile the
+    /// runtime's other workers can steal the tasks queued on that worker, but not the
+    /// one in its LIFO slot (a task it just woke), which waits for the commit. On a
+    /// runtime of one worker the whole runtime would stall, timers included, so there
+    /// the append never writes inline (it hands its batch to the writer thread); nor on
+    /// a current-thread runtime or outside any. On a thread that runs a current-thread
+    /// runtime or a `LocalSet` while a multi-thread runtime's handle is entered (tokio
+    /// reports the entered handle), the append does write inline, and that thread's
+    /// local tasks stall for the commit. Where that matters, run appends on the
+    /// multi-thread runtime's own tasks.
     ///
     /// # Cancel safety
     ///

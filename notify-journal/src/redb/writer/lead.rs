@@ -7,15 +7,18 @@
 //! thread and no wake-up back. An append queued while one leads wakes the thread as
 //! before (so no append waits on a leader's future not polled yet); the leader takes
 //! what is queued into its batch and, once its own append is answered, wakes the
-//! thread for what is left. Under load the writer thread batches as before (it spins
+//! thread for what is left. A leader writes batches only: chores (purge steps,
+//! imports, transactional appends and their closures) run on the writer thread. Under load the writer thread batches as before (it spins
 //! for returning appenders and lingers for a batch), so no appender leads.
 //!
 //! The thread sleeps with a timeout while a lead may be taken, so a leader whose future
 //! is polled late, never, or leaked delays its record by a few ms at most: the thread
-//! takes a lead left pending over (`Queue::wait_for_work`).
+//! takes a lead left pending over (`Queue::wait_for_work`). Woken for work while a
+//! lead is taken, it ends that lead too (a leader at work then hands back a lead no
+//! longer current, a no-op), so a leaked lead never blocks later ones.
 //!
-//! Where a caller cannot block (a current-thread runtime, no runtime), the lead is
-//! handed back to the thread at once. On a multi-thread runtime the leader commits
+//! Where a caller cannot block (a current-thread runtime, a multi-thread runtime of
+//! one worker, no runtime), the lead is handed back to the thread at once. On a multi-thread runtime the leader commits
 //! inline, not in [`tokio::task::block_in_place`]: that panics where the thread runs a
 //! current-thread runtime or a `LocalSet` (which refuse blocking) while a multi-thread
 //! runtime's handle is entered, and tokio offers no way to ask which. A leader only
@@ -110,29 +113,31 @@ impl Lead {
             always: false,
         };
         loop {
-            {
-                // Never wait for another's batch (the thread's, a chore's): it has
-                // what is queued, this append too.
-                let mut held = Held::new(self.try_writer()?);
-                let w = held.guard.as_mut()?;
-                if self.queue.has_work() {
-                    if w.last_end.elapsed() > w.tuning.linger_budget().max(w.tuning.gap()) {
-                        // As the thread after an idle spell: this is a lone append.
-                        w.tuning.last_batch = 0;
-                        w.tuning.arrived_during_commit = 0;
-                    }
-                    w.leading = true;
-                    w.turn();
-                    w.leading = false;
-                }
-                held.done();
-            }
+            // Its answer first: a leader polled late may find its append written by
+            // the thread (which took the lead over); it then writes no other batch.
             match rx.try_recv() {
                 Ok(reply) => return Some(reply),
                 Err(oneshot::error::TryRecvError::Closed) => return None,
-                Err(oneshot::error::TryRecvError::Empty) if !self.queue.has_work() => return None,
+                // Its append is in a batch another is writing: await it.
+                Err(oneshot::error::TryRecvError::Empty) if self.queue.len() == 0 => {
+                    return None;
+                }
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
+            // Never wait for another's batch (the thread's, a chore's): it has what is
+            // queued, this append too.
+            let mut held = Held::new(self.try_writer()?);
+            let w = held.guard.as_mut()?;
+            if w.last_end.elapsed() > w.tuning.linger_budget().max(w.tuning.gap()) {
+                // As the thread after an idle spell: this is a lone append.
+                w.tuning.last_batch = 0;
+                w.tuning.arrived_during_commit = 0;
+            }
+            // A batch only: chores are the thread's (`Writer::turn`).
+            w.leading = true;
+            w.turn();
+            w.leading = false;
+            held.done();
         }
     }
 }
@@ -145,12 +150,18 @@ impl Claim {
     /// Leads: writes the batch holding the append answered through `rx` on this
     /// thread if it may block, and answers it. `None`: the caller awaits `rx`.
     ///
-    /// It blocks only under a multi-thread runtime's handle, and inline (see the
-    /// module doc for why not in `block_in_place`), for its own batch's commit.
+    /// It blocks only under the handle of a multi-thread runtime of two workers or
+    /// more, and inline (see the module doc for why not in `block_in_place`), for its
+    /// own batch's commit. With one worker, blocking it would stall the whole runtime
+    /// (its timers too) for the commit: the lead is handed back.
     pub(crate) fn lead(self, rx: &mut oneshot::Receiver<Reply>) -> Option<Reply> {
-        let flavor = Handle::try_current().map(|h| h.runtime_flavor());
-        match flavor {
-            Ok(RuntimeFlavor::MultiThread) => self.0.lead(rx),
+        match Handle::try_current() {
+            Ok(h)
+                if h.runtime_flavor() == RuntimeFlavor::MultiThread
+                    && h.metrics().num_workers() > 1 =>
+            {
+                self.0.lead(rx)
+            }
             _ => None,
         }
     }
@@ -211,8 +222,9 @@ impl Drop for Shut<'_> {
     }
 }
 
-/// Test-only faults (this thread only): a leader's turn that panics once it has
-/// written its batch, and what `Shut` finds when it runs during that panic.
+/// Test-only faults and counts (this thread only): a leader's turn that panics once
+/// it has written its batch, what `Shut` finds when it runs during that panic, and the
+/// batches leaders wrote on this thread.
 #[cfg(test)]
 pub(super) mod fault {
     use std::cell::Cell;
@@ -222,6 +234,12 @@ pub(super) mod fault {
     thread_local! {
         static PANIC_IN_TURN: Cell<bool> = const { Cell::new(false) };
         static AT_SHUT: Cell<Option<bool>> = const { Cell::new(None) };
+        static LED_BATCHES: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Batches written by leading turns on this thread since the last call.
+    pub(crate) fn take_led_batches() -> u64 {
+        LED_BATCHES.with(|n| n.replace(0))
     }
 
     /// The next leading turn on this thread panics (once).
@@ -243,6 +261,7 @@ pub(super) mod fault {
 
     /// Called in a leader's turn, after the batch is written, before it is answered.
     pub(crate) fn turn() {
+        LED_BATCHES.with(|n| n.set(n.get() + 1));
         if PANIC_IN_TURN.with(|p| p.replace(false)) {
             panic!("fault injected: a leading turn panics");
         }
@@ -259,16 +278,23 @@ pub(super) mod fault {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
     use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     use notify_types::{CommandId, JournalRecord, NotificationConsumed, SessionEvent, SessionId};
     use notify_types::{LoopId, Uuid};
+    use tokio::runtime::Runtime;
 
     use super::fault;
+    use crate::backend::AppendOutcome;
     use crate::error::AppendError;
     use crate::redb::RedbJournal;
     use crate::redb::options::RedbOptions;
+
+    /// Generous: what these tests wait for happens within ms (or 250 ms, `LEAD_IDLE`).
+    const PATIENCE: Duration = Duration::from_secs(10);
 
     fn record(i: u128) -> JournalRecord {
         JournalRecord::from(SessionEvent::NotificationConsumed(
@@ -284,52 +310,230 @@ mod tests {
         SessionId::from_uuid(Uuid::from_u128(0x5e55))
     }
 
-    /// Waits (generously) until the writer thread sleeps in a lead window.
-    fn until_a_lead_may_be_taken(j: &RedbJournal) {
+    fn runtime(workers: usize) -> Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .build()
+            .unwrap()
+    }
+
+    fn open() -> (tempfile::TempDir, RedbJournal) {
+        let dir = tempfile::tempdir().unwrap();
+        let j = RedbJournal::open(dir.path().join("j.redb"), RedbOptions::default()).unwrap();
+        (dir, j)
+    }
+
+    /// Waits (up to [`PATIENCE`]) until `done` holds; `what` names it if it never does.
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
         let started = Instant::now();
-        while !j.inner.queue.lead_may_be_taken() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "the writer thread never opened a lead window"
-            );
+        while !done() {
+            assert!(started.elapsed() < PATIENCE, "{what}");
             std::thread::sleep(Duration::from_micros(200));
         }
     }
 
-    #[test]
-    fn a_panic_while_leading_takes_the_writer_out_before_the_lock_is_released() {
-        let dir = tempfile::tempdir().unwrap();
-        let j = RedbJournal::open(dir.path().join("j.redb"), RedbOptions::default()).unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .build()
-            .unwrap();
-        let s = session();
-        let mut i = 0;
-        let mut panicked = false;
-        // The lead is taken only while the thread sleeps in a lead window, which it
-        // may close between the check and the append: try until a leader panics.
+    /// Waits until the writer thread sleeps in a lead window.
+    fn until_a_lead_may_be_taken(j: &RedbJournal) {
+        until("the writer thread never opened a lead window", || {
+            j.inner.queue.lead_may_be_taken()
+        });
+    }
+
+    /// Waits until `n` appends in all are committed, and answered (the writer's lock
+    /// is taken once the commit is counted: whoever counted it has answered it then).
+    fn until_committed(j: &RedbJournal, n: u64) {
+        until("the appends were never committed", || {
+            j.commit_stats().appends >= n
+        });
+        drop(j.inner.lead.writer());
+    }
+
+    /// An append of record `*i` (then the next) that took the lead (asserted: `submit`
+    /// granted it), not polled yet. The thread may close its window between the look
+    /// and the append, or sleep with it closed: then that append (it wakes the thread)
+    /// is awaited and the next one tried.
+    fn take_a_lead(
+        j: &RedbJournal,
+        rt: &Runtime,
+        i: &mut u128,
+    ) -> impl Future<Output = Result<AppendOutcome, AppendError>> + Send + 'static {
         for _ in 0..1000 {
-            rt.block_on(j.append(s, record(i))).unwrap();
-            i += 1;
-            until_a_lead_may_be_taken(&j);
-            fault::arm();
-            let outcome = catch_unwind(AssertUnwindSafe(|| rt.block_on(j.append(s, record(i)))));
-            fault::disarm();
-            i += 1;
-            if outcome.is_err() {
-                panicked = true;
-                break;
+            until(
+                "the writer thread never fell asleep with no lead taken",
+                || j.inner.queue.lead_may_be_taken() || j.inner.queue.sleeps_without_window(),
+            );
+            let (before, _) = j.inner.queue.leads();
+            let append = {
+                let _entered = rt.enter();
+                j.append(session(), record(*i))
+            };
+            *i += 1;
+            if j.inner.queue.leads() == (before + 1, true) {
+                return append;
+            }
+            rt.block_on(append).unwrap();
+        }
+        panic!("no append ever took the lead");
+    }
+
+    #[test]
+    fn an_append_future_held_unpolled_is_committed_by_the_writer_thread() {
+        let (_dir, j) = open();
+        let rt = runtime(2);
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        let held = take_a_lead(&j, &rt, &mut i);
+        // Nothing else is appended: the thread takes the pending lead over.
+        until_committed(&j, i as u64);
+        let seq = i as u64;
+        // The journal goes on as before: a lone append leads again; queued, not polled
+        // yet, it is the next batch. The first leader, polled at last, finds its answer
+        // and writes nothing more.
+        let next = take_a_lead(&j, &rt, &mut i);
+        fault::take_led_batches();
+        let outcome = rt.block_on(held).unwrap();
+        assert_eq!(
+            fault::take_led_batches(),
+            0,
+            "the leader polled after the takeover wrote the next batch before finding its answer"
+        );
+        assert_eq!((outcome.seq, outcome.appended), (seq, true));
+        assert_eq!(rt.block_on(next).unwrap().seq, i as u64);
+    }
+
+    #[test]
+    fn an_append_future_forgotten_is_committed_by_the_writer_thread() {
+        let (_dir, j) = open();
+        let rt = runtime(2);
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        // Leaked: never polled, never dropped (its lead is never handed back).
+        std::mem::forget(take_a_lead(&j, &rt, &mut i));
+        until_committed(&j, i as u64);
+        // A lead leaked for good does not stop later leads.
+        let next = take_a_lead(&j, &rt, &mut i);
+        assert_eq!(rt.block_on(next).unwrap().seq, i as u64);
+    }
+
+    #[test]
+    fn a_leaked_lead_written_for_another_append_ends_and_the_window_closes() {
+        let (_dir, j) = open();
+        let rt = runtime(2);
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        std::mem::forget(take_a_lead(&j, &rt, &mut i));
+        // Queued behind the lead, this append wakes the thread, which writes both.
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        // Leads are granted again, and with none taken the window closes.
+        until_a_lead_may_be_taken(&j);
+        until("the lead window never closed", || {
+            j.inner.queue.sleeps_without_window()
+        });
+        let next = take_a_lead(&j, &rt, &mut i);
+        assert_eq!(rt.block_on(next).unwrap().seq, i as u64);
+    }
+
+    #[test]
+    fn after_a_batch_under_load_the_thread_sleeps_with_no_lead_window() {
+        let (_dir, j) = open();
+        let rt = runtime(2);
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        // Groups (they never lead) queued while the writer's lock is held: the thread
+        // writes them as one batch of `commit_siblings` (4), a batch under load.
+        let mut groups = Vec::new();
+        {
+            let _held = j.inner.lead.writer();
+            for _ in 0..4 {
+                groups.push(j.append_all(session(), vec![record(i)], None));
+                i += 1;
             }
         }
-        assert!(panicked, "no append ever led");
+        for group in groups {
+            rt.block_on(group).unwrap();
+        }
+        until("the writer thread never fell asleep", || {
+            j.inner.queue.asleep()
+        });
+        assert!(
+            j.inner.queue.sleeps_without_window(),
+            "the thread opened a lead window after a batch under load"
+        );
+    }
+
+    #[test]
+    fn a_transactional_append_queued_behind_a_lead_runs_on_the_writer_thread() {
+        let (_dir, j) = open();
+        let rt = runtime(2);
+        let ran_on = Arc::new(Mutex::new(Vec::new()));
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        for _ in 0..20 {
+            let leader = take_a_lead(&j, &rt, &mut i);
+            let names = Arc::clone(&ran_on);
+            let txn = j.append_with(session(), record(i), move |_tables| {
+                let name = std::thread::current().name().map(str::to_owned);
+                names.lock().unwrap().push(name);
+                Ok(())
+            });
+            i += 1;
+            // Polled now, with the chore queued: the leader writes its batch only.
+            rt.block_on(leader).unwrap();
+            rt.block_on(txn).unwrap();
+        }
+        let ran_on = ran_on.lock().unwrap();
+        assert!(!ran_on.is_empty());
+        for name in ran_on.iter() {
+            assert_eq!(
+                name.as_deref(),
+                Some("notify-journal-writer"),
+                "the closure ran off the writer thread"
+            );
+        }
+    }
+
+    #[test]
+    fn a_runtime_of_one_worker_hands_the_lead_back() {
+        let (_dir, j) = open();
+        let rt = runtime(1);
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        let leader = take_a_lead(&j, &rt, &mut i);
+        fault::take_led_batches();
+        rt.block_on(leader).unwrap();
+        assert_eq!(
+            fault::take_led_batches(),
+            0,
+            "a lead taken under a runtime of one worker wrote its batch inline"
+        );
+    }
+
+    #[test]
+    fn a_panic_while_leading_takes_the_writer_out_before_the_lock_is_released() {
+        let (_dir, j) = open();
+        let rt = runtime(2);
+        let mut i = 0;
+        rt.block_on(j.append(session(), record(i))).unwrap();
+        i += 1;
+        let leader = take_a_lead(&j, &rt, &mut i);
+        fault::arm();
+        let outcome = catch_unwind(AssertUnwindSafe(|| rt.block_on(leader)));
+        fault::disarm();
+        assert!(outcome.is_err(), "the leader did not panic");
         assert_eq!(
             fault::state_at_shut(),
             Some(false),
             "the writer's half-done state was left under the lock after the panic"
         );
         // The queue is shut like after the thread's death: appends are refused.
-        let refused = rt.block_on(j.append(s, record(i)));
+        let refused = rt.block_on(j.append(session(), record(i)));
         assert!(matches!(refused, Err(AppendError::Closed)), "{refused:?}");
     }
 }

@@ -128,7 +128,8 @@ pub(super) fn writer(
 
 impl Writer {
     /// One turn of the writer, once work is queued: refuses everything if poisoned,
-    /// else runs at most one chore, then writes one batch and answers it.
+    /// else runs at most one chore (never in a leader's turn, `leading`), then writes
+    /// one batch and answers it.
     pub(super) fn turn(&mut self) {
         let w = self;
         if w.queue.is_poisoned() {
@@ -143,7 +144,11 @@ impl Writer {
             return;
         }
         // At most one chore between two batches: an append waits for one step at most.
-        if (w.owed.is_zero() || w.queue.len() == 0)
+        // Chores run on the writer thread only, never in a leader's turn on the
+        // appender's thread (an `append_with` closure runs on the writer thread, as
+        // documented): queuing one woke the thread, which runs it next.
+        if !w.leading
+            && (w.owed.is_zero() || w.queue.len() == 0)
             && let Some(chore) = w.queue.take_chore()
         {
             let started = Instant::now();

@@ -328,10 +328,24 @@ impl Queue {
         st.asleep && st.lead_window && !st.led && st.items.is_empty() && st.chores.is_empty()
     }
 
-    /// Whether a request or a chore is queued.
-    pub(super) fn has_work(&self) -> bool {
+    /// Leads granted so far (the last one's number), and whether one is taken now.
+    #[cfg(test)]
+    pub(crate) fn leads(&self) -> (u64, bool) {
         let st = lock(&self.state);
-        !st.items.is_empty() || !st.chores.is_empty()
+        (st.leads, st.led)
+    }
+
+    /// Whether the writer thread sleeps, waiting for work.
+    #[cfg(test)]
+    pub(crate) fn asleep(&self) -> bool {
+        lock(&self.state).asleep
+    }
+
+    /// Whether the writer thread sleeps with its lead window closed (no timeout).
+    #[cfg(test)]
+    pub(crate) fn sleeps_without_window(&self) -> bool {
+        let st = lock(&self.state);
+        st.asleep && !st.lead_window && !st.led
     }
 
     /// Queues a chore; refuses it if the journal is closed or poisoned.
@@ -443,7 +457,7 @@ impl Queue {
         // After a lone append the writer sleeps at once: the appender's next append
         // then takes the lead (`lead.rs`) and commits on its own thread, which costs
         // less than the spin or the wake-up.
-        if tuning.last_batch > 0 && tuning.last_batch >= tuning.commit_siblings {
+        if !tuning.lone() {
             let budget = (tuning.return_ewma * 2).clamp(SPIN_MIN, SPIN_MAX);
             while self.pending.load(Ordering::Acquire) == 0
                 && !self.closing.load(Ordering::Acquire)
@@ -455,13 +469,15 @@ impl Queue {
         let mut st = lock(&self.state);
         let mut slept = false;
         let mut taken_over = false;
-        // Each sleep opens with a lead window: the thread sleeps with a timeout, so a
-        // lone appender may lead (`lead.rs`) and the thread still writes a batch its
-        // leader leaves queued (a future polled late, never, or leaked). The window
-        // stays open while leads are taken; [`LEAD_IDLE`] without any closes it, and
-        // the thread sleeps without a timeout (an idle journal costs no wake-ups), so
-        // the next append wakes it.
-        let mut window = true;
+        // A sleep after a lone batch (or a lone appender's lead) opens with a lead
+        // window: the thread sleeps with a timeout, so a lone appender may lead
+        // (`lead.rs`) and the thread still writes a batch its leader leaves queued (a
+        // future polled late, never, or leaked). The window stays open while leads are
+        // taken; [`LEAD_IDLE`] without any closes it, and the thread sleeps without a
+        // timeout (an idle journal costs no wake-ups), so the next append wakes it.
+        // After a batch of `commit_siblings` or more (load) the sleep opens none: the
+        // next append wakes the thread, and if it is a lone one, its batch opens it.
+        let mut window = tuning.lone();
         let mut leads_seen = st.leads;
         let mut last_lead = Instant::now();
         st.kicked = false;
@@ -508,6 +524,12 @@ impl Queue {
                 st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
             }
         }
+        // Whatever the thread leaves the wait for, a lead still taken ends here: the
+        // thread writes what is queued, the leader's append too if it is still queued.
+        // A leader at work hands back a lead no longer current (`release_lead` by
+        // number: a no-op); one never polled or leaked would otherwise hold it for
+        // good (no later lead granted, the window never closed).
+        st.led = false;
         st.asleep = false;
         st.lead_window = false;
         st.kicked = false;

@@ -54,6 +54,13 @@ impl Tuning {
         }
     }
 
+    /// Whether the last batch was a lone one (fewer than `commit_siblings` appends, or
+    /// none): the thread then sleeps at once, in a lead window (`queue.rs`), instead of
+    /// spinning for the appenders it answered.
+    pub(super) fn lone(&self) -> bool {
+        self.last_batch == 0 || self.last_batch < self.commit_siblings
+    }
+
     pub(super) fn linger_budget(&self) -> Duration {
         self.max_commit_delay.min(self.commit_ewma / 2)
     }
