@@ -57,8 +57,8 @@ pub use redb::app_tables::{
     AppTxnError, AppWriteResult,
 };
 pub use redb::options::{
-    DEFAULT_CACHE_SIZE, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SCRUB_INTERVAL,
-    DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
+    DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
 pub use redb::reader::RedbReader;
 pub use redb::reads::RedbStats;

@@ -32,6 +32,10 @@ pub(crate) const DROPPED_TOMBSTONES: &str = "notify_journal_dropped_tombstones_t
 /// Histogram, label `backend`, seconds: how long one bounded step of a tombstone drop
 /// took (redb: one chore's write transaction; PostgreSQL: one statement).
 pub(crate) const DROP_STEP_SECONDS: &str = "notify_journal_tombstone_drop_step_seconds";
+/// Counter, label `backend` (`redb`): frames the key census read from a session's log
+/// to cover or decide an index miss (a session's first miss after open, a session read
+/// again after the census let it go, a fingerprint it may hold).
+pub(crate) const CENSUS_FRAMES_READ: &str = "notify_journal_census_frames_read_total";
 
 /// The `backend` label of [`RedbJournal`](crate::RedbJournal).
 pub(crate) const REDB: &str = "redb";
@@ -111,4 +115,11 @@ pub(crate) fn purge_step(backend: &'static str, sessions: u64, frames: u64, took
 pub(crate) fn drop_step(backend: &'static str, dropped: u64, took: Duration) {
     metrics::counter!(DROPPED_TOMBSTONES, "backend" => backend).increment(dropped);
     metrics::histogram!(DROP_STEP_SECONDS, "backend" => backend).record(took.as_secs_f64());
+}
+
+/// The key census read `frames` frames to cover or decide one index miss.
+pub(crate) fn census_frames_read(frames: u64) {
+    if frames > 0 {
+        metrics::counter!(CENSUS_FRAMES_READ, "backend" => REDB).increment(frames);
+    }
 }

@@ -5,21 +5,44 @@
 //! append path, it would journal a retried record a second time under a new seq.
 //!
 //! So a miss is believed only when the session's own log agrees: the census holds, per
-//! session, a fingerprint of every key of its frames `1..=upto`, read from the frames
+//! session, the fingerprints of the keys of its frames `1..=upto`, read from the frames
 //! themselves (each checksummed and naming its session and seq; the positions
-//! contiguous), never from the index. A miss whose key the census holds is damage
-//! (`Corruption::Inconsistent`), named with the frame's seq; a miss the census does not
-//! cover yet first extends it from the log (a session's first miss after open reads its
-//! log once; later ones cost a hash lookup). The writer adds each frame it commits, so a
-//! session it writes stays covered without reading.
+//! contiguous), never from the index, and a 16-bit tag of each by seq. A miss whose
+//! fingerprint the census does not hold is true; one whose fingerprint it may hold is
+//! decided by reading the counted frames whose tag is the key's (about one per 65,536
+//! frames of the log, besides the one carrying it): damage,
+//! `Corruption::Inconsistent`, named with the frame's seq, when one carries the key;
+//! else a clash, and the miss is true. A miss the census does
+//! not cover yet first extends it from the log (a session's first miss after open reads
+//! its log once; later ones cost a hash lookup). The writer adds each frame it commits,
+//! so a session it writes stays covered without reading.
 //!
-//! Memory: about 20 bytes per key of the sessions covered, at most [`MAX_KEYS`]; past
-//! that the least recently used sessions are forgotten and read again on their next
-//! miss. A purge step forgets its session and a tombstone drop forgets every session
+//! Memory, two tiers, besides the tags (2 bytes a key). *Exact*: a set of 8-byte
+//! fingerprints per session (about 10 to 20 bytes a key with the hash set's slack), at
+//! most `max_keys` keys over all sessions
+//! ([`RedbOptions::census_max_keys`](crate::RedbOptions::census_max_keys)). Past that
+//! the least recently used sessions are *demoted*, not forgotten: their set becomes a
+//! Bloom filter built from it (no read; [`FILTER_BITS_PER_KEY`] bits a key of room,
+//! room for twice the keys it holds), which still proves a miss true without reading;
+//! a filter's "maybe" (a false positive, about 1 in 2,000 at most) reads the frames its
+//! tag names. The filters and their tags together take at most
+//! [`FILTER_BITS_PER_BOUND_KEY`] bits per key of the bound (16 bytes: no more than the
+//! exact tier); past that the
+//! least recently used filters are forgotten, and a filter that fills is forgotten too:
+//! those sessions are read again on their next miss (once, then held again, as a filter
+//! of twice the room when the exact tier is full). So sessions written round robin whose
+//! keys outgrow the exact tier are read again about once per doubling of their logs,
+//! not on every append (the thrash of forgetting them); only when their keys outgrow
+//! the filters too does the census cycle, and `notify_journal_census_frames_read_total`
+//! counts every frame read to cover or decide a miss. The session just used is never
+//! forgotten for its own size (a session larger than the bound is held over it).
+//!
+//! A purge step forgets its session and a tombstone drop forgets every session
 //! (a dropped session starts a new log): a `generation` counter keeps a reader whose
 //! snapshot predates the change from putting back what was forgotten.
 
 use crate::redb::keys::FastMap;
+use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use notify_types::{JournalRecord, SessionEvent, SessionId, Uuid, ended_event_id};
@@ -27,23 +50,116 @@ use redb::ReadableTable;
 
 use super::{body, frame};
 use crate::error::Corruption;
+use crate::redb::options::DEFAULT_CENSUS_MAX_KEYS;
 
-/// The most keys the census holds (all sessions together).
-pub(crate) const MAX_KEYS: usize = 1 << 21;
+/// Bits of a Bloom filter per key of room (eight probes: about 1 false positive in
+/// 2,000 when full, far fewer before).
+pub(crate) const FILTER_BITS_PER_KEY: usize = 16;
+/// The filters' budget: bits per key of the exact tier's bound (16 bytes).
+pub(crate) const FILTER_BITS_PER_BOUND_KEY: usize = 128;
+/// Bits of a frame's tag, counted in the filters' budget for a filtered session.
+const TAG_BITS: usize = 16;
+/// Probes of a filter per key.
+const PROBES: u64 = 8;
+
+type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
 
 /// A key's fingerprint: the census keeps 8 bytes per key, and a fingerprint hit is
-/// confirmed against the frame it names before it is called damage.
+/// confirmed against the session's frames before it is called damage.
 fn fingerprint(key: u128) -> u64 {
     // Both halves: UUIDv7 keys differ mostly in their random low half, v5 keys anywhere.
     (key as u64) ^ ((key >> 64) as u64).rotate_left(29)
+}
+
+/// A fingerprint's 16-bit tag (mixed apart from the filters' probes).
+fn tag(fp: u64) -> u16 {
+    (mix(fp ^ 0x6a09_e667_f3bc_c909) >> 48) as u16
+}
+
+/// splitmix64's finaliser: a fingerprint's bits spread for a filter's probes.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A Bloom filter of fingerprints: no false negatives, so "absent" proves a miss true.
+struct Filter {
+    words: Vec<u64>,
+    /// Bits − 1 (bits a power of two).
+    mask: u64,
+    /// Fingerprints inserted.
+    len: usize,
+    /// Fingerprints it has room for at [`FILTER_BITS_PER_KEY`].
+    room: usize,
+}
+
+impl Filter {
+    fn with_room(room: usize) -> Self {
+        let room = room.max(4);
+        let bits = room.saturating_mul(FILTER_BITS_PER_KEY).next_power_of_two();
+        Self {
+            words: vec![0; bits / 64],
+            mask: bits as u64 - 1,
+            len: 0,
+            room,
+        }
+    }
+
+    fn bits(&self) -> usize {
+        self.words.len() * 64
+    }
+
+    fn probes(&self, fp: u64) -> impl Iterator<Item = u64> + use<> {
+        let a = mix(fp);
+        let b = mix(fp ^ 0x9e37_79b9_7f4a_7c15) | 1;
+        let mask = self.mask;
+        (0..PROBES).map(move |i| a.wrapping_add(b.wrapping_mul(i)) & mask)
+    }
+
+    fn insert(&mut self, fp: u64) {
+        for bit in self.probes(fp) {
+            self.words[(bit >> 6) as usize] |= 1 << (bit & 63);
+        }
+        self.len += 1;
+    }
+
+    fn may_hold(&self, fp: u64) -> bool {
+        self.probes(fp)
+            .all(|bit| self.words[(bit >> 6) as usize] & (1 << (bit & 63)) != 0)
+    }
+
+    fn full(&self) -> bool {
+        self.len > self.room
+    }
+}
+
+/// What the census holds of one session's fingerprints.
+enum Cover {
+    /// Every fingerprint.
+    Exact(FastSet<u64>),
+    /// A Bloom filter of them.
+    Filter(Filter),
+}
+
+impl Cover {
+    fn may_hold(&self, fp: u64) -> bool {
+        match self {
+            Cover::Exact(set) => set.contains(&fp),
+            Cover::Filter(f) => f.may_hold(fp),
+        }
+    }
 }
 
 /// One session's census.
 struct Keys {
     /// The frames `1..=upto` are counted.
     upto: u64,
-    /// Fingerprint -> seq of the frame carrying it (the first, on a fingerprint clash).
-    seqs: FastMap<u64, u64>,
+    cover: Cover,
+    /// Each counted frame's [`tag`], by seq (`tags[seq - 1]`): where a fingerprint the
+    /// cover may hold is looked for, so that deciding it reads only the frames whose tag
+    /// matches, not the whole log.
+    tags: Vec<u16>,
     /// When it was last used, for eviction.
     used: u64,
 }
@@ -52,22 +168,33 @@ struct Keys {
 struct State {
     generation: u64,
     sessions: FastMap<u128, Keys>,
+    /// Fingerprints held exactly, over all sessions.
     keys: usize,
+    /// Bits of the filters, over all sessions.
+    bits: usize,
     clock: u64,
 }
 
 /// The census of the sessions' keys, shared by the writer and the readers of one file.
-#[derive(Default)]
 pub(crate) struct Census {
     state: Mutex<State>,
+    /// The most fingerprints held exactly.
+    max_keys: usize,
+}
+
+impl Default for Census {
+    fn default() -> Self {
+        Self::new(DEFAULT_CENSUS_MAX_KEYS)
+    }
 }
 
 /// What the census knows of a key, for a log whose head is `head`.
 struct Known {
     /// The frames `1..=upto` (at most the head) are counted.
     upto: u64,
-    /// A frame among them whose key has the key's fingerprint.
-    hit: Option<u64>,
+    /// When the cover may hold the key's fingerprint: the counted frames (at most the
+    /// head) whose tag is the key's, to be read. Empty: none of them carries the key.
+    candidates: Vec<u64>,
 }
 
 /// What a miss turned out to be.
@@ -80,6 +207,14 @@ pub(crate) enum Miss {
 }
 
 impl Census {
+    /// A census holding at most `max_keys` fingerprints exactly (at least 1).
+    pub(crate) fn new(max_keys: usize) -> Self {
+        Self {
+            state: Mutex::default(),
+            max_keys: max_keys.max(1),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every critical section leaves the maps consistent (inserts and removals only).
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -97,89 +232,93 @@ impl Census {
         match st.sessions.get_mut(&session) {
             Some(k) => {
                 k.used = clock;
-                Known {
-                    upto: k.upto.min(head),
-                    hit: k
-                        .seqs
-                        .get(&fingerprint(key))
-                        .copied()
-                        .filter(|seq| *seq <= head),
-                }
+                let upto = k.upto.min(head);
+                let fp = fingerprint(key);
+                let candidates = if k.cover.may_hold(fp) {
+                    let t = tag(fp);
+                    let covered = usize::try_from(upto).unwrap_or(usize::MAX);
+                    (1u64..)
+                        .zip(k.tags.iter().take(covered))
+                        .filter(|(_, x)| **x == t)
+                        .map(|(seq, _)| seq)
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                Known { upto, candidates }
             }
-            None => Known { upto: 0, hit: None },
+            None => Known {
+                upto: 0,
+                candidates: Vec::new(),
+            },
         }
     }
 
-    /// Adds frames `from..` (`found`: fingerprints and seqs, in order, through `to`) read
-    /// from a snapshot begun at `generation`. Ignored if the census moved on meanwhile
-    /// (a purge or drop since, or another reader covered more).
-    fn extend(&self, generation: u64, session: u128, from: u64, to: u64, found: &[(u64, u64)]) {
+    /// Adds frames `from..=to` (`found`: their fingerprints, in order) read from a
+    /// snapshot begun at `generation`. Ignored if the census moved on meanwhile (a purge
+    /// or drop since, or another reader covered more).
+    fn extend(&self, generation: u64, session: u128, from: u64, to: u64, found: &[u64]) {
         let mut st = self.lock();
         if st.generation != generation {
             return;
         }
         let clock = st.clock;
-        let added = {
-            let k = st.sessions.entry(session).or_insert_with(|| Keys {
-                upto: 0,
-                seqs: FastMap::default(),
-                used: clock,
-            });
-            if k.upto.saturating_add(1) != from {
+        if !st.sessions.contains_key(&session) {
+            if from != 1 {
                 return;
             }
-            let before = k.seqs.len();
-            for (fp, seq) in found {
-                k.seqs.entry(*fp).or_insert(*seq);
+            st.cover(session, found.len(), self.max_keys, clock);
+        }
+        if st.sessions.get(&session).map(|k| k.upto.saturating_add(1)) != Some(from) {
+            return;
+        }
+        for fp in found {
+            if !st.add(session, *fp) {
+                return;
             }
+        }
+        if let Some(k) = st.sessions.get_mut(&session) {
             k.upto = to;
-            k.seqs.len() - before
-        };
-        st.keys += added;
-        st.evict();
+        }
+        st.evict(self.max_keys, session);
     }
 
     /// Counts frames the writer just committed (`(session, seq, key)`, in commit
     /// order). A session the census does not cover from seq 1 stays uncovered until its
     /// next miss reads it.
     pub(crate) fn record(&self, frames: &[(u128, u64, u128)]) {
-        if frames.is_empty() {
+        let Some(last) = frames.last() else {
             return;
-        }
+        };
         let mut st = self.lock();
         st.clock += 1;
         let clock = st.clock;
-        let mut added = 0;
         for (session, seq, key) in frames {
-            let k = match st.sessions.get_mut(session) {
-                Some(k) => k,
-                // A new session's log starts here: covered from its first frame.
-                None if *seq == 1 => st.sessions.entry(*session).or_insert(Keys {
-                    upto: 0,
-                    seqs: FastMap::default(),
-                    used: clock,
-                }),
-                None => continue,
-            };
-            if k.upto.saturating_add(1) == *seq {
-                k.used = clock;
-                k.upto = *seq;
-                if k.seqs.insert(fingerprint(*key), *seq).is_none() {
-                    added += 1;
+            match st.sessions.get_mut(session) {
+                Some(k) if k.upto.saturating_add(1) == *seq => {
+                    k.used = clock;
+                    k.upto = *seq;
                 }
+                Some(_) => continue,
+                // A new session's log starts here: covered from its first frame.
+                None if *seq == 1 => {
+                    st.cover(*session, 1, self.max_keys, clock);
+                    if let Some(k) = st.sessions.get_mut(session) {
+                        k.upto = 1;
+                    }
+                }
+                None => continue,
             }
+            st.add(*session, fingerprint(*key));
         }
-        st.keys += added;
-        st.evict();
+        st.evict(self.max_keys, last.0);
     }
 
     /// Forgets one session (its purge began: its log is going).
     pub(crate) fn forget(&self, session: u128) {
         let mut st = self.lock();
         st.generation += 1;
-        if let Some(k) = st.sessions.remove(&session) {
-            st.keys -= k.seqs.len();
-        }
+        st.remove(session);
     }
 
     /// Tombstones were dropped: a dropped session's next append starts a new log. Its
@@ -193,30 +332,185 @@ impl Census {
 }
 
 impl State {
-    /// Forgets the least recently used sessions while the census holds more than
-    /// [`MAX_KEYS`], down to three quarters of it.
-    fn evict(&mut self) {
-        if self.keys <= MAX_KEYS {
-            return;
-        }
-        let mut by_use: Vec<(u64, u128)> =
-            self.sessions.iter().map(|(s, k)| (k.used, *s)).collect();
-        by_use.sort_unstable();
-        for (_, s) in by_use {
-            if self.keys <= MAX_KEYS / 4 * 3 {
-                break;
+    /// Starts covering `session` (about `n` keys to come): exactly while the exact tier
+    /// has room, else in a filter with room for twice them.
+    fn cover(&mut self, session: u128, n: usize, max_keys: usize, clock: u64) {
+        let cover = if self.keys.saturating_add(n) <= max_keys {
+            Cover::Exact(FastSet::default())
+        } else {
+            let f = Filter::with_room(n.saturating_mul(2));
+            self.bits += f.bits();
+            Cover::Filter(f)
+        };
+        self.sessions.insert(
+            session,
+            Keys {
+                upto: 0,
+                cover,
+                tags: Vec::new(),
+                used: clock,
+            },
+        );
+    }
+
+    /// Adds a fingerprint to a covered session. `false` when that filled its filter and
+    /// the session was forgotten (its next miss reads it again, into a larger one).
+    fn add(&mut self, session: u128, fp: u64) -> bool {
+        let Some(k) = self.sessions.get_mut(&session) else {
+            return false;
+        };
+        k.tags.push(tag(fp));
+        let full = match &mut k.cover {
+            Cover::Exact(set) => {
+                if set.insert(fp) {
+                    self.keys += 1;
+                }
+                false
             }
-            if let Some(k) = self.sessions.remove(&s) {
-                self.keys -= k.seqs.len();
+            Cover::Filter(f) => {
+                f.insert(fp);
+                self.bits += TAG_BITS;
+                f.full()
+            }
+        };
+        if full {
+            self.remove(session);
+        }
+        !full
+    }
+
+    fn remove(&mut self, session: u128) {
+        match self.sessions.remove(&session) {
+            Some(Keys {
+                cover: Cover::Exact(set),
+                ..
+            }) => self.keys -= set.len(),
+            Some(Keys {
+                cover: Cover::Filter(f),
+                tags,
+                ..
+            }) => self.bits -= f.bits() + tags.len() * TAG_BITS,
+            None => {}
+        }
+    }
+
+    /// Past `max_keys` fingerprints held exactly, demotes the least recently used
+    /// sessions to filters, down to three quarters of it; past the filters' budget,
+    /// forgets the least recently used filters, down to three quarters of it. `current`
+    /// (the session just used) is never forgotten.
+    fn evict(&mut self, max_keys: usize, current: u128) {
+        if self.keys > max_keys {
+            let mut by_use: Vec<(u64, u128)> = self
+                .sessions
+                .iter()
+                .filter(|(_, k)| matches!(k.cover, Cover::Exact(_)))
+                .map(|(s, k)| (k.used, *s))
+                .collect();
+            by_use.sort_unstable();
+            for (_, s) in by_use {
+                if self.keys <= max_keys / 4 * 3 {
+                    break;
+                }
+                let Some(k) = self.sessions.get_mut(&s) else {
+                    continue;
+                };
+                if let Cover::Exact(set) = &k.cover {
+                    let mut f = Filter::with_room(set.len().saturating_mul(2));
+                    for fp in set {
+                        f.insert(*fp);
+                    }
+                    self.keys -= set.len();
+                    self.bits += f.bits() + k.tags.len() * TAG_BITS;
+                    k.cover = Cover::Filter(f);
+                }
+            }
+        }
+        let budget = max_keys.saturating_mul(FILTER_BITS_PER_BOUND_KEY);
+        if self.bits > budget {
+            let mut by_use: Vec<(u64, u128)> = self
+                .sessions
+                .iter()
+                .filter(|(s, k)| **s != current && matches!(k.cover, Cover::Filter(_)))
+                .map(|(s, k)| (k.used, *s))
+                .collect();
+            by_use.sort_unstable();
+            for (_, s) in by_use {
+                if self.bits <= budget / 4 * 3 {
+                    break;
+                }
+                self.remove(s);
             }
         }
     }
 }
 
+/// What a read of a session's frames found.
+struct Scan {
+    /// The fingerprints of the frames read, in seq order.
+    found: Vec<u64>,
+    /// The first of them carrying the key.
+    hidden: Option<u64>,
+}
+
+/// Reads `session`'s frames `from..=head` (positions contiguous, every frame checked),
+/// counting them in `read`.
+#[allow(clippy::too_many_arguments)]
+fn scan<P, L>(
+    positions: &P,
+    log: &L,
+    session: u128,
+    from: u64,
+    head: u64,
+    key: u128,
+    read: &mut u64,
+) -> Result<Result<Scan, Miss>, redb::StorageError>
+where
+    P: ReadableTable<(u128, u64), u64>,
+    L: ReadableTable<u64, &'static [u8]>,
+{
+    let mut found = Vec::new();
+    let mut expected = from;
+    let mut hidden = None;
+    for entry in positions.range((session, from)..=(session, head))? {
+        let (k, v) = entry?;
+        let seq = k.value().1;
+        if seq != expected {
+            return Ok(Err(Miss::Damaged(expected, Corruption::Missing)));
+        }
+        *read += 1;
+        let Some(guard) = log.get(v.value())? else {
+            return Ok(Err(Miss::Damaged(seq, Corruption::Missing)));
+        };
+        let f = match frame::parse(guard.value()) {
+            Ok(f) => f,
+            Err(c) => return Ok(Err(Miss::Damaged(seq, c))),
+        };
+        if f.session != session || f.seq != seq {
+            return Ok(Err(Miss::Damaged(
+                seq,
+                Corruption::Misplaced {
+                    found: f.describe(),
+                },
+            )));
+        }
+        if f.key == key && hidden.is_none() {
+            hidden = Some(seq);
+        }
+        found.push(fingerprint(f.key));
+        expected = seq.saturating_add(1);
+    }
+    if expected <= head {
+        return Ok(Err(Miss::Damaged(expected, Corruption::Missing)));
+    }
+    Ok(Ok(Scan { found, hidden }))
+}
+
 /// Decides whether the miss of `key` in `session`'s index is believed, against the
 /// session's log `1..=head` as `positions` and `log` show it (a write transaction's
 /// tables or a read snapshot's, begun after [`Census::generation`] answered
-/// `generation`). Frames the census does not cover yet are read and counted.
+/// `generation`). Frames the census does not cover yet are read and counted; a
+/// fingerprint the census may hold is decided by reading the counted frames whose tag
+/// is the key's. Every frame read counts in `notify_journal_census_frames_read_total`.
 ///
 /// # Errors
 ///
@@ -235,83 +529,86 @@ where
     L: ReadableTable<u64, &'static [u8]>,
 {
     let known = census.known(session, key, head);
-    if let Some(seq) = known.hit {
-        return confirm_hit(positions, log, session, key, seq);
+    let mut read = 0;
+    let decided = decide(
+        census, generation, positions, log, session, key, &known, head, &mut read,
+    );
+    crate::metrics::census_frames_read(read);
+    if let Some(miss) = decided? {
+        return Ok(miss);
     }
-    if known.upto >= head {
-        return Ok(Miss::Confirmed);
-    }
-    // Read what the census does not cover yet: positions contiguous, every frame checked.
-    let from = known.upto + 1;
-    let mut found = Vec::new();
-    let mut expected = from;
-    let mut hidden = None;
-    for entry in positions.range((session, from)..=(session, head))? {
-        let (k, v) = entry?;
-        let seq = k.value().1;
-        if seq != expected {
-            return Ok(Miss::Damaged(expected, Corruption::Missing));
-        }
-        let Some(guard) = log.get(v.value())? else {
-            return Ok(Miss::Damaged(seq, Corruption::Missing));
-        };
-        let f = match frame::parse(guard.value()) {
-            Ok(f) => f,
-            Err(c) => return Ok(Miss::Damaged(seq, c)),
-        };
-        if f.session != session || f.seq != seq {
-            return Ok(Miss::Damaged(
-                seq,
-                Corruption::Misplaced {
-                    found: f.describe(),
-                },
-            ));
-        }
-        if f.key == key && hidden.is_none() {
-            hidden = Some(seq);
-        }
-        found.push((fingerprint(f.key), seq));
-        expected = seq.saturating_add(1);
-    }
-    if expected <= head {
-        return Ok(Miss::Damaged(expected, Corruption::Missing));
-    }
-    census.extend(generation, session, from, head, &found);
-    Ok(match hidden {
-        Some(seq) => Miss::Damaged(seq, unindexed(key, seq)),
-        None => Miss::Confirmed,
-    })
+    Ok(Miss::Confirmed)
 }
 
-/// The census holds the key's fingerprint at `seq`: the frame there decides.
-fn confirm_hit<P, L>(
+/// [`confirm_miss`]'s reads, counted in `read`: `Some` when they found damage.
+#[allow(clippy::too_many_arguments)]
+fn decide<P, L>(
+    census: &Census,
+    generation: u64,
+    positions: &P,
+    log: &L,
+    session: u128,
+    key: u128,
+    known: &Known,
+    head: u64,
+    read: &mut u64,
+) -> Result<Option<Miss>, redb::StorageError>
+where
+    P: ReadableTable<(u128, u64), u64>,
+    L: ReadableTable<u64, &'static [u8]>,
+{
+    // Counted frames whose tag is the key's: the frame decides (damage or a clash).
+    for seq in &known.candidates {
+        *read += 1;
+        if let Some(miss) = check_frame(positions, log, session, key, *seq)? {
+            return Ok(Some(miss));
+        }
+    }
+    if known.upto >= head {
+        return Ok(None);
+    }
+    // Read what the census does not cover yet.
+    let from = known.upto + 1;
+    let scanned = match scan(positions, log, session, from, head, key, read)? {
+        Ok(s) => s,
+        Err(miss) => return Ok(Some(miss)),
+    };
+    census.extend(generation, session, from, head, &scanned.found);
+    Ok(scanned
+        .hidden
+        .map(|seq| Miss::Damaged(seq, unindexed(key, seq))))
+}
+
+/// The frame at `seq`, whose tag is the key's: `Some` when it is damaged or carries
+/// the key (the index hides it).
+fn check_frame<P, L>(
     positions: &P,
     log: &L,
     session: u128,
     key: u128,
     seq: u64,
-) -> Result<Miss, redb::StorageError>
+) -> Result<Option<Miss>, redb::StorageError>
 where
     P: ReadableTable<(u128, u64), u64>,
     L: ReadableTable<u64, &'static [u8]>,
 {
     let Some(pos) = positions.get((session, seq))?.map(|g| g.value()) else {
-        return Ok(Miss::Damaged(seq, Corruption::Missing));
+        return Ok(Some(Miss::Damaged(seq, Corruption::Missing)));
     };
     let Some(guard) = log.get(pos)? else {
-        return Ok(Miss::Damaged(seq, Corruption::Missing));
+        return Ok(Some(Miss::Damaged(seq, Corruption::Missing)));
     };
     Ok(match frame::parse(guard.value()) {
-        Err(c) => Miss::Damaged(seq, c),
-        Ok(f) if f.session != session || f.seq != seq => Miss::Damaged(
+        Err(c) => Some(Miss::Damaged(seq, c)),
+        Ok(f) if f.session != session || f.seq != seq => Some(Miss::Damaged(
             seq,
             Corruption::Misplaced {
                 found: f.describe(),
             },
-        ),
-        Ok(f) if f.key == key => Miss::Damaged(seq, unindexed(key, seq)),
-        // Another key with the same fingerprint: the miss is true.
-        Ok(_) => Miss::Confirmed,
+        )),
+        Ok(f) if f.key == key => Some(Miss::Damaged(seq, unindexed(key, seq))),
+        // Another key with the same tag: not this one.
+        Ok(_) => None,
     })
 }
 
@@ -418,13 +715,13 @@ mod tests {
         let c = Census::default();
         c.record(&[(1, 1, 10), (1, 2, 11), (2, 5, 12)]);
         let k = c.known(1, 11, 2);
-        assert_eq!((k.upto, k.hit), (2, Some(2)));
+        assert_eq!((k.upto, k.candidates), (2, vec![2]));
         // Session 2 was not covered from seq 1.
         let k = c.known(2, 12, 5);
-        assert_eq!((k.upto, k.hit), (0, None));
+        assert_eq!((k.upto, k.candidates), (0, vec![]));
         // A snapshot whose head is older sees only what it holds.
         let k = c.known(1, 11, 1);
-        assert_eq!((k.upto, k.hit), (1, None));
+        assert_eq!((k.upto, k.candidates), (1, vec![]));
     }
 
     #[test]
@@ -432,14 +729,59 @@ mod tests {
         let c = Census::default();
         let g = c.generation();
         c.tombstones_dropped();
-        c.extend(g, 1, 1, 1, &[(fingerprint(7), 1)]);
+        c.extend(g, 1, 1, 1, &[fingerprint(7)]);
         assert_eq!(c.known(1, 7, 1).upto, 0);
-        c.extend(c.generation(), 1, 1, 1, &[(fingerprint(7), 1)]);
-        assert_eq!(c.known(1, 7, 1).hit, Some(1));
+        c.extend(c.generation(), 1, 1, 1, &[fingerprint(7)]);
+        assert_eq!(c.known(1, 7, 1).candidates, vec![1]);
         // A drop of tombstones keeps the live sessions' counts.
         c.tombstones_dropped();
-        assert_eq!(c.known(1, 7, 1).hit, Some(1));
+        assert_eq!(c.known(1, 7, 1).candidates, vec![1]);
         c.forget(1);
         assert_eq!(c.known(1, 7, 1).upto, 0);
+    }
+
+    #[test]
+    fn past_the_bound_sessions_are_demoted_to_filters_not_forgotten() {
+        let c = Census::new(8);
+        // Four sessions of four keys each, round robin: twice the exact bound.
+        for seq in 1..=4u64 {
+            let frames: Vec<_> = (1..=4u128)
+                .map(|s| (s, seq, s * 1000 + u128::from(seq)))
+                .collect();
+            c.record(&frames);
+        }
+        for s in 1..=4u128 {
+            for seq in 1..=4u64 {
+                let k = c.known(s, s * 1000 + u128::from(seq), 4);
+                // Still covered: no read needed, and no false negative.
+                assert_eq!(
+                    (k.upto, k.candidates),
+                    (4, vec![seq]),
+                    "session {s} seq {seq}"
+                );
+            }
+        }
+        let st = c.lock();
+        assert!(st.keys <= 8, "{} keys held exactly", st.keys);
+        assert!(
+            st.sessions
+                .values()
+                .any(|k| matches!(k.cover, Cover::Filter(_)))
+        );
+    }
+
+    #[test]
+    fn a_filter_that_fills_is_forgotten_and_its_bits_returned() {
+        let c = Census::new(1);
+        // Exact room for one key: the second session starts in a filter (room 4).
+        c.record(&[(1, 1, 10)]);
+        c.record(&[(2, 1, 20)]);
+        for seq in 2..=5u64 {
+            c.record(&[(2, seq, 20 + u128::from(seq))]);
+        }
+        // The fifth key overfilled it: forgotten, to be read again.
+        assert_eq!(c.known(2, 21, 5).upto, 0);
+        let st = c.lock();
+        assert_eq!(st.bits, 0);
     }
 }

@@ -85,7 +85,7 @@ impl RedbJournal {
         let queue = Arc::new(Queue::new());
         let census = options
             .confirm_misses
-            .then(|| Arc::new(census::Census::default()));
+            .then(|| Arc::new(census::Census::new(options.census_max_keys)));
         let lead = Lead::new(
             Arc::clone(&db),
             Arc::clone(&queue),

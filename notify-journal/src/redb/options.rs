@@ -76,6 +76,7 @@ pub struct RedbOptions {
     pub(crate) verify_on_open: RedbVerifyOnOpen,
     pub(crate) drop_step: usize,
     pub(crate) confirm_misses: bool,
+    pub(crate) census_max_keys: usize,
     pub(crate) scrub_interval: Duration,
     pub(crate) scrub_pace: u64,
 }
@@ -107,11 +108,15 @@ impl Default for RedbOptions {
             verify_on_open: RedbVerifyOnOpen::default(),
             drop_step: DEFAULT_DROP_STEP,
             confirm_misses: true,
+            census_max_keys: DEFAULT_CENSUS_MAX_KEYS,
             scrub_interval: DEFAULT_SCRUB_INTERVAL,
             scrub_pace: DEFAULT_SCRUB_PACE,
         }
     }
 }
+
+/// The default [`RedbOptions::census_max_keys`]: 2²¹ (2,097,152) keys held exactly.
+pub const DEFAULT_CENSUS_MAX_KEYS: usize = 1 << 21;
 
 /// The default [`RedbOptions::scrub_interval`]: one hour between scrub passes.
 pub const DEFAULT_SCRUB_INTERVAL: Duration = Duration::from_secs(3600);
@@ -209,11 +214,32 @@ impl RedbOptions {
     /// by lookups. A damaged index page can hide a key; believed, the miss would
     /// journal a retried record a second time. Confirmed, it is
     /// [`Corrupt`](crate::AppendError::Corrupt) instead. The cost: a session's first
-    /// miss after open reads its log once (the key census, `docs/design.md`), about 20
-    /// bytes of memory per key of the sessions in use. Off only to measure that cost.
+    /// miss after open reads its log once (the key census, `docs/design.md`), memory
+    /// bounded by [`census_max_keys`](Self::census_max_keys). Off only to measure that
+    /// cost.
     #[must_use]
     pub fn confirm_misses(mut self, enabled: bool) -> Self {
         self.confirm_misses = enabled;
+        self
+    }
+
+    /// The most key fingerprints the key census holds exactly, over all sessions
+    /// (default [`DEFAULT_CENSUS_MAX_KEYS`], 2²¹; at least 1). Only with
+    /// [`confirm_misses`](Self::confirm_misses).
+    ///
+    /// Memory: about 12 to 22 bytes per key held exactly (8-byte fingerprints in hash
+    /// sets, a 2-byte tag per frame), plus at most 16 bytes per key of this bound for
+    /// the Bloom filters of the sessions past it: at the default, at most about
+    /// 44 MiB + 32 MiB. Past the bound the least recently used sessions are demoted to
+    /// filters (6 to 10 bytes per key,
+    /// still proving a miss true without reading the log); past the filters' budget
+    /// the least recently used are forgotten and each is read again, whole, on its next
+    /// miss. So size it to the keys of the sessions being written: with the default, up
+    /// to about 5M keys or more in all stay covered; beyond that appends read logs again, which
+    /// `notify_journal_census_frames_read_total` shows (`docs/metrics.md`).
+    #[must_use]
+    pub fn census_max_keys(mut self, keys: usize) -> Self {
+        self.census_max_keys = keys.max(1);
         self
     }
 
