@@ -31,13 +31,14 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 macro_rules! format_impl {
-    ($m:ident, $journal:ident, $types:ident) => {
+    ($m:ident, $journal:ident, $types:ident, $options:ident) => {
         mod $m {
             use std::sync::Arc;
             use std::sync::atomic::{AtomicU64, Ordering};
             use std::time::{Duration, Instant};
 
-            use $journal::{RedbOptions, RedbJournal};
+            // Format 1's crate named its options `JournalOptions`.
+            use $journal::{$options as RedbOptions, RedbJournal};
             use $types::{
                 CommandId, JournalRecord, LoopId, ProcessCompletionNotification,
                 ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionId,
@@ -98,8 +99,8 @@ macro_rules! format_impl {
     };
 }
 
-format_impl!(v1, notify_journal_v1, notify_types_v1);
-format_impl!(v2, notify_journal, notify_types);
+format_impl!(v1, notify_journal_v1, notify_types_v1, JournalOptions);
+format_impl!(v2, notify_journal, notify_types, RedbOptions);
 
 fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
