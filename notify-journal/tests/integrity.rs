@@ -468,3 +468,95 @@ async fn a_hidden_key_of_an_ended_session_is_damage_not_a_new_id() {
     );
     j.close();
 }
+
+/// `s`'s key 2 removed from the index (its frame, seq 2, stays).
+fn hide_key_2(path: &std::path::Path, s: notify_types::SessionId) {
+    tamper::with_txn(path, |txn| {
+        txn.open_table(KEYS)
+            .unwrap()
+            .remove((key_of(s, 2).as_u128(), u(s)))
+            .unwrap();
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// Opened as `common::open` does (no scrub to find the damage first), with an exact
+/// census bound of 4 keys.
+fn open_census_4(path: &std::path::Path) -> RedbJournal {
+    RedbJournal::open(
+        path,
+        RedbOptions::default()
+            .verify_on_open(RedbVerifyOnOpen::Pages)
+            .census_max_keys(4),
+    )
+    .unwrap()
+}
+
+/// A retry of `s`'s hidden key 2 is damage at seq 2, on the append path and the read.
+async fn hidden_key_2_is_refused(j: &RedbJournal, s: notify_types::SessionId) {
+    let err = j.append(s, command(s, 2)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AppendError::Corrupt {
+                seq: 2,
+                source: Corruption::Inconsistent(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(matches!(
+        j.lookup(s, key_of(s, 2)).await,
+        Err(JournalError::Corrupt {
+            seq: 2,
+            source: Corruption::Inconsistent(_),
+            ..
+        })
+    ));
+    assert_eq!(j.last_seq(s).await.unwrap(), 4, "nothing appended as new");
+}
+
+/// The census's filter tier still refuses a key the index hides: the session's census
+/// was demoted from the exact tier to a Bloom filter before the retry came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_key_of_a_session_demoted_to_a_filter_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let s = three_frames(&path).await;
+    hide_key_2(&path, s);
+    let j = open_census_4(&path);
+    let t = session(5);
+    assert!(j.append(t, command(t, 1)).await.unwrap().appended);
+    // Key 4's miss reads `s`'s log (3 keys, exact: 4 in all); its frame makes 5, past
+    // the bound: the least recently used sessions, `t` then `s`, are demoted.
+    assert!(j.append(s, command(s, 4)).await.unwrap().appended);
+    // Another session past the bound on its own: demoted too, `s` stays a filter.
+    let v = session(6);
+    for i in 1..=5 {
+        assert!(j.append(v, command(v, i)).await.unwrap().appended);
+    }
+    hidden_key_2_is_refused(&j, s).await;
+    j.close();
+}
+
+/// The same for a session read back after a reopen straight into a filter (the exact
+/// tier already full).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_key_of_a_session_read_back_into_a_filter_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let s = three_frames(&path).await;
+    hide_key_2(&path, s);
+    let j = open_census_4(&path);
+    // A new session fills the exact tier (4 keys, covered as written).
+    let t = session(5);
+    for i in 1..=4 {
+        assert!(j.append(t, command(t, i)).await.unwrap().appended);
+    }
+    // Key 4's miss reads `s`'s log: no room left exactly, so into a filter.
+    assert!(j.append(s, command(s, 4)).await.unwrap().appended);
+    hidden_key_2_is_refused(&j, s).await;
+    j.close();
+}

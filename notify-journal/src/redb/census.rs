@@ -27,19 +27,23 @@
 //! a filter's "maybe" (a false positive, about 1 in 2,000 at most) reads the frames its
 //! tag names. The filters and their tags together take at most
 //! [`FILTER_BITS_PER_BOUND_KEY`] bits per key of the bound (16 bytes: no more than the
-//! exact tier); past that the
+//! exact tier), one filter at most a [`FILTER_SHARE`] share of that (a larger session
+//! gets a fuller filter, never full, not a larger one); past that the
 //! least recently used filters are forgotten, and a filter that fills is forgotten too:
 //! those sessions are read again on their next miss (once, then held again, as a filter
-//! of twice the room when the exact tier is full). So sessions written round robin whose
-//! keys outgrow the exact tier are read again about once per doubling of their logs,
-//! not on every append (the thrash of forgetting them); only when their keys outgrow
-//! the filters too does the census cycle, and `notify_journal_census_frames_read_total`
-//! counts every frame read to cover or decide a miss. The session just used is never
-//! forgotten for its own size (a session larger than the bound is held over it).
+//! of twice the room, up to the cap, when the exact tier is full). So sessions written
+//! round robin whose keys outgrow the exact tier are read again about once per doubling
+//! of their logs, not on every append (the thrash of forgetting them); only when their
+//! keys outgrow the filters too does the census cycle (the cliff moved, it is not gone),
+//! and `notify_journal_census_frames_read_total` counts every frame read to cover or
+//! decide a miss. The session just used is never forgotten for its own size (a session
+//! larger than the bound is held over it), nor one read in the last [`RECENT_TICKS`].
+//! Each session held also costs about 150 to 300 bytes not counted in the bound.
 //!
-//! A purge step forgets its session and a tombstone drop forgets every session
-//! (a dropped session starts a new log): a `generation` counter keeps a reader whose
-//! snapshot predates the change from putting back what was forgotten.
+//! A purge step forgets its session. A tombstone drop forgets no live session (a
+//! dropped session's census is already gone: its purge forgot it); both bump a
+//! `generation` counter, which keeps a reader whose snapshot predates the change from
+//! putting back what was forgotten.
 
 use crate::redb::keys::FastMap;
 use std::collections::HashSet;
@@ -61,6 +65,26 @@ pub(crate) const FILTER_BITS_PER_BOUND_KEY: usize = 128;
 const TAG_BITS: usize = 16;
 /// Probes of a filter per key.
 const PROBES: u64 = 8;
+/// One filter takes at most this share of the filters' budget (1/4): a session of more
+/// keys gets a fuller filter (more false positives, each costing the reads of its
+/// tag-matched frames) rather than one that outgrows the budget and is forgotten.
+const FILTER_SHARE: usize = 4;
+/// A session read within this many ticks of the census's clock (one a miss looked up,
+/// one a batch recorded: about 8 batches of one append) is not forgotten for the
+/// filters' budget: forgotten at once, it would be read whole on nearly every batch.
+/// At most this many sessions are so kept past the budget.
+const RECENT_TICKS: u64 = 16;
+
+/// The most bits one filter takes, for a bound of `max_keys`: a power of two, at most
+/// [`FILTER_SHARE`]'s share of the budget (at least 64).
+fn filter_cap(max_keys: usize) -> usize {
+    let share = max_keys.saturating_mul(FILTER_BITS_PER_BOUND_KEY) / FILTER_SHARE;
+    if share < 64 {
+        64
+    } else {
+        1 << (usize::BITS - 1 - share.leading_zeros())
+    }
+}
 
 type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
 
@@ -92,17 +116,27 @@ struct Filter {
     len: usize,
     /// Fingerprints it has room for at [`FILTER_BITS_PER_KEY`].
     room: usize,
+    /// Held to `cap` bits, short of its room: it never fills (a larger one would be
+    /// held to the same bits), its false positives only grow.
+    capped: bool,
 }
 
 impl Filter {
-    fn with_room(room: usize) -> Self {
+    /// A filter with room for `room` fingerprints, of at most `cap` bits (a power of
+    /// two, at least 64).
+    fn with_room(room: usize, cap: usize) -> Self {
         let room = room.max(4);
-        let bits = room.saturating_mul(FILTER_BITS_PER_KEY).next_power_of_two();
+        let want = room
+            .saturating_mul(FILTER_BITS_PER_KEY)
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX);
+        let bits = want.min(cap).max(64);
         Self {
             words: vec![0; bits / 64],
             mask: bits as u64 - 1,
             len: 0,
             room,
+            capped: want > bits,
         }
     }
 
@@ -130,7 +164,7 @@ impl Filter {
     }
 
     fn full(&self) -> bool {
-        self.len > self.room
+        !self.capped && self.len > self.room
     }
 }
 
@@ -162,6 +196,8 @@ struct Keys {
     tags: Vec<u16>,
     /// When it was last used, for eviction.
     used: u64,
+    /// When its log was last read, if ever.
+    read_at: Option<u64>,
 }
 
 #[derive(Default)]
@@ -172,6 +208,8 @@ struct State {
     keys: usize,
     /// Bits of the filters, over all sessions.
     bits: usize,
+    /// Sessions held as filters.
+    filters: usize,
     clock: u64,
 }
 
@@ -279,6 +317,7 @@ impl Census {
         }
         if let Some(k) = st.sessions.get_mut(&session) {
             k.upto = to;
+            k.read_at = Some(clock);
         }
         st.evict(self.max_keys, session);
     }
@@ -338,8 +377,9 @@ impl State {
         let cover = if self.keys.saturating_add(n) <= max_keys {
             Cover::Exact(FastSet::default())
         } else {
-            let f = Filter::with_room(n.saturating_mul(2));
+            let f = Filter::with_room(n.saturating_mul(2), filter_cap(max_keys));
             self.bits += f.bits();
+            self.filters += 1;
             Cover::Filter(f)
         };
         self.sessions.insert(
@@ -349,6 +389,7 @@ impl State {
                 cover,
                 tags: Vec::new(),
                 used: clock,
+                read_at: None,
             },
         );
     }
@@ -389,7 +430,10 @@ impl State {
                 cover: Cover::Filter(f),
                 tags,
                 ..
-            }) => self.bits -= f.bits() + tags.len() * TAG_BITS,
+            }) => {
+                self.bits -= f.bits() + tags.len() * TAG_BITS;
+                self.filters -= 1;
+            }
             None => {}
         }
     }
@@ -397,7 +441,9 @@ impl State {
     /// Past `max_keys` fingerprints held exactly, demotes the least recently used
     /// sessions to filters, down to three quarters of it; past the filters' budget,
     /// forgets the least recently used filters, down to three quarters of it. `current`
-    /// (the session just used) is never forgotten.
+    /// (the session just used) and a session read in the last [`RECENT_TICKS`] are
+    /// never forgotten (so the budget may be exceeded for a while by the few sessions
+    /// just read).
     fn evict(&mut self, max_keys: usize, current: u128) {
         if self.keys > max_keys {
             let mut by_use: Vec<(u64, u128)> = self
@@ -415,22 +461,37 @@ impl State {
                     continue;
                 };
                 if let Cover::Exact(set) = &k.cover {
-                    let mut f = Filter::with_room(set.len().saturating_mul(2));
+                    let mut f =
+                        Filter::with_room(set.len().saturating_mul(2), filter_cap(max_keys));
                     for fp in set {
                         f.insert(*fp);
                     }
                     self.keys -= set.len();
                     self.bits += f.bits() + k.tags.len() * TAG_BITS;
+                    self.filters += 1;
                     k.cover = Cover::Filter(f);
                 }
             }
         }
         let budget = max_keys.saturating_mul(FILTER_BITS_PER_BOUND_KEY);
-        if self.bits > budget {
+        // No filter but the current session's: nothing to forget, no walk.
+        let current_filtered = self
+            .sessions
+            .get(&current)
+            .is_some_and(|k| matches!(k.cover, Cover::Filter(_)));
+        let others = self.filters.saturating_sub(usize::from(current_filtered));
+        if self.bits > budget && others > 0 {
+            let clock = self.clock;
+            let recent = |k: &Keys| {
+                k.read_at
+                    .is_some_and(|t| clock.saturating_sub(t) < RECENT_TICKS)
+            };
             let mut by_use: Vec<(u64, u128)> = self
                 .sessions
                 .iter()
-                .filter(|(s, k)| **s != current && matches!(k.cover, Cover::Filter(_)))
+                .filter(|(s, k)| {
+                    **s != current && matches!(k.cover, Cover::Filter(_)) && !recent(k)
+                })
                 .map(|(s, k)| (k.used, *s))
                 .collect();
             by_use.sort_unstable();
@@ -782,6 +843,46 @@ mod tests {
         // The fifth key overfilled it: forgotten, to be read again.
         assert_eq!(c.known(2, 21, 5).upto, 0);
         let st = c.lock();
-        assert_eq!(st.bits, 0);
+        assert_eq!((st.bits, st.filters), (0, 0));
+    }
+
+    #[test]
+    fn a_filter_is_held_to_a_share_of_the_budget_and_a_held_one_never_fills() {
+        // Bound 8: budget 1,024 bits, one filter at most 256.
+        assert_eq!(filter_cap(8), 256);
+        assert_eq!(filter_cap(1), 64);
+        let c = Census::new(8);
+        for seq in 1..=100u64 {
+            c.record(&[(1, seq, u128::from(seq))]);
+        }
+        // Demoted past 8 keys into a filter held to 256 bits (its room, 18 keys, would
+        // take 512), then never full: still covered, no read.
+        for seq in 1..=100u64 {
+            let k = c.known(1, u128::from(seq), 100);
+            assert_eq!(k.upto, 100);
+            assert!(k.candidates.contains(&seq), "no false negative at {seq}");
+        }
+        let st = c.lock();
+        match &st.sessions[&1].cover {
+            Cover::Filter(f) => assert_eq!((f.bits(), f.capped), (256, true)),
+            Cover::Exact(_) => panic!("not demoted"),
+        }
+    }
+
+    #[test]
+    fn a_session_just_read_is_not_forgotten_for_the_budget_until_it_is_not_recent() {
+        let c = Census::new(8);
+        // Session 1 read whole: 100 keys, past the budget on its tags alone.
+        let fps: Vec<u64> = (1..=100u128).map(fingerprint).collect();
+        c.extend(c.generation(), 1, 1, 100, &fps);
+        // Another session written: session 1, just read, is kept.
+        c.record(&[(2, 1, 1000)]);
+        assert_eq!(c.known(1, 5, 100).upto, 100);
+        // Once it is no longer recent (nor used), the budget forgets it.
+        for seq in 2..=RECENT_TICKS + 1 {
+            c.record(&[(2, seq, 1000 + u128::from(seq))]);
+        }
+        assert_eq!(c.known(1, 5, 100).upto, 0);
+        assert!(c.lock().bits <= 8 * FILTER_BITS_PER_BOUND_KEY);
     }
 }

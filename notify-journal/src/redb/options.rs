@@ -230,13 +230,16 @@ impl RedbOptions {
     /// Memory: about 12 to 22 bytes per key held exactly (8-byte fingerprints in hash
     /// sets, a 2-byte tag per frame), plus at most 16 bytes per key of this bound for
     /// the Bloom filters of the sessions past it: at the default, at most about
-    /// 44 MiB + 32 MiB. Past the bound the least recently used sessions are demoted to
+    /// 44 MiB + 32 MiB. Not counted: each session held costs about 150 to 300 bytes of
+    /// its own (map entry, set or filter, tag vector), whatever its keys. Past the bound the least recently used sessions are demoted to
     /// filters (6 to 10 bytes per key,
     /// still proving a miss true without reading the log); past the filters' budget
     /// the least recently used are forgotten and each is read again, whole, on its next
     /// miss. So size it to the keys of the sessions being written: with the default, up
-    /// to about 5M keys or more in all stay covered; beyond that appends read logs again, which
-    /// `notify_journal_census_frames_read_total` shows (`docs/metrics.md`).
+    /// to about 5M keys or more in all stay covered; beyond that sessions written round
+    /// robin fall back to reading a whole log on nearly every append, which
+    /// `notify_journal_census_frames_read_total` shows (`docs/metrics.md`); this bound
+    /// is the knob.
     #[must_use]
     pub fn census_max_keys(mut self, keys: usize) -> Self {
         self.census_max_keys = keys.max(1);
