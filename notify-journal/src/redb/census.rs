@@ -438,6 +438,18 @@ impl State {
         }
     }
 
+    /// The sessions `pick` accepts, least recently used first.
+    fn least_recently_used(&self, pick: impl Fn(u128, &Keys) -> bool) -> Vec<u128> {
+        let mut by_use: Vec<(u64, u128)> = self
+            .sessions
+            .iter()
+            .filter(|(s, k)| pick(**s, k))
+            .map(|(s, k)| (k.used, *s))
+            .collect();
+        by_use.sort_unstable();
+        by_use.into_iter().map(|(_, s)| s).collect()
+    }
+
     /// Past `max_keys` fingerprints held exactly, demotes the least recently used
     /// sessions to filters, down to three quarters of it; past the filters' budget,
     /// forgets the least recently used filters, down to three quarters of it. `current`
@@ -446,14 +458,7 @@ impl State {
     /// just read).
     fn evict(&mut self, max_keys: usize, current: u128) {
         if self.keys > max_keys {
-            let mut by_use: Vec<(u64, u128)> = self
-                .sessions
-                .iter()
-                .filter(|(_, k)| matches!(k.cover, Cover::Exact(_)))
-                .map(|(s, k)| (k.used, *s))
-                .collect();
-            by_use.sort_unstable();
-            for (_, s) in by_use {
+            for s in self.least_recently_used(|_, k| matches!(k.cover, Cover::Exact(_))) {
                 if self.keys <= max_keys / 4 * 3 {
                     break;
                 }
@@ -486,16 +491,10 @@ impl State {
                 k.read_at
                     .is_some_and(|t| clock.saturating_sub(t) < RECENT_TICKS)
             };
-            let mut by_use: Vec<(u64, u128)> = self
-                .sessions
-                .iter()
-                .filter(|(s, k)| {
-                    **s != current && matches!(k.cover, Cover::Filter(_)) && !recent(k)
-                })
-                .map(|(s, k)| (k.used, *s))
-                .collect();
-            by_use.sort_unstable();
-            for (_, s) in by_use {
+            let forgettable = |s: u128, k: &Keys| {
+                s != current && matches!(k.cover, Cover::Filter(_)) && !recent(k)
+            };
+            for s in self.least_recently_used(forgettable) {
                 if self.bits <= budget / 4 * 3 {
                     break;
                 }
