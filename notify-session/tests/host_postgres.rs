@@ -18,8 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use host_support::{
-    Counting, OneLoop, Seen, WAIT, adopting_host, next_seen, notification, opening_host,
-    start_host, started,
+    Counting, OneLoop, Seen, WAIT, adopting_host, next_seen, notification, opening_host, started,
 };
 use notify_journal::{BoxFuture, PgJournal, PgOptions, replay_all};
 use notify_loop::LoopConfig;
@@ -270,9 +269,23 @@ async fn two_hosts_racing_for_orphans_never_share_one() {
     for _ in 0..8 {
         orphans.push(orphan(&writer, loop_id, 1).await);
     }
+    // Each host also polls every second: an orphan the racing first polls leave to
+    // each other (or one whose open failed under load) is adopted by a later poll,
+    // not after the default poll of one lease duration (30 s, as long as the wait).
+    let every = Duration::from_secs(1);
     let (a, b) = tokio::join!(
-        async { start_host(journal(&url, &schema, lease).await, |h| h.capacity(5)).await },
-        async { start_host(journal(&url, &schema, lease).await, |h| h.capacity(5)).await },
+        async {
+            adopting_host(journal(&url, &schema, lease).await, every, |h| {
+                h.capacity(5)
+            })
+            .await
+        },
+        async {
+            adopting_host(journal(&url, &schema, lease).await, every, |h| {
+                h.capacity(5)
+            })
+            .await
+        },
     );
     let wait = async {
         while a.sessions().len() + b.sessions().len() < orphans.len() {
