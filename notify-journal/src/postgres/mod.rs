@@ -76,6 +76,7 @@ mod lease;
 mod lease_conn;
 mod lease_listen;
 mod migration_7;
+mod migration_9;
 mod migrations;
 mod open;
 mod options;
@@ -109,7 +110,7 @@ pub use tls::{PgSslMode, PgTls};
 pub use version::PG_SCHEMA_VERSION;
 
 use connect::Connector;
-use lease_conn::LeaseConn;
+use lease_conn::{LeaseChangeConn, LeaseConn};
 use lease_listen::Listener;
 use read_conn::{ConnSlot, ReaderSlot};
 use sql::Sql;
@@ -279,9 +280,13 @@ pub struct PgJournal {
     /// The sessions of `leases` whose lease is known lost (not renewed again, and
     /// reported lost once); never locked before `leases`.
     lost: Mutex<HashSet<SessionId>>,
-    /// The lease connection (opened on first use; never locked across an await).
+    /// The renewal connection: renewals and lease reads (opened on first use; never
+    /// locked across an await).
     lease_conn: Mutex<ConnSlot<LeaseConn>>,
-    /// Statements sent on the lease connection, for [`lease_round_trips`](Self::lease_round_trips).
+    /// The change connection: acquire and release, which may wait for row locks
+    /// (opened on first use; never locked across an await).
+    lease_change_conn: Mutex<ConnSlot<LeaseChangeConn>>,
+    /// Statements sent on the lease connections, for [`lease_round_trips`](Self::lease_round_trips).
     lease_round_trips: AtomicU64,
     /// The `LISTEN` task of [`lease_changes`](Self::lease_changes), once asked for.
     listener: Mutex<Option<Listener>>,
