@@ -102,9 +102,14 @@ fn hammer(
         set.spawn(async move {
             let variant = u32::try_from(a).unwrap();
             while !stop.load(Ordering::SeqCst) {
-                match j.append(session, command(session, Uuid::now_v7(), variant)).await {
+                match j
+                    .append(session, command(session, Uuid::now_v7(), variant))
+                    .await
+                {
                     Ok(_) => counts.ok.fetch_add(1, Ordering::Relaxed),
-                    Err(AppendError::Fenced { .. }) => counts.fenced.fetch_add(1, Ordering::Relaxed),
+                    Err(AppendError::Fenced { .. }) => {
+                        counts.fenced.fetch_add(1, Ordering::Relaxed)
+                    }
                     Err(e) => {
                         eprintln!("append failed: {e}");
                         counts.other.fetch_add(1, Ordering::Relaxed)
@@ -154,14 +159,23 @@ async fn a_hot_session_keeps_its_lease_while_64_appenders_hammer_it() {
     assert!(ok >= 1_000, "only {ok} appends in {RUN:?}");
     assert!(rounds.rounds >= 10, "{rounds:?}");
     assert_eq!(
-        (rounds.renewed, rounds.not_judged, rounds.lost, rounds.failed),
+        (
+            rounds.renewed,
+            rounds.not_judged,
+            rounds.lost,
+            rounds.failed
+        ),
         (rounds.rounds, 0, 0, 0),
         "every round renews the hot session's lease: {rounds:?}"
     );
     assert_eq!((fenced, other), (0, 0), "no append fenced or failed");
     let info = j.lease_info(s).await.unwrap();
     assert!(info.live && info.epoch == lease.epoch() && info.holder == Some(j.holder_id()));
-    assert_eq!(j.last_seq(s).await.unwrap(), ok, "every answered append is journaled");
+    assert_eq!(
+        j.last_seq(s).await.unwrap(),
+        ok,
+        "every answered append is journaled"
+    );
     j.close().await;
     drop_schema(&url, &schema).await;
 }
@@ -215,10 +229,18 @@ async fn an_open_application_transaction_holds_back_no_renewal() {
         "open transaction: {rounds:?}; appends: {during} while it was open, {ok} ok, \
          {fenced} fenced, {other} failed"
     );
-    assert_eq!(during, 0, "the appends queued behind the transaction's row lock");
+    assert_eq!(
+        during, 0,
+        "the appends queued behind the transaction's row lock"
+    );
     assert!(rounds.rounds >= 8, "{rounds:?}");
     assert_eq!(
-        (rounds.renewed, rounds.not_judged, rounds.lost, rounds.failed),
+        (
+            rounds.renewed,
+            rounds.not_judged,
+            rounds.lost,
+            rounds.failed
+        ),
         (rounds.rounds, 0, 0, 0),
         "every round renews the lease, the transaction open or not: {rounds:?}"
     );
@@ -316,7 +338,10 @@ async fn a_renewal_completes_while_a_takeover_waits_for_an_in_flight_append() {
         .unwrap();
     assert_eq!(renewal.renewed, vec![kept], "{renewal:?}");
     assert!(renewal.lost.is_empty(), "{renewal:?}");
-    assert!(!takeover.is_finished(), "the takeover waits for the transaction");
+    assert!(
+        !takeover.is_finished(),
+        "the takeover waits for the transaction"
+    );
     assert!(lock_waits(&probe, &tag).await > 0, "still waiting");
 
     tx.commit().await.unwrap();
@@ -329,7 +354,11 @@ async fn a_renewal_completes_while_a_takeover_waits_for_an_in_flight_append() {
     // What the new holder restores holds the old holder's append: it committed
     // before the takeover returned.
     let log = replay_all(&*a, s).await.unwrap();
-    assert_eq!(log, vec![(1, record)], "the in-flight append, under the old epoch");
+    assert_eq!(
+        log,
+        vec![(1, record)],
+        "the in-flight append, under the old epoch"
+    );
     // From now on the old holder is fenced, in its own transactions too.
     assert!(matches!(
         c.append(s, command(s, Uuid::now_v7(), 1)).await,
@@ -386,9 +415,7 @@ async fn the_lease_row_lock_modes_conflict_as_designed() {
         .unwrap();
     probe
         .execute(
-            &format!(
-                "UPDATE \"{schema}\".leases SET expires_at = expires_at WHERE session = $1"
-            ),
+            &format!("UPDATE \"{schema}\".leases SET expires_at = expires_at WHERE session = $1"),
             &[s.as_uuid()],
         )
         .await
