@@ -9,6 +9,8 @@
 //!   transaction (acquire and release have a connection of their own), and that
 //!   takeover waits for the old holder's in-flight append, which commits under the old
 //!   epoch before the takeover returns; the old holder's later appends are fenced.
+//! * A takeover of a hot session: nothing of the old epoch lands after the new
+//!   holder's restore point.
 //! * The lease row's lock modes conflict as designed (checked on the server with
 //!   `NOWAIT`): an append's `FOR KEY SHARE` does not conflict with a renewal's
 //!   `FOR NO KEY UPDATE`, and does with an acquire's or release's `FOR UPDATE`.
@@ -115,6 +117,48 @@ fn hammer(
                         counts.other.fetch_add(1, Ordering::Relaxed)
                     }
                 };
+            }
+        });
+    }
+    set
+}
+
+/// `n` transactional appenders to `session` until `stop`, each on a connection of
+/// its own: an application transaction holding one `append_in` for `hold` before it
+/// commits (counted once committed).
+async fn hammer_in_tx(
+    url: &str,
+    j: &Arc<PgJournal>,
+    session: SessionId,
+    n: usize,
+    hold: Duration,
+    stop: &Arc<AtomicBool>,
+    counts: &Arc<Appends>,
+) -> tokio::task::JoinSet<()> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let mut app = raw_client(url).await;
+        let (j, stop, counts) = (Arc::clone(j), Arc::clone(stop), Arc::clone(counts));
+        set.spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let tx = app.transaction().await.unwrap();
+                let cause = CommandId::from_uuid(Uuid::now_v7());
+                match j.append_in(&tx, session, &consumed(session, cause)).await {
+                    Ok(out) => {
+                        assert!(out.appended);
+                        tokio::time::sleep(hold).await;
+                        tx.commit().await.unwrap();
+                        counts.ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(AppendError::Fenced { .. }) => {
+                        tx.rollback().await.unwrap();
+                        counts.fenced.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        eprintln!("append in a transaction failed: {e}");
+                        counts.other.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
             }
         });
     }
@@ -374,6 +418,91 @@ async fn a_renewal_completes_while_a_takeover_waits_for_an_in_flight_append() {
     assert_eq!((next.seq, next.appended), (2, true));
     a.close().await;
     c.close().await;
+    drop_schema(&url, &schema).await;
+}
+
+/// A takeover of a hot session: the old holder's 16 appenders and 8 transactional
+/// appenders (each transaction holding its append 20 ms before it commits, so one
+/// is nearly always in flight) hammer it while its short lease runs out unrenewed,
+/// and another handle acquires it as soon as it can. Whatever the old holder had in
+/// flight commits before the takeover returns: the log's head the new holder reads
+/// right after acquiring is where the log stays (every later append of the old
+/// epoch is fenced), and it holds exactly the appends the old holder was told were
+/// written. (An acquire that did not wait for the appends in flight, locking the
+/// lease row `FOR NO KEY UPDATE`, fails this.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_of_the_old_epoch_lands_after_a_takeover_of_a_hot_session() {
+    let name = "nothing_of_the_old_epoch_lands_after_a_takeover_of_a_hot_session";
+    let Some(url) = database_url(name) else {
+        return;
+    };
+    let schema = fresh_schema("hot_takeover");
+    let old = Arc::new(
+        journal(
+            &url,
+            &schema,
+            PgOptions::default().lease_duration(Duration::from_millis(1500)),
+        )
+        .await,
+    );
+    let new = journal(&url, &schema, PgOptions::default()).await;
+    let s = SessionId::new();
+    let first = old.acquire_lease(s).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(Appends::default());
+    let mut appenders = hammer(&old, s, 16, &stop, &counts);
+    let mut in_tx = hammer_in_tx(&url, &old, s, 8, Duration::from_millis(20), &stop, &counts).await;
+    // Acquire as soon as the lease is free: the old holder's appends are in flight.
+    let taken = tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            match new.acquire_lease(s).await {
+                Ok(lease) => break lease,
+                Err(notify_journal::LeaseError::Held { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .expect("hang guard: the lease never came free");
+    let head = new.last_seq(s).await.unwrap();
+    let restored = replay_all(&new, s).await.unwrap().len();
+    // The old holder keeps trying for a while: fenced, all of it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::SeqCst);
+    for set in [&mut appenders, &mut in_tx] {
+        while let Some(done) = tokio::time::timeout(HANG_GUARD, set.join_next())
+            .await
+            .expect("hang guard: the appenders")
+        {
+            done.unwrap();
+        }
+    }
+    let (ok, fenced, other) = (
+        counts.ok.load(Ordering::SeqCst),
+        counts.fenced.load(Ordering::SeqCst),
+        counts.other.load(Ordering::SeqCst),
+    );
+    eprintln!("takeover at head {head}: {ok} appended, {fenced} fenced, {other} failed");
+    assert_eq!(taken.epoch(), first.epoch() + 1);
+    assert!(ok >= 20, "the session was hot: {ok} appends");
+    assert!(fenced > 0, "the old holder went on and was fenced");
+    assert_eq!(other, 0);
+    assert_eq!(
+        u64::try_from(restored).unwrap(),
+        head,
+        "gap-free to the head"
+    );
+    assert_eq!(
+        new.last_seq(s).await.unwrap(),
+        head,
+        "nothing landed after the takeover"
+    );
+    assert_eq!(
+        ok, head,
+        "every append the old holder was told of is in the log"
+    );
+    old.close().await;
+    new.close().await;
     drop_schema(&url, &schema).await;
 }
 
