@@ -40,9 +40,7 @@ async fn held_by_a_dead_holder(journal: &MemoryJournal, loop_id: LoopId) -> Sess
     let id = SessionId::new();
     dead.acquire_lease(id).await.unwrap();
     let session = Session::new(id, dead.clone());
-    let _consumer = session
-        .register_loop(LoopConfig::new(id, loop_id))
-        .unwrap();
+    let _consumer = session.register_loop(LoopConfig::new(id, loop_id)).unwrap();
     session
         .notify_process_completion(notification(id, loop_id))
         .await
@@ -228,11 +226,9 @@ async fn a_failing_start_is_retried_with_backoff() {
         failing: HashSet::from([failing]),
         attempts: Arc::clone(&attempts),
     };
-    let host = adopting_host(
-        Arc::new(journal.clone()),
-        Duration::from_millis(200),
-        |h| h.app(app),
-    )
+    let host = adopting_host(Arc::new(journal.clone()), Duration::from_millis(200), |h| {
+        h.app(app)
+    })
     .await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     let tried = attempts.lock().unwrap().get(&failing).copied().unwrap_or(0);
@@ -269,11 +265,9 @@ async fn failing_starts_hide_no_real_orphan_from_a_host_with_little_room() {
         failing,
         attempts: Arc::clone(&attempts),
     };
-    let host = adopting_host(
-        Arc::new(journal.clone()),
-        Duration::from_millis(200),
-        |h| h.capacity(1).app(app),
-    )
+    let host = adopting_host(Arc::new(journal.clone()), Duration::from_millis(200), |h| {
+        h.capacity(1).app(app)
+    })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let attempts = attempts.lock().unwrap().clone();

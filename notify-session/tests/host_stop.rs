@@ -241,8 +241,8 @@ impl notify_session::HostApp for CountingStops {
         _report: notify_session::RestoreReport,
     ) -> notify_journal::BoxFuture<'a, Result<(), notify_session::AppError>> {
         Box::pin(async move {
-            let consumer = session
-                .register_loop(notify_loop::LoopConfig::new(session.id(), self.loop_id))?;
+            let consumer =
+                session.register_loop(notify_loop::LoopConfig::new(session.id(), self.loop_id))?;
             std::mem::forget(consumer);
             Ok(())
         })
@@ -317,10 +317,7 @@ async fn a_stale_handle_cannot_end_the_session_under_its_next_placement() {
         ),
         "{ended:?}"
     );
-    assert_eq!(
-        journal.session_state(id).await.unwrap(),
-        SessionState::Live
-    );
+    assert_eq!(journal.session_state(id).await.unwrap(), SessionState::Live);
     let answer = current
         .notify_process_completion(notification(id, loop_id))
         .await;

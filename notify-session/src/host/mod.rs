@@ -29,6 +29,7 @@ mod builder;
 mod error;
 mod fence;
 mod handle;
+mod holdoff;
 mod inner;
 mod keeper;
 mod metrics;
