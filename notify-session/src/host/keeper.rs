@@ -86,6 +86,10 @@ pub(crate) async fn keep_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>)
     if inner.table.is_closed() {
         return true;
     }
+    // What is past its deadline is lost whatever the renewal answers (a deadline is
+    // never moved once passed): stop it first, so that the renewal's bound below is
+    // the next deadline, not one already gone (a host resumed from a pause).
+    stop_overdue(inner);
     let started = Instant::now();
     // A renewal stuck behind a slow database must not hold the deadlines back: it is
     // cut short at the interval, or at the earliest deadline if that comes first.
