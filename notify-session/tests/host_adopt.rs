@@ -177,6 +177,73 @@ async fn a_start_longer_than_the_lease_loses_none_of_its_leases() {
     host.shutdown().await.unwrap();
 }
 
+/// An application whose `started` takes `delay` and registers nothing; it keeps the
+/// most starts it saw running at once.
+struct Overlapping {
+    delay: Duration,
+    running: Arc<Mutex<(usize, usize)>>,
+}
+
+impl HostApp for Overlapping {
+    fn started<'a>(
+        &'a self,
+        _session: &'a Session,
+        _report: RestoreReport,
+    ) -> BoxFuture<'a, Result<(), AppError>> {
+        Box::pin(async move {
+            {
+                let mut running = self.running.lock().unwrap();
+                running.0 += 1;
+                running.1 = running.1.max(running.0);
+            }
+            tokio::time::sleep(self.delay).await;
+            self.running.lock().unwrap().0 -= 1;
+            Ok(())
+        })
+    }
+}
+
+/// Host A shuts down, releasing 20 sessions; host B, whose `started` takes 400 ms and
+/// which polls only every minute, hears each release announced and adopts them all
+/// before its first poll, several at a time.
+///
+/// On the code before the fix B opened announced sessions one at a time, waiting for
+/// each start (at most 1 running at once; the last adopted 8 s after the release).
+#[tokio::test(start_paused = true)]
+async fn announced_releases_are_adopted_several_at_a_time() {
+    let journal = MemoryJournal::new().with_lease_duration(Duration::from_secs(3));
+    let (a_app, _a_seen) = OneLoop::new(LoopId::new());
+    let a = host_support::opening_host(Arc::new(journal.clone()), |h| h.app(a_app)).await;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let id = SessionId::new();
+        a.open(id).await.unwrap();
+        ids.push(id);
+    }
+    let running = Arc::new(Mutex::new((0, 0)));
+    let b_app = Overlapping {
+        delay: Duration::from_millis(400),
+        running: Arc::clone(&running),
+    };
+    let b = adopting_host(
+        Arc::new(journal.another_holder()),
+        Duration::from_secs(60),
+        |h| h.app(b_app),
+    )
+    .await;
+    a.shutdown().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while b.sessions().len() < ids.len() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("B did not adopt every released session before its first poll");
+    let most = running.lock().unwrap().1;
+    assert!(most > 1, "at most {most} announced adoption(s) ran at once");
+    b.shutdown().await.unwrap();
+}
+
 /// An application whose `started` fails for the sessions in `failing` and counts
 /// every attempt; it registers one loop in the others.
 struct FailingFor {

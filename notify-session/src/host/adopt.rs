@@ -1,7 +1,8 @@
 //! Adopting orphaned sessions: on a fixed poll schedule (announcements handled in
 //! between never push a poll back: an expired lease is found only by a poll), and at
-//! once when the engine announces a lease released or lost, this host opens sessions
-//! whose owner is gone, up to its capacity. Each host tries the listed orphans from a
+//! once when the engine announces a lease released or lost (several announced
+//! sessions opening at once, none waited for), this host opens sessions whose owner
+//! is gone, up to its capacity. Each host tries the listed orphans from a
 //! point of the list derived from its holder ID, so that hosts polling at once mostly
 //! go for different sessions, and passes over the ones it leaves alone (given up or
 //! lost lately, or backing off after failed starts), asking the engine for as many
@@ -34,6 +35,9 @@ pub(crate) async fn run<J: JournalLeases + 'static>(
     let Some(mut changes) = changes else {
         return poll_only(host, polls, shutdown).await;
     };
+    // The opens of announced sessions, a few at a time; the adopter does not wait for
+    // them (a slow start holds back neither the next announcement nor a poll).
+    let announced_opens = Arc::new(Semaphore::new(PARALLEL_ADOPTIONS));
     loop {
         let announced = tokio::select! {
             _ = polls.tick() => None,
@@ -49,7 +53,7 @@ pub(crate) async fn run<J: JournalLeases + 'static>(
             return;
         };
         match announced {
-            Some(session) => adopt_one(&inner, session).await,
+            Some(session) => adopt_one(&inner, session, &announced_opens).await,
             None => adopt_once(&inner).await,
         }
     }
@@ -85,8 +89,13 @@ async fn poll_only<J: JournalLeases + 'static>(
 
 /// Adopts the announced `session` if it has room and does not leave it alone (given
 /// up lately: then the announcement is its own release, meant for other hosts; or
-/// backing off after failed starts).
-async fn adopt_one<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>, session: SessionId) {
+/// backing off after failed starts): once one of `permits` is free, as a recorded
+/// open task (see `spawn_open`) that the adopter does not wait for.
+async fn adopt_one<J: JournalLeases + 'static>(
+    inner: &Arc<Inner<J>>,
+    session: SessionId,
+    permits: &Arc<Semaphore>,
+) {
     if inner.table.room(inner.options.capacity) == 0
         || inner
             .table
@@ -94,10 +103,7 @@ async fn adopt_one<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>, session: S
     {
         return;
     }
-    // As a recorded open task (see `spawn_open`), waited for here.
-    let permits = Arc::new(Semaphore::new(1));
-    open_when_free(inner, session, &permits).await;
-    let _ = permits.acquire().await;
+    open_when_free(inner, session, permits).await;
 }
 
 /// How many adoptions one host runs at once (each a few round trips).
