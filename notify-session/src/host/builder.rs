@@ -98,7 +98,7 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
     }
 
     /// How often the host looks for orphaned sessions to adopt (besides the engine's
-    /// announcements); default the lease duration.
+    /// announcements, which never push a poll back); default the lease duration.
     pub fn adopt_every(mut self, every: Duration) -> Self {
         self.adopt_every = Some(every);
         self
