@@ -181,8 +181,8 @@ impl RedbJournal {
         let mut seen = 0usize;
         while found.len() < limit && seen < budget {
             let page = PAGE.min(budget - seen);
-            let (sessions, last) =
-                in_snapshot(&*db, "the live sessions", |s| live_page(s, after, page))?;
+            let sessions = in_snapshot(&*db, "the live sessions", |s| live_page(s, after, page))?;
+            let last = sessions.last().map(|(session, _)| *session);
             seen += sessions.len().max(1);
             let Some(last) = last else {
                 // The end of the file: a first listing has walked it whole; a window
@@ -220,15 +220,14 @@ impl RedbJournal {
     }
 }
 
-/// Up to `page` sessions after `after` in one snapshot, each with whether it is live
-/// (a log and no state row: ended and purged sessions have one), and the last one.
+/// Up to `page` sessions after `after` in one snapshot, in ID order, each with
+/// whether it is live (a log and no state row: ended and purged sessions have one).
 fn live_page(
     s: &Snapshot,
     after: Option<SessionId>,
     page: usize,
-) -> Result<(Vec<(SessionId, bool)>, Option<SessionId>), JournalError> {
+) -> Result<Vec<(SessionId, bool)>, JournalError> {
     let sessions = s.sessions_after(after, page)?;
-    let last = sessions.last().copied();
     let mut out = Vec::with_capacity(sessions.len());
     for session in sessions {
         let live = s
@@ -238,7 +237,7 @@ fn live_page(
             .is_none();
         out.push((session, live));
     }
-    Ok((out, last))
+    Ok(out)
 }
 
 /// Whether `session` is live in the snapshot: it has a log and no state row.
