@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use notify_journal::{AppendError, AppendOutcome, JournalBackend};
 use notify_loop::LoopHandle;
@@ -42,6 +42,14 @@ pub enum Published {
     },
 }
 
+/// A host runtime's placement of a session on this process: whether it may still
+/// serve the session now.
+pub(crate) trait Placement: Send + Sync {
+    /// Whether this placement still holds the session's lease here, its deadline
+    /// ahead.
+    fn serving(&self) -> bool;
+}
+
 /// One session's shared state.
 pub(crate) struct Shared {
     pub(crate) id: SessionId,
@@ -71,9 +79,10 @@ pub(crate) struct Shared {
     host_stopped: AtomicBool,
     /// The lease holder that took the session over, when the host knows it.
     new_owner: Mutex<Option<Uuid>>,
-    /// Whether a host runtime serves the session (its appends go through the host's
-    /// fence): a fenced append then means "not the owner".
-    hosted: AtomicBool,
+    /// The host runtime's placement, when one serves the session (its appends go
+    /// through that placement's fence): a fenced append then means "not the owner",
+    /// and consumers receive nothing once the placement no longer serves.
+    hosted: OnceLock<Arc<dyn Placement>>,
     /// Notifications handed to this session's loops here (seeded or accepted) and not
     /// yet acknowledged through it: what a host's status reports as pending.
     pending: AtomicU64,
@@ -93,7 +102,7 @@ impl Shared {
             sealed: AtomicBool::new(false),
             host_stopped: AtomicBool::new(false),
             new_owner: Mutex::new(None),
-            hosted: AtomicBool::new(false),
+            hosted: OnceLock::new(),
             pending: AtomicU64::new(0),
         }
     }
@@ -108,18 +117,17 @@ impl Shared {
         self.pending.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Marks the session as served by a host runtime (before anyone else sees it).
-    pub(crate) fn mark_hosted(&self) {
-        self.hosted.store(true, Ordering::Release);
+    /// Marks the session as served by a host runtime under `placement` (before
+    /// anyone else sees it).
+    pub(crate) fn mark_hosted(&self, placement: Arc<dyn Placement>) {
+        let _ = self.hosted.set(placement);
     }
 
     /// What a fenced append of a hosted session answers: the host's stop, or (the
     /// fence refused before the host stopped the session) "not the owner" with the
     /// owner unknown. `None` for a session no host runs.
     pub(crate) fn not_owner(&self) -> Option<Option<Uuid>> {
-        if !self.hosted.load(Ordering::Acquire) {
-            return None;
-        }
+        self.hosted.get()?;
         Some(self.stopped_by_host().flatten())
     }
 
@@ -151,17 +159,26 @@ impl Shared {
         self.host_stopped.store(true, Ordering::Release);
     }
 
+    /// The new owner of a session its host stopped, learnt after the stop: every
+    /// `NotOwner` answer names it from here on.
+    pub(crate) fn learn_owner(&self, owner: Uuid) {
+        *self.new_owner.lock().unwrap_or_else(|p| p.into_inner()) = Some(owner);
+    }
+
     /// Whether the session has ended.
     pub(crate) fn is_ended(&self) -> bool {
         self.ended.load(Ordering::Acquire)
     }
 
     /// Whether consumers may still receive: not once the session ended, nor once an
-    /// end began abandoning, nor once its host stopped serving it.
+    /// end began abandoning, nor once its host stopped serving it or its placement's
+    /// lease is past its deadline (the host stops it then; another host may already
+    /// be redelivering what this one would hand out).
     pub(crate) fn delivers(&self) -> bool {
         !self.is_ended()
             && !self.sealed.load(Ordering::Acquire)
             && !self.host_stopped.load(Ordering::Acquire)
+            && self.hosted.get().is_none_or(|p| p.serving())
     }
 
     /// Marks the session ended. Only `Session::end` calls it, with the end gate's write
