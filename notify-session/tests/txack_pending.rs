@@ -20,7 +20,7 @@ use notify_journal::{
     JournalBackend, JournalLeases, PgJournal, PgOptions, RedbJournal, RedbOptions,
 };
 use notify_loop::LoopConfig;
-use notify_session::{AckError, IfPending, SessionHost, restore};
+use notify_session::{AckError, IfPending, PgAck, SessionHost, restore};
 use notify_testkit::MemoryJournal;
 use notify_testkit::postgres::database_url;
 use notify_types::{
@@ -333,7 +333,10 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
     // ack_in_pg, committed.
     let received = consumer.recv().await.unwrap();
     let tx = app.transaction().await.unwrap();
-    let acked = received.ack_in_pg(&journal, &tx).await.unwrap();
+    let PgAck::Write(acked) = received.ack_in_pg(&journal, &tx).await.unwrap() else {
+        panic!("a new consumption answered AlreadyConsumed");
+    };
+    assert_eq!(pending(&host, id), 4, "not released before the commit");
     tx.commit().await.unwrap();
     acked.committed().await.unwrap();
     assert_eq!(pending(&host, id), 3, "ack_in_pg");
@@ -341,25 +344,42 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
     // The handed-out statement, answered, committed.
     let received = consumer.recv().await.unwrap();
     let tx = app.transaction().await.unwrap();
-    let mut acked = received.pg_ack_statement(&journal).unwrap();
-    let st = acked.statement().unwrap().clone();
+    let statement = received.pg_ack_statement(&journal).unwrap();
+    let st = statement.statement().clone();
     let row = tx.query_one(&st.sql, &st.params()).await.unwrap();
-    acked.answer(row.get(0), row.get(1)).unwrap();
+    let PgAck::Write(acked) = statement.answer(row.get(0), row.get(1)).await.unwrap() else {
+        panic!("a new consumption answered AlreadyConsumed");
+    };
     tx.commit().await.unwrap();
     acked.committed().await.unwrap();
     assert_eq!(pending(&host, id), 2, "pg_ack_statement");
 
-    // Committed by an earlier transaction whose answer was lost: released all the same.
+    // Committed by an earlier transaction whose answer was lost: released at once,
+    // on both paths.
     let received = consumer.recv().await.unwrap();
     journal_consumption(journal.as_ref(), id, loop_id, received.command_id()).await;
     let tx = app.transaction().await.unwrap();
-    let acked = received.ack_in_pg(&journal, &tx).await.unwrap();
-    tx.commit().await.unwrap();
-    acked.committed().await.unwrap();
+    let ack = received.ack_in_pg(&journal, &tx).await.unwrap();
+    assert!(matches!(ack, PgAck::AlreadyConsumed), "{ack:?}");
+    tx.rollback().await.unwrap();
     assert_eq!(
         pending(&host, id),
         1,
         "ack_in_pg of a journaled consumption"
+    );
+    let received = consumer.recv().await.unwrap();
+    journal_consumption(journal.as_ref(), id, loop_id, received.command_id()).await;
+    let tx = app.transaction().await.unwrap();
+    let statement = received.pg_ack_statement(&journal).unwrap();
+    let st = statement.statement().clone();
+    let row = tx.query_one(&st.sql, &st.params()).await.unwrap();
+    let ack = statement.answer(row.get(0), row.get(1)).await.unwrap();
+    assert!(matches!(ack, PgAck::AlreadyConsumed), "{ack:?}");
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        pending(&host, id),
+        0,
+        "the statement of a journaled consumption"
     );
 
     host.shutdown().await.unwrap();
