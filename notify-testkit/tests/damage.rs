@@ -9,8 +9,9 @@
 //! "absent" for a journaled key, and no re-append may write a second frame for it.
 //!
 //! Each test also requires that a good share of its trials opened and were read through,
-//! so the reads' own checks are exercised, not only the refusal at open. The run prints
-//! its counts per outcome.
+//! so the reads' own checks are exercised, not only the refusal at open; with the
+//! background scrub, also that the scrub named the damage in most trials after reading
+//! most of the file. The run prints its counts per outcome.
 
 #![allow(
     clippy::unwrap_used,
@@ -23,7 +24,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use notify_journal::{
-    JournalRead, OpenError, RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen, replay_all,
+    JournalRead, OpenError, RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen, ScrubState,
+    replay_all,
 };
 use notify_session::{RestoreReport, restore};
 use notify_testkit::sample;
@@ -52,6 +54,9 @@ const OPENED_PAGES: usize = 5;
 /// must have had their damage named by a typed error.
 const READ_THROUGH_OFF: usize = 60;
 const NAMED_OFF: usize = 10;
+/// With the background scrub, the share of trials (percent) in which the scrub must
+/// have named the damage itself (see [`assert_scrub_read_through`]).
+const SCRUB_NAMED: usize = 50;
 
 /// A small deterministic generator (xorshift64*), so a failing trial can be replayed.
 struct Rng(u64);
@@ -139,6 +144,15 @@ struct Tally {
     /// one key.
     two_frames: usize,
     escaped_panics: Vec<String>,
+    /// With the background scrub: trials whose scrub named the damage, and how many
+    /// table entries its pass had read by then (one per such trial).
+    scrub_found: Vec<u64>,
+    /// With the background scrub: trials whose scrub finished a pass clean (the damage
+    /// lay outside what it reads), and trials where it had done neither by the close.
+    scrub_clean: usize,
+    scrub_unfinished: usize,
+    /// Table entries a clean scrub pass over the undamaged journal reads.
+    scrub_full_pass: u64,
 }
 
 impl Tally {
@@ -278,6 +292,14 @@ fn trial(
             Err(_) => noticed = true,
         }
     });
+    // Every operation has run (the scrub beside them): what the scrub did meanwhile.
+    let scrub = j.scrub_status();
+    match scrub.state {
+        ScrubState::Off => {}
+        ScrubState::Damaged(_) => tally.scrub_found.push(scrub.entries),
+        _ if scrub.clean_passes > 0 => tally.scrub_clean += 1,
+        _ => tally.scrub_unfinished += 1,
+    }
     j.close();
     tally.absent_answers += absent;
     tally.two_frames += two_frames;
@@ -317,6 +339,9 @@ fn run(damage: Damage, seed: u64, verify_on_open: RedbVerifyOnOpen) -> Tally {
     let bytes = std::fs::read(&original).unwrap();
     let mut rng = Rng(seed);
     let mut tally = Tally::default();
+    if verify_on_open == RedbVerifyOnOpen::Background {
+        tally.scrub_full_pass = full_scrub_pass(&original);
+    }
     let copy = dir.path().join("damaged.redb");
     let trials: Vec<Option<usize>> = match damage {
         Damage::SingleFlips(n) => vec![Some(1); n],
@@ -380,6 +405,22 @@ fn run(damage: Damage, seed: u64, verify_on_open: RedbVerifyOnOpen) -> Tally {
         "  panics escaping the journal: {}",
         tally.escaped_panics.len()
     );
+    if verify_on_open == RedbVerifyOnOpen::Background {
+        let mut read = tally.scrub_found.clone();
+        read.sort_unstable();
+        println!(
+            "  background scrub: named the damage in {} trials (entries read by then: min {:?}, \
+             median {:?}, max {:?}; a clean pass reads {}), finished clean in {}, neither by \
+             the close in {}",
+            read.len(),
+            read.first(),
+            read.get(read.len() / 2),
+            read.last(),
+            tally.scrub_full_pass,
+            tally.scrub_clean,
+            tally.scrub_unfinished
+        );
+    }
     tally
 }
 
@@ -408,6 +449,51 @@ fn assert_read_through(tally: &Tally, percent: usize, named: usize) {
         "only {} trials met damage the reads named (at least {named} must): {:?}",
         tally.opened_some_errors,
         tally.typed_errors
+    );
+}
+
+/// How many table entries a clean background scrub pass over the journal at `path`
+/// reads (opened once more, after its bytes were copied for the trials).
+fn full_scrub_pass(path: &Path) -> u64 {
+    let j = RedbJournal::open(path, RedbOptions::default()).unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let status = j.scrub_status();
+        if status.clean_passes > 0 {
+            j.close();
+            return status.entries;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no clean scrub pass over the undamaged journal: {status:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The background scrub did its part: it named the damage in at least `percent` of
+/// the trials, and the passes that named it had read, at the median, at least half of
+/// what a clean pass over the undamaged journal reads (the damage is spread over the
+/// file: a scrub that stops reading early, or never gets going before the trial ends,
+/// fails this).
+fn assert_scrub_read_through(tally: &Tally, percent: usize) {
+    let found = tally.scrub_found.len();
+    assert!(
+        found * 100 >= tally.trials * percent,
+        "the scrub named the damage in only {found} of {} trials (at least {percent}% must); \
+         {} finished clean, {} did neither",
+        tally.trials,
+        tally.scrub_clean,
+        tally.scrub_unfinished
+    );
+    let mut read = tally.scrub_found.clone();
+    read.sort_unstable();
+    let median = read[read.len() / 2];
+    assert!(
+        median * 2 >= tally.scrub_full_pass,
+        "the passes that named the damage read a median of {median} entries, less than half \
+         of a clean pass's {}",
+        tally.scrub_full_pass
     );
 }
 
@@ -534,7 +620,10 @@ fn without_the_page_check_a_hidden_key_is_never_believed_absent() {
 
 /// The default open (`Background`: no check at open, the scrub running beside the
 /// reads and appends): no panic escapes, no journaled key is believed absent and none
-/// is given a second frame; the scrub's `Damaged` refusals count as typed errors.
+/// is given a second frame; the scrub's `Damaged` refusals count as typed errors. Not
+/// vacuously: as without the page check, most trials opened and were read through and
+/// the reads named damage (lookups among them), and the scrub named the damage in most
+/// trials after reading most of the file.
 #[test]
 fn with_the_background_scrub_a_hidden_key_is_never_believed_absent() {
     let tally = run(
@@ -553,4 +642,11 @@ fn with_the_background_scrub_a_hidden_key_is_never_believed_absent() {
         "lookups answering absent for a journaled key, keys given two frames; e.g. {:#?}",
         tally.wrong_answers.iter().take(5).collect::<Vec<_>>()
     );
+    assert!(
+        tally.typed_errors.contains_key("lookup"),
+        "no trial damaged the index where a lookup reads it: {:?}",
+        tally.typed_errors
+    );
+    assert_read_through(&tally, READ_THROUGH_OFF, NAMED_OFF);
+    assert_scrub_read_through(&tally, SCRUB_NAMED);
 }
