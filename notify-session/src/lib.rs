@@ -147,7 +147,7 @@ pub use supervisor::{
     ProcessOutcome, ProcessSpec, StopSignal, SuperviseError, SupervisedProcess, Supervisor,
 };
 #[cfg(feature = "postgres")]
-pub use txack_pg::PgAckPending;
+pub use txack_pg::{PgAck, PgAckPending, PgAckStatement};
 
 pub mod prelude {
     //! What a session user needs, in one import: `use notify_session::prelude::*;`.

@@ -3,7 +3,7 @@
 //! its consumers work through it, so neither needs the other.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use notify_journal::{AppendError, AppendOutcome, JournalBackend};
@@ -83,9 +83,10 @@ pub(crate) struct Shared {
     /// through that placement's fence): a fenced append then means "not the owner",
     /// and consumers receive nothing once the placement no longer serves.
     hosted: OnceLock<Arc<dyn Placement>>,
-    /// Notifications handed to this session's loops here (seeded or accepted) and not
-    /// yet acknowledged through it: what a host's status reports as pending.
-    pending: AtomicU64,
+    /// Native loops removed from the registry while notifications were still live in
+    /// them (their consumers may still acknowledge those): counted as pending until
+    /// they are released. Never held across an `.await`.
+    retired: Mutex<Vec<LoopHandle>>,
 }
 
 impl Shared {
@@ -103,18 +104,45 @@ impl Shared {
             host_stopped: AtomicBool::new(false),
             new_owner: Mutex::new(None),
             hosted: OnceLock::new(),
-            pending: AtomicU64::new(0),
+            retired: Mutex::new(Vec::new()),
         }
     }
 
-    /// Notifications handed to the loops here and not yet acknowledged.
+    /// Notifications handed to the loops here (seeded or accepted) and not yet
+    /// released: what a host's status reports as pending. Read from the loops' own
+    /// live sets, so every path that releases one (a plain or transactional
+    /// acknowledgement, new or a retry of a journaled one) is counted by the same
+    /// release, and a seed the loop skipped never is. None once the session has ended
+    /// (each was consumed or abandoned on the record) or its host stopped serving it
+    /// here (the next owner's restore hands them back).
     pub(crate) fn pending(&self) -> u64 {
-        self.pending.load(Ordering::Relaxed)
+        if self.is_ended() || self.host_stopped.load(Ordering::Acquire) {
+            return 0;
+        }
+        let registered: usize = self
+            .loops
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|entry| match entry {
+                LoopEntry::Native(handle) => handle.live(),
+                LoopEntry::Foreign => 0,
+            })
+            .sum();
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        retired.retain(|handle| handle.live() > 0);
+        let retired: usize = retired.iter().map(LoopHandle::live).sum();
+        (registered + retired) as u64
     }
 
-    /// `n` more notifications handed to the loops (seeded or accepted).
-    pub(crate) fn handed(&self, n: u64) {
-        self.pending.fetch_add(n, Ordering::Relaxed);
+    /// Keeps counting what `handle`, a native loop just removed from the registry,
+    /// still holds (its consumer may acknowledge it yet).
+    pub(crate) fn retire(&self, handle: LoopHandle) {
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        retired.retain(|handle| handle.live() > 0);
+        if handle.live() > 0 {
+            retired.push(handle);
+        }
     }
 
     /// Marks the session as served by a host runtime under `placement` (before
@@ -255,13 +283,6 @@ impl Shared {
             None => 0,
         };
         drop(gate);
-        if matches!(event, SessionEvent::NotificationConsumed(_)) {
-            let _ = self
-                .pending
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                    Some(n.saturating_sub(1))
-                });
-        }
         // No subscribers is a normal state, not an error.
         let _ = self.events.send(event);
         Ok(Published::New { seq })
