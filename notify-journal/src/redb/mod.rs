@@ -11,12 +11,8 @@ mod failure;
 pub(crate) mod format;
 mod frame;
 mod import;
-mod journal_app;
-mod journal_open;
-mod journal_reads;
-mod journal_writes;
+mod journal;
 mod keys;
-mod lease;
 mod open;
 pub(crate) mod options;
 mod overlay;
@@ -105,8 +101,8 @@ struct Inner {
     ///
     /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
     scrub: Option<scrub::Scrub>,
-    /// This handle's leases (`lease.rs`: the file lock is the lease).
-    leases: lease::RedbLeases,
+    /// This handle's leases (`journal/lease.rs`: the file lock is the lease).
+    leases: journal::RedbLeases,
 }
 
 impl Drop for Inner {

@@ -7,13 +7,13 @@ use notify_types::{JournalRecord, SessionId};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::RedbJournal;
-use super::app_tables::{AppTables, AppTxnError, AppWriteResult};
-use super::journal_writes::request;
-use super::writer::{AppTxn, Chore};
+use super::writes::request;
 use crate::backend::AppendOutcome;
 use crate::error::AppendError;
 use crate::integrity::check_append;
+use crate::redb::RedbJournal;
+use crate::redb::app_tables::{AppTables, AppTxnError, AppWriteResult};
+use crate::redb::writer::{AppTxn, Chore};
 
 impl RedbJournal {
     /// Appends `record` to `session`'s log and runs `write` on the application's tables
@@ -71,8 +71,8 @@ impl RedbJournal {
         &self,
         session: SessionId,
         record: &JournalRecord,
-        write: Box<super::app_tables::AppWrite>,
-    ) -> Result<oneshot::Receiver<super::writer::AppReply>, AppendError> {
+        write: Box<crate::redb::app_tables::AppWrite>,
+    ) -> Result<oneshot::Receiver<crate::redb::writer::AppReply>, AppendError> {
         check_append(session, record, self.inner.max_record_bytes)?;
         let queue = &self.inner.queue;
         if queue.is_poisoned() {

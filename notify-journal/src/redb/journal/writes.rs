@@ -8,12 +8,12 @@ use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::writer::lead::Claim;
-use super::writer::{self, Chore, Group, Queued, Request};
-use super::{RedbJournal, body};
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend};
 use crate::error::{AppendError, JournalError};
 use crate::integrity::{check_append, check_group};
+use crate::redb::writer::lead::Claim;
+use crate::redb::writer::{self, Chore, Group, Queued, Request};
+use crate::redb::{RedbJournal, body};
 use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
 
 /// The writer's request for a checked `record`, and where its answer arrives.
@@ -212,7 +212,7 @@ impl RedbJournal {
 
     /// [`JournalBackend::drop_tombstones`]: drops up to `limit` tombstones of finished
     /// purges that began before `purged_before`, oldest first, answering how many it
-    /// dropped. The drop runs in steps of at most [`RedbOptions::drop_step`](super::options::RedbOptions::drop_step)
+    /// dropped. The drop runs in steps of at most [`RedbOptions::drop_step`](crate::redb::options::RedbOptions::drop_step)
     /// tombstones (default 1,024), each its own write transaction run by the writer
     /// thread between two append batches, so an append waits for at most one step
     /// however large `limit` is. The drop is queued when this is called; it ends at the

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use redb::{Database, StorageBackend};
 
-use super::options::RedbOptions;
-use super::writer::Queue;
-use super::writer::lead::Lead;
-use super::{Inner, RedbJournal, census, open, options, scrub, verify};
 use crate::error::{OpenError, StorageError};
+use crate::redb::options::RedbOptions;
+use crate::redb::writer::Queue;
+use crate::redb::writer::lead::Lead;
+use crate::redb::{Inner, RedbJournal, census, open, options, scrub, verify};
 
 /// How many problems a refused verify at open names.
 const DEFAULT_OPEN_PROBLEMS: usize = 8;

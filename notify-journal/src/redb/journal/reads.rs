@@ -7,11 +7,11 @@ use std::path::Path;
 use notify_types::{SessionId, Uuid};
 use redb::Database;
 
-use super::compact::CompactReport;
-use super::reads::{self, Reads};
-use super::{RedbJournal, compact, verify};
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError};
+use crate::redb::compact::CompactReport;
+use crate::redb::reads::{self, Reads};
+use crate::redb::{RedbJournal, compact, verify};
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 
@@ -169,7 +169,7 @@ impl RedbJournal {
     /// freed end. A running journal reuses the pages purges free, so its file stops
     /// growing under a steady state; this gives the space back to the file system.
     /// Opening checks the file as [`open`](Self::open) does with
-    /// [`RedbVerifyOnOpen::Pages`](super::options::RedbVerifyOnOpen::Pages) (redb's page check: a
+    /// [`RedbVerifyOnOpen::Pages`](crate::redb::options::RedbVerifyOnOpen::Pages) (redb's page check: a
     /// compaction moves every page, so it trusts none unchecked; a format-1 file is checked and upgraded first, a damaged one refused with
     /// [`OpenError::UpgradeRefused`] and left as it was).
     ///
