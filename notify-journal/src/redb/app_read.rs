@@ -8,11 +8,11 @@ use redb::{
     Key, ReadableDatabase, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value,
 };
 
-use super::RedbJournal;
-use super::app_tables::{AppTableError, check_name};
-use super::contain::contain;
-use super::reader::RedbReader;
 use crate::error::StorageError;
+use crate::redb::RedbJournal;
+use crate::redb::app_tables::{AppTableError, check_name};
+use crate::redb::contain::contain;
+use crate::redb::reader::RedbReader;
 
 /// A read-only view of the application's tables, as of one committed state of the
 /// file (one read transaction).

@@ -45,15 +45,16 @@
 //! `generation` counter, which keeps a reader whose snapshot predates the change from
 //! putting back what was forgotten.
 
-use crate::redb::keys::FastMap;
+use crate::redb::format::keys::FastMap;
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use notify_types::{JournalRecord, SessionEvent, SessionId, Uuid, ended_event_id};
 use redb::ReadableTable;
 
-use super::{body, frame};
 use crate::error::Corruption;
+use crate::redb::format::body;
+use crate::redb::format::frame;
 use crate::redb::options::DEFAULT_CENSUS_MAX_KEYS;
 
 /// Bits of a Bloom filter per key of room (eight probes: about 1 false positive in

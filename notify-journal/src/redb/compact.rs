@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use super::open;
-use super::options::{RedbOptions, RedbVerifyOnOpen};
 use crate::error::{OpenError, StorageError};
+use crate::redb::open;
+use crate::redb::options::{RedbOptions, RedbVerifyOnOpen};
 
 /// What [`RedbJournal::compact_file`](crate::RedbJournal::compact_file) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use crate::error::{AppendError, Corruption, JournalError, StorageError};
 use crate::integrity::corrupt;
 
-use super::keys::sid;
+use crate::redb::format::keys::sid;
 
 /// Why a whole batch (or a chore's transaction) failed.
 #[derive(Clone)]

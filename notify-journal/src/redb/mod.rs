@@ -3,16 +3,13 @@
 
 pub(crate) mod app_read;
 pub(crate) mod app_tables;
-mod body;
 mod census;
 mod compact;
 mod contain;
 mod failure;
 pub(crate) mod format;
-mod frame;
 mod import;
 mod journal;
-mod keys;
 mod open;
 pub(crate) mod options;
 mod overlay;
@@ -21,7 +18,6 @@ pub(crate) mod reader;
 pub(crate) mod reads;
 pub(crate) mod scrub;
 mod snapshot;
-mod state;
 mod upgrade;
 mod verify;
 pub(crate) mod writer;

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 
-use super::format::{
+use crate::error::{OpenError, StorageError};
+use crate::redb::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
 };
-use super::options::{RedbOptions, RedbVerifyOnOpen};
-use super::upgrade;
-use crate::error::{OpenError, StorageError};
+use crate::redb::options::{RedbOptions, RedbVerifyOnOpen};
+use crate::redb::upgrade;
 
 /// The first bytes of every redb file.
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
@@ -55,7 +55,7 @@ pub(crate) fn contain<T>(
     path: &Path,
     f: impl FnOnce() -> Result<T, OpenError>,
 ) -> Result<T, OpenError> {
-    super::contain::contain(f).unwrap_or_else(|panic| {
+    crate::redb::contain::contain(f).unwrap_or_else(|panic| {
         Err(OpenError::Damaged {
             path: path.to_path_buf(),
             reason: format!("the storage engine failed reading it ({panic})"),
@@ -282,7 +282,7 @@ pub(crate) fn layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, 
                 return Err(damaged("a journal table is missing"));
             }
             // The rows of `notify_sessions` (ended and purged sessions) are honoured
-            // where they are read (`state.rs`); a row of a later version is refused
+            // where they are read (`format/session_row.rs`); a row of a later version is refused
             // there. Builds before session ends refuse a file with any row.
             if !upgrading {
                 Ok(Layout::Current)

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use notify_types::{SessionId, Uuid};
 use redb::{DatabaseError, ReadOnlyDatabase};
 
-use super::census::Census;
-use super::open::{self, contain};
-use super::reads::{self, Reads, RedbStats};
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
+use crate::redb::census::Census;
+use crate::redb::open::{self, contain};
+use crate::redb::reads::{self, Reads, RedbStats};
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 

@@ -6,13 +6,13 @@
 use notify_types::{SessionId, Uuid};
 use redb::{ReadableDatabase, ReadableTableMetadata};
 
-use super::census::Census;
-use super::contain::contain;
-use super::format::{FORMAT_KEY, META};
-use super::snapshot::{Snapshot, in_snapshot, storage};
-use super::verify;
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, StorageError};
+use crate::redb::census::Census;
+use crate::redb::contain::contain;
+use crate::redb::format::{FORMAT_KEY, META};
+use crate::redb::snapshot::{Snapshot, in_snapshot, storage};
+use crate::redb::verify;
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 

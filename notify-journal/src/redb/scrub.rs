@@ -1,4 +1,4 @@
-//! The background scrub of [`RedbVerifyOnOpen::Background`](super::options::RedbVerifyOnOpen):
+//! The background scrub of [`RedbVerifyOnOpen::Background`](crate::redb::options::RedbVerifyOnOpen):
 //! the journal's deep check (`verify::logical`) run again and again on read snapshots
 //! while appends go on, at a bounded pace, by one thread started at open.
 //!
@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 
 use redb::Database;
 
-use super::contain::contain;
-use super::verify;
-use super::writer::Queue;
 use crate::error::JournalError;
+use crate::redb::contain::contain;
+use crate::redb::verify;
+use crate::redb::writer::Queue;
 
 /// Counter, labels `backend`, `outcome` (`clean`, `damaged`): scrub passes finished.
 pub(crate) const SCRUB_PASSES: &str = "notify_journal_scrub_passes_total";

@@ -6,15 +6,16 @@
 use notify_types::{SessionId, Uuid};
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
-use super::census::{Census, Miss, confirm_miss};
-use super::contain::contain;
-use super::format::{KEYS, LOG, POSITIONS, SESSIONS};
-use super::keys::{log_head, sid};
-use super::state::SessionRow;
-use super::{body, frame};
 use crate::backend::SeqRecord;
 use crate::error::{Corruption, JournalError, StorageError};
 use crate::integrity::{check_identity, check_replay_page, corrupt};
+use crate::redb::census::{Census, Miss, confirm_miss};
+use crate::redb::contain::contain;
+use crate::redb::format::body;
+use crate::redb::format::frame;
+use crate::redb::format::keys::{log_head, sid};
+use crate::redb::format::session_row::SessionRow;
+use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
 use crate::retention::SessionState;
 
 /// The journal's tables in one read transaction (one consistent snapshot).

@@ -18,11 +18,14 @@ use std::path::Path;
 use notify_types::{JournalRecord, Uuid};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
-use super::format::{FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGRADING_KEY, v1};
-use super::keys::{log_head, sid};
-use super::snapshot::storage;
-use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
+use crate::redb::format::body;
+use crate::redb::format::frame;
+use crate::redb::format::keys::{log_head, sid};
+use crate::redb::format::{
+    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGRADING_KEY, v1,
+};
+use crate::redb::snapshot::storage;
 use crate::verify_report::{Problem, VerifyReport};
 
 /// Frames moved per transaction, at most.
@@ -249,7 +252,7 @@ fn step(db: &Database, path: &Path) -> Result<bool, OpenError> {
         let mut log = txn.open_table(LOG).map_err(t("open log"))?;
         let mut positions = txn.open_table(POSITIONS).map_err(t("open positions"))?;
         let mut keys = txn.open_table(KEYS).map_err(t("open keys"))?;
-        txn.open_table(super::format::SESSIONS)
+        txn.open_table(crate::redb::format::SESSIONS)
             .map_err(t("create sessions"))?;
 
         let mut batch = Vec::with_capacity(STEP);

@@ -6,16 +6,17 @@ use std::path::Path;
 use notify_types::{JournalRecord, SessionEvent, Uuid};
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
-use super::contain::contain;
-use super::format::RETENTION;
-use super::keys::sid;
-use super::open::{self, Layout};
-use super::overlay::Overlay;
-use super::snapshot::{Snapshot, storage};
-use super::state::{SessionRow, Stage};
-use super::upgrade;
-use super::{body, frame};
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
+use crate::redb::contain::contain;
+use crate::redb::format::RETENTION;
+use crate::redb::format::body;
+use crate::redb::format::frame;
+use crate::redb::format::keys::sid;
+use crate::redb::format::session_row::{SessionRow, Stage};
+use crate::redb::open::{self, Layout};
+use crate::redb::overlay::Overlay;
+use crate::redb::snapshot::{Snapshot, storage};
+use crate::redb::upgrade;
 use crate::verify_report::{EngineCheck, Problem, VerifyReport};
 
 /// Runs a check, containing a panic of the storage engine.

@@ -7,10 +7,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use redb::{Database, StorageBackend};
 
 use crate::error::{OpenError, StorageError};
+use crate::redb::census;
+use crate::redb::open;
+use crate::redb::options;
 use crate::redb::options::RedbOptions;
+use crate::redb::scrub;
+use crate::redb::verify;
 use crate::redb::writer::Queue;
 use crate::redb::writer::lead::Lead;
-use crate::redb::{Inner, RedbJournal, census, open, options, scrub, verify};
+use crate::redb::{Inner, RedbJournal};
 
 /// How many problems a refused verify at open names.
 const DEFAULT_OPEN_PROBLEMS: usize = 8;

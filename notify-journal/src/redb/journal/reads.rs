@@ -9,9 +9,11 @@ use redb::Database;
 
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError};
+use crate::redb::RedbJournal;
+use crate::redb::compact;
 use crate::redb::compact::CompactReport;
 use crate::redb::reads::{self, Reads};
-use crate::redb::{RedbJournal, compact, verify};
+use crate::redb::verify;
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 

@@ -11,9 +11,10 @@ use tracing::Instrument;
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend};
 use crate::error::{AppendError, JournalError};
 use crate::integrity::{check_append, check_group};
+use crate::redb::RedbJournal;
+use crate::redb::format::body;
 use crate::redb::writer::lead::Claim;
 use crate::redb::writer::{self, Chore, Group, Queued, Request};
-use crate::redb::{RedbJournal, body};
 use crate::retention::{ImportStateError, PurgeStep, SessionState, check_importable};
 
 /// The writer's request for a checked `record`, and where its answer arrives.

@@ -38,7 +38,7 @@ mod queue;
 mod resolve;
 mod tuning;
 
-use crate::redb::keys::FastMap;
+use crate::redb::format::keys::FastMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,12 +46,12 @@ use redb::Database;
 
 pub(crate) use self::queue::{AppReply, AppTxn, Chore, Group, Queue, Queued, Reply, Request};
 use self::tuning::Tuning;
-use super::census::Census;
-use super::contain::contain;
-use super::failure::{BatchFailure, before};
-use super::keys::sid;
-use super::options::{RedbDurability, RedbOptions};
 use crate::error::{AppendError, Corruption, StorageError};
+use crate::redb::census::Census;
+use crate::redb::contain::contain;
+use crate::redb::failure::{BatchFailure, before};
+use crate::redb::format::keys::sid;
+use crate::redb::options::{RedbDurability, RedbOptions};
 
 /// The writer's state (one per journal; `lead.rs` says who drives it).
 pub(crate) struct Writer {

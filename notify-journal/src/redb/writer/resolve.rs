@@ -6,7 +6,7 @@
 //! An atomic group is resolved request by request the same way, and undone inside
 //! the transaction if one of them is refused.
 
-use crate::redb::keys::FastMap;
+use crate::redb::format::keys::FastMap;
 use notify_types::{Timestamp, Uuid, ended_event_id};
 use redb::ReadableTable;
 
@@ -16,9 +16,9 @@ use crate::error::{AppendError, Corruption, StorageError};
 use crate::redb::census::{Census, Miss, confirm_head, confirm_miss};
 use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::RETENTION;
-use crate::redb::frame;
-use crate::redb::keys::{log_head, sid};
-use crate::redb::state::SessionRow;
+use crate::redb::format::frame;
+use crate::redb::format::keys::{log_head, sid};
+use crate::redb::format::session_row::SessionRow;
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
 /// lazily from the positions table, when a new session would exceed this).

@@ -19,8 +19,8 @@
 
 use notify_types::Timestamp;
 
-use super::format::{CLASS_ENDED, CLASS_PURGED, CLASS_PURGING};
 use crate::error::Corruption;
+use crate::redb::format::{CLASS_ENDED, CLASS_PURGED, CLASS_PURGING};
 use crate::retention::{SessionState, Tombstone};
 
 /// A row's length.

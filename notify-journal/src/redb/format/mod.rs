@@ -1,5 +1,13 @@
-//! The on-disk layout (see `docs/design.md`). Changing any definition here is a format
-//! change and needs a new [`FORMAT_VERSION`].
+//! The on-disk format (see `docs/design.md`): the tables, here, and what their values
+//! hold: a frame's checksummed header (`frame.rs`) and its compact binary body
+//! (`body/`), the stored keys and a session's head (`keys.rs`), and the checksummed row
+//! of an ended or purged session (`session_row.rs`). Changing any definition here is a
+//! format change and needs a new [`FORMAT_VERSION`].
+
+pub(crate) mod body;
+pub(crate) mod frame;
+pub(crate) mod keys;
+pub(crate) mod session_row;
 
 use redb::TableDefinition;
 
@@ -27,7 +35,7 @@ pub(crate) const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
 /// `(key, session) -> position`: the idempotency index. Keyed by the key first, so
 /// time-ordered (UUIDv7) keys insert near the right edge whatever the session.
 pub(crate) const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");
-/// `session -> state row` (`state.rs`): ended and purged sessions (tombstones). Written
+/// `session -> state row` (`session_row.rs`): ended and purged sessions (tombstones). Written
 /// in the transaction that commits a session's end marker; a build that cannot interpret
 /// its rows refuses to open a file that has any, so no tombstone is ever ignored.
 pub(crate) const SESSIONS: TableDefinition<'_, u128, &[u8]> =
