@@ -4,13 +4,12 @@
 pub(crate) mod app_read;
 pub(crate) mod app_tables;
 mod census;
-mod compact;
 mod contain;
 mod failure;
+mod file;
 pub(crate) mod format;
 mod import;
 mod journal;
-mod open;
 pub(crate) mod options;
 mod overlay;
 mod purge;
@@ -18,7 +17,6 @@ pub(crate) mod reader;
 pub(crate) mod reads;
 pub(crate) mod scrub;
 mod snapshot;
-mod upgrade;
 mod verify;
 pub(crate) mod writer;
 
@@ -28,7 +26,7 @@ use std::thread::JoinHandle;
 
 use redb::Database;
 
-pub use self::compact::CompactReport;
+pub use self::file::CompactReport;
 use self::writer::Queue;
 use self::writer::lead::Lead;
 use crate::error::JournalError;

@@ -11,7 +11,7 @@ use redb::{DatabaseError, ReadOnlyDatabase};
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
 use crate::redb::census::Census;
-use crate::redb::open::{self, contain};
+use crate::redb::file::open::{self, contain};
 use crate::redb::reads::{self, Reads, RedbStats};
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;

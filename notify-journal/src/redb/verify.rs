@@ -8,15 +8,15 @@ use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableT
 
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
 use crate::redb::contain::contain;
+use crate::redb::file::open::{self, Layout};
+use crate::redb::file::upgrade;
 use crate::redb::format::RETENTION;
 use crate::redb::format::body;
 use crate::redb::format::frame;
 use crate::redb::format::keys::sid;
 use crate::redb::format::session_row::{SessionRow, Stage};
-use crate::redb::open::{self, Layout};
 use crate::redb::overlay::Overlay;
 use crate::redb::snapshot::{Snapshot, storage};
-use crate::redb::upgrade;
 use crate::verify_report::{EngineCheck, Problem, VerifyReport};
 
 /// Runs a check, containing a panic of the storage engine.

@@ -12,7 +12,7 @@ pub(crate) mod session_row;
 use redb::TableDefinition;
 
 /// The journal format this build writes. It reads this one and upgrades every earlier
-/// one (see `upgrade.rs`).
+/// one (see `file/upgrade.rs`).
 pub(crate) const FORMAT_VERSION: u64 = 2;
 
 /// `name -> value`; holds [`FORMAT_KEY`]. Its presence marks a redb file as a journal.

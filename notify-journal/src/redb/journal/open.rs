@@ -8,7 +8,7 @@ use redb::{Database, StorageBackend};
 
 use crate::error::{OpenError, StorageError};
 use crate::redb::census;
-use crate::redb::open;
+use crate::redb::file::open;
 use crate::redb::options;
 use crate::redb::options::RedbOptions;
 use crate::redb::scrub;

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 
 use crate::error::{OpenError, StorageError};
+use crate::redb::file::upgrade;
 use crate::redb::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
 };
 use crate::redb::options::{RedbOptions, RedbVerifyOnOpen};
-use crate::redb::upgrade;
 
 /// The first bytes of every redb file.
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::error::{OpenError, StorageError};
-use crate::redb::open;
+use crate::redb::file::open;
 use crate::redb::options::{RedbOptions, RedbVerifyOnOpen};
 
 /// What [`RedbJournal::compact_file`](crate::RedbJournal::compact_file) did.
