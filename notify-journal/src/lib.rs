@@ -60,9 +60,9 @@ pub use redb::options::{
     DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
-pub use redb::reader::RedbReader;
-pub use redb::reads::RedbStats;
+pub use redb::read_only::RedbReader;
 pub use redb::scrub::{ScrubState, ScrubStatus};
+pub use redb::snapshot::database::RedbStats;
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{
     DEFAULT_PURGE_STEP_FRAMES, ImportStateError, PurgeReport, PurgeStep, SessionState, Tombstone,

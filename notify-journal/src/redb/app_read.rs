@@ -12,7 +12,7 @@ use crate::error::StorageError;
 use crate::redb::RedbJournal;
 use crate::redb::app_tables::{AppTableError, check_name};
 use crate::redb::contain::contain;
-use crate::redb::reader::RedbReader;
+use crate::redb::read_only::RedbReader;
 
 /// A read-only view of the application's tables, as of one committed state of the
 /// file (one read transaction).

@@ -13,10 +13,9 @@ mod journal;
 pub(crate) mod options;
 mod overlay;
 mod purge;
-pub(crate) mod reader;
-pub(crate) mod reads;
+pub(crate) mod read_only;
 pub(crate) mod scrub;
-mod snapshot;
+pub(crate) mod snapshot;
 mod verify;
 pub(crate) mod writer;
 

@@ -1,4 +1,4 @@
-//! [`RedbJournal`]'s reads (the blocking family of `reads.rs` and its async hop), its
+//! [`RedbJournal`]'s reads (the blocking family of `snapshot/database.rs` and its async hop), its
 //! deep check, and the offline verify and compaction of a file.
 
 use std::future::Future;
@@ -12,13 +12,14 @@ use crate::error::{JournalError, OpenError};
 use crate::redb::RedbJournal;
 use crate::redb::file::compact;
 use crate::redb::file::compact::CompactReport;
-use crate::redb::reads::{self, Reads};
+use crate::redb::snapshot::blocking_pool;
+use crate::redb::snapshot::database::Reads;
 use crate::redb::verify;
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 
 impl RedbJournal {
-    /// Runs `f` on the journal's reads (`reads.rs`), on the calling thread.
+    /// Runs `f` on the journal's reads (`snapshot/database.rs`), on the calling thread.
     fn reads<T>(
         &self,
         f: impl FnOnce(&Reads<'_, Database>) -> Result<T, JournalError>,
@@ -193,11 +194,11 @@ impl RedbJournal {
         T: Send + 'static,
         F: FnOnce(&RedbJournal) -> Result<T, JournalError> + Send + 'static,
     {
-        reads::on_blocking_pool(self, f)
+        blocking_pool::on_blocking_pool(self, f)
     }
 }
 
-reads::journal_read_by_blocking!(RedbJournal);
+blocking_pool::journal_read_by_blocking!(RedbJournal);
 
 impl RedbJournal {
     /// [`verify_blocking`](Self::verify_blocking) on tokio's blocking pool when called

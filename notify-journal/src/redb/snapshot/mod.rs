@@ -1,7 +1,15 @@
-//! Reads of a format-2 journal inside one read transaction: every frame is checked
-//! (checksum, identity, decoding) before it is believed, and a log is contiguous up to
-//! its head or the read fails. A session with a tombstone (its purge began) answers
-//! [`JournalError::Purged`] to every read of its log, never part of it.
+//! Reading a journal file, written once for both handles: [`Snapshot`], here, the reads
+//! of a format-2 journal inside one read transaction; `database.rs`, each read of a
+//! database in a snapshot of its own (what the handles' `*_blocking` reads call); and
+//! `blocking_pool.rs`, the hop of those reads onto tokio's blocking pool.
+//!
+//! In a snapshot every frame is checked (checksum, identity, decoding) before it is
+//! believed, and a log is contiguous up to its head or the read fails. A session with a
+//! tombstone (its purge began) answers [`JournalError::Purged`] to every read of its
+//! log, never part of it.
+
+pub(crate) mod blocking_pool;
+pub(crate) mod database;
 
 use notify_types::{SessionId, Uuid};
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};

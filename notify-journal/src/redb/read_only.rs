@@ -12,7 +12,8 @@ use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
 use crate::redb::census::Census;
 use crate::redb::file::open::{self, contain};
-use crate::redb::reads::{self, Reads, RedbStats};
+use crate::redb::snapshot::blocking_pool;
+use crate::redb::snapshot::database::{Reads, RedbStats};
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 
@@ -133,7 +134,7 @@ impl RedbReader {
         &self.path
     }
 
-    /// The reader's reads (`reads.rs`).
+    /// The reader's reads (`snapshot/database.rs`).
     fn reads(&self) -> Reads<'_, ReadOnlyDatabase> {
         Reads {
             db: &*self.db,
@@ -236,7 +237,7 @@ impl RedbReader {
         T: Send + 'static,
         F: FnOnce(&RedbReader) -> Result<T, JournalError> + Send + 'static,
     {
-        reads::on_blocking_pool(self, f)
+        blocking_pool::on_blocking_pool(self, f)
     }
 
     /// [`verify_blocking`](Self::verify_blocking) on tokio's blocking pool when called
@@ -257,7 +258,7 @@ impl RedbReader {
     }
 }
 
-reads::journal_read_by_blocking!(RedbReader);
+blocking_pool::journal_read_by_blocking!(RedbReader);
 
 /// redb's refusals of a read-only open, as [`OpenError`]s.
 fn map_error(path: &Path, e: DatabaseError) -> OpenError {
