@@ -56,12 +56,12 @@ pub use redb::app_tables::{
     APP_TABLE_PREFIX, APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppTable, AppTableError, AppTables,
     AppTxnError, AppWriteResult,
 };
+pub use redb::check::scrub::{ScrubState, ScrubStatus};
 pub use redb::options::{
     DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
 pub use redb::read_only::RedbReader;
-pub use redb::scrub::{ScrubState, ScrubStatus};
 pub use redb::snapshot::database::RedbStats;
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{

@@ -3,7 +3,7 @@
 
 pub(crate) mod app_read;
 pub(crate) mod app_tables;
-mod census;
+pub(crate) mod check;
 mod contain;
 mod failure;
 mod file;
@@ -11,12 +11,9 @@ pub(crate) mod format;
 mod import;
 mod journal;
 pub(crate) mod options;
-mod overlay;
 mod purge;
 pub(crate) mod read_only;
-pub(crate) mod scrub;
 pub(crate) mod snapshot;
-mod verify;
 pub(crate) mod writer;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +22,7 @@ use std::thread::JoinHandle;
 
 use redb::Database;
 
+use self::check::{census, scrub};
 pub use self::file::CompactReport;
 use self::writer::Queue;
 use self::writer::lead::Lead;
@@ -87,10 +85,10 @@ struct Inner {
     lead: Arc<Lead>,
     writer: Mutex<Option<JoinHandle<()>>>,
     max_record_bytes: usize,
-    /// Confirms index misses against the sessions' logs (`census.rs`); shared with the
+    /// Confirms index misses against the sessions' logs (`check/census/`); shared with the
     /// writer. `None` when [`RedbOptions::confirm_misses`] is off.
     census: Option<Arc<census::Census>>,
-    /// The background scrub (`scrub.rs`), with [`RedbVerifyOnOpen::Background`].
+    /// The background scrub (`check/scrub.rs`), with [`RedbVerifyOnOpen::Background`].
     ///
     /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
     scrub: Option<scrub::Scrub>,

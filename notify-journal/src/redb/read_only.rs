@@ -10,7 +10,7 @@ use redb::{DatabaseError, ReadOnlyDatabase};
 
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
-use crate::redb::census::Census;
+use crate::redb::check::census::Census;
 use crate::redb::file::open::{self, contain};
 use crate::redb::snapshot::blocking_pool;
 use crate::redb::snapshot::database::{Reads, RedbStats};

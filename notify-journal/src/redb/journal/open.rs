@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use redb::{Database, StorageBackend};
 
 use crate::error::{OpenError, StorageError};
-use crate::redb::census;
+use crate::redb::check::census;
+use crate::redb::check::scrub;
+use crate::redb::check::verify;
 use crate::redb::file::open;
 use crate::redb::options;
 use crate::redb::options::RedbOptions;
-use crate::redb::scrub;
-use crate::redb::verify;
 use crate::redb::writer::Queue;
 use crate::redb::writer::lead::Lead;
 use crate::redb::{Inner, RedbJournal};

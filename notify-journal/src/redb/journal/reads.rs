@@ -10,11 +10,11 @@ use redb::Database;
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError};
 use crate::redb::RedbJournal;
+use crate::redb::check::verify;
 use crate::redb::file::compact;
 use crate::redb::file::compact::CompactReport;
 use crate::redb::snapshot::blocking_pool;
 use crate::redb::snapshot::database::Reads;
-use crate::redb::verify;
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 

@@ -7,11 +7,11 @@ use redb::{ReadableDatabase, ReadableTableMetadata};
 
 use crate::backend::SeqRecord;
 use crate::error::JournalError;
-use crate::redb::census::Census;
+use crate::redb::check::census::Census;
+use crate::redb::check::verify;
 use crate::redb::contain::contain;
 use crate::redb::format::{FORMAT_KEY, META};
 use crate::redb::snapshot::{Snapshot, in_snapshot, storage};
-use crate::redb::verify;
 use crate::retention::SessionState;
 use crate::verify_report::VerifyReport;
 
@@ -42,7 +42,7 @@ impl<D: ReadableDatabase> Reads<'_, D> {
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
-        // Read before the snapshot begins (see `census.rs`).
+        // Read before the snapshot begins (see `check/census/`).
         let generation = self.census.map_or(0, Census::generation);
         in_snapshot(self.db, "the index", |s| {
             s.lookup(

@@ -17,7 +17,7 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 use crate::backend::SeqRecord;
 use crate::error::{Corruption, JournalError, StorageError};
 use crate::integrity::{check_identity, check_replay_page, corrupt};
-use crate::redb::census::{Census, Miss, confirm_miss};
+use crate::redb::check::census::{Census, Miss, confirm_miss};
 use crate::redb::contain::contain;
 use crate::redb::format::body;
 use crate::redb::format::frame;

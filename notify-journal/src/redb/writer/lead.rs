@@ -33,7 +33,7 @@ use tokio::sync::oneshot;
 
 use super::queue::{Queue, Reply};
 use super::{Writer, writer};
-use crate::redb::census::Census;
+use crate::redb::check::census::Census;
 use crate::redb::options::RedbOptions;
 
 /// The writer's state and the queue feeding it, shared by the writer thread and the

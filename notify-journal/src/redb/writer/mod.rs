@@ -47,7 +47,7 @@ use redb::Database;
 pub(crate) use self::queue::{AppReply, AppTxn, Chore, Group, Queue, Queued, Reply, Request};
 use self::tuning::Tuning;
 use crate::error::{AppendError, Corruption, StorageError};
-use crate::redb::census::Census;
+use crate::redb::check::census::Census;
 use crate::redb::contain::contain;
 use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::keys::sid;

@@ -179,7 +179,7 @@ pub(crate) struct Queue {
     closing: AtomicBool,
     /// Set after a failed commit; every later append is refused with `Poisoned`.
     poisoned: AtomicBool,
-    /// The damage found after open (by the scrub, `scrub.rs`, or the writer); set with
+    /// The damage found after open (by the scrub, `check/scrub.rs`, or the writer); set with
     /// `poisoned`.
     damage: std::sync::OnceLock<String>,
     /// Successful commits, for [`CommitStats`].

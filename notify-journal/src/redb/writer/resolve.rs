@@ -13,7 +13,7 @@ use redb::ReadableTable;
 use super::queue::{Group, Queued, Reply, Request};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
-use crate::redb::census::{Census, Miss, confirm_head, confirm_miss};
+use crate::redb::check::census::{Census, Miss, confirm_head, confirm_miss};
 use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::RETENTION;
 use crate::redb::format::frame;
@@ -35,7 +35,7 @@ pub(super) struct Tables<'txn, 'w> {
     pub(super) txn: &'txn redb::WriteTransaction,
     pub(super) frame: &'w mut Vec<u8>,
     /// The key census that confirms every index miss before a new frame is written
-    /// (`census.rs`); `None` when [`RedbOptions::confirm_misses`] is off.
+    /// (`check/census/`); `None` when [`RedbOptions::confirm_misses`] is off.
     ///
     /// [`RedbOptions::confirm_misses`]: crate::RedbOptions::confirm_misses
     pub(super) census: Option<&'w Census>,
@@ -227,7 +227,7 @@ impl<'txn> Tables<'txn, '_> {
                     Some(h) => *h,
                     None => {
                         let h = log_head(&self.positions, req.session, before)?;
-                        // Believed only if the frame it names agrees (`census.rs`).
+                        // Believed only if the frame it names agrees (`check/census/`).
                         if let Some((seq, source)) =
                             confirm_head(&self.positions, &self.log, req.session, h)
                                 .map_err(before("read the session's head"))?

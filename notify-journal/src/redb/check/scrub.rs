@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use redb::Database;
 
 use crate::error::JournalError;
+use crate::redb::check::verify;
 use crate::redb::contain::contain;
-use crate::redb::verify;
 use crate::redb::writer::Queue;
 
 /// Counter, labels `backend`, `outcome` (`clean`, `damaged`): scrub passes finished.

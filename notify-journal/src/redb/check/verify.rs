@@ -7,6 +7,7 @@ use notify_types::{JournalRecord, SessionEvent, Uuid};
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
+use crate::redb::check::overlay::Overlay;
 use crate::redb::contain::contain;
 use crate::redb::file::open::{self, Layout};
 use crate::redb::file::upgrade;
@@ -15,7 +16,6 @@ use crate::redb::format::body;
 use crate::redb::format::frame;
 use crate::redb::format::keys::sid;
 use crate::redb::format::session_row::{SessionRow, Stage};
-use crate::redb::overlay::Overlay;
 use crate::redb::snapshot::{Snapshot, storage};
 use crate::verify_report::{EngineCheck, Problem, VerifyReport};
 
