@@ -51,10 +51,9 @@ pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{check_append, check_group};
 pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 pub use ops::{purge, purge_with, replay_all, replay_page};
-pub use redb::app_read::{AppReadTable, AppTablesRead};
 pub use redb::app_tables::{
-    APP_TABLE_PREFIX, APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppTable, AppTableError, AppTables,
-    AppTxnError, AppWriteResult,
+    APP_TABLE_PREFIX, APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppReadTable, AppTable,
+    AppTableError, AppTables, AppTablesRead, AppTxnError, AppWriteResult,
 };
 pub use redb::check::scrub::{ScrubState, ScrubStatus};
 pub use redb::options::{

@@ -1,7 +1,6 @@
 //! [`RedbJournal`]: the redb engine of [`JournalBackend`](crate::JournalBackend). One file holds many
 //! sessions' logs; `docs/design.md` is its format.
 
-pub(crate) mod app_read;
 pub(crate) mod app_tables;
 pub(crate) mod check;
 mod contain;

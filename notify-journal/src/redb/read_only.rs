@@ -69,7 +69,7 @@ impl std::fmt::Debug for RedbReader {
 }
 
 impl RedbReader {
-    /// The read-only database (for `app_read.rs`).
+    /// The read-only database (for `app_tables/read.rs`).
     pub(crate) fn db(&self) -> &ReadOnlyDatabase {
         &self.db
     }

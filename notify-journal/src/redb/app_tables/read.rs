@@ -8,9 +8,9 @@ use redb::{
     Key, ReadableDatabase, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value,
 };
 
+use super::{AppTableError, check_name};
 use crate::error::StorageError;
 use crate::redb::RedbJournal;
-use crate::redb::app_tables::{AppTableError, check_name};
 use crate::redb::contain::contain;
 use crate::redb::read_only::RedbReader;
 

@@ -1,10 +1,6 @@
-//! The application's own tables in the journal's file: the restricted write handle a
-//! transactional append's closure is given ([`AppTables`], [`AppTable`]), the budget
-//! it runs under, and the errors of both (see `docs/design.md`, "Application tables").
-//!
-//! The handle is the only way the closure reaches the write transaction: it opens
-//! tables whose names start with [`APP_TABLE_PREFIX`] and nothing else, so the journal's
-//! own tables (`notify_*`) cannot be opened, renamed, deleted or written through it.
+//! The write handle a transactional append's closure is given ([`AppTables`],
+//! [`AppTable`]), the budget it runs under, and why a transactional append did not
+//! commit ([`AppTxnError`]).
 
 use std::borrow::Borrow;
 use std::cell::Cell;
@@ -12,11 +8,8 @@ use std::time::{Duration, Instant};
 
 use redb::{Key, ReadableTableMetadata as _, TableDefinition, Value};
 
+use super::{AppTableError, check_name};
 use crate::error::{AppendError, StorageError};
-
-/// The prefix every application table's name carries (`app/conversation`, ...). The
-/// journal's own tables never do.
-pub const APP_TABLE_PREFIX: &str = "app/";
 
 /// The most bytes (keys and values inserted) one transactional append's closure may
 /// write: past it the closure's writes fail with [`AppTableError::Budget`] and the
@@ -30,34 +23,6 @@ pub const APP_WRITE_MAX_BYTES: usize = 1 << 20;
 /// every other appender, for as long as it blocks, so the closure must do table work
 /// only. What is bounded outright is what it writes ([`APP_WRITE_MAX_BYTES`]).
 pub const APP_WRITE_MAX_TIME: Duration = Duration::from_millis(100);
-
-/// Why an application table could not be opened, read or written.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AppTableError {
-    /// The name does not start with [`APP_TABLE_PREFIX`] (or is nothing more than it).
-    #[error(
-        "application table name {name:?} must start with {APP_TABLE_PREFIX:?} and name a table"
-    )]
-    Name {
-        /// The refused name.
-        name: String,
-    },
-    /// The closure used up its budget ([`APP_WRITE_MAX_BYTES`] or
-    /// [`APP_WRITE_MAX_TIME`]): nothing it wrote commits.
-    #[error("the application's write exceeded its budget: {what}")]
-    Budget {
-        /// Which bound.
-        what: &'static str,
-    },
-    /// The journal is closed.
-    #[error("the journal is closed")]
-    Closed,
-    /// The storage engine failed (a type mismatch with the table's stored definition
-    /// included).
-    #[error(transparent)]
-    Storage(#[from] StorageError),
-}
 
 /// Why a transactional append ([`RedbJournal::append_with`](crate::RedbJournal::append_with))
 /// did not commit. Nothing of it was written: neither the record nor the application's
@@ -125,18 +90,8 @@ impl Budget {
     }
 }
 
-/// Checks an application table's name.
-pub(crate) fn check_name(name: &str) -> Result<(), AppTableError> {
-    match name.strip_prefix(APP_TABLE_PREFIX) {
-        Some(rest) if !rest.is_empty() => Ok(()),
-        _ => Err(AppTableError::Name {
-            name: name.to_owned(),
-        }),
-    }
-}
-
 /// The application's view of the journal's write transaction: it opens application
-/// tables ([`APP_TABLE_PREFIX`]) and nothing else. Given to the closure of
+/// tables ([`APP_TABLE_PREFIX`](crate::APP_TABLE_PREFIX)) and nothing else. Given to the closure of
 /// [`RedbJournal::append_with`](crate::RedbJournal::append_with); what it writes
 /// commits in the same transaction as the record, or not at all.
 pub struct AppTables<'t> {
@@ -161,7 +116,7 @@ impl<'t> AppTables<'t> {
     ///
     /// # Errors
     ///
-    /// [`AppTableError::Name`] unless `name` starts with [`APP_TABLE_PREFIX`];
+    /// [`AppTableError::Name`] unless `name` starts with [`APP_TABLE_PREFIX`](crate::APP_TABLE_PREFIX);
     /// [`AppTableError::Budget`] past the closure's time; [`AppTableError::Storage`]
     /// when the engine refuses (the table is already open in this closure, or was
     /// created with other types).
@@ -266,29 +221,5 @@ impl<K: Key + 'static, V: Value + 'static> AppTable<'_, K, V> {
     /// [`AppTableError::Storage`] if the engine fails.
     pub fn is_empty(&self) -> Result<bool, AppTableError> {
         Ok(self.len()? == 0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_names_under_the_prefix_are_application_tables() {
-        assert!(check_name("app/conversation").is_ok());
-        for bad in [
-            "",
-            "app/",
-            "app",
-            "notify_log",
-            "notify_keys",
-            "App/x",
-            "/app/x",
-        ] {
-            assert!(
-                matches!(check_name(bad), Err(AppTableError::Name { .. })),
-                "{bad:?}"
-            );
-        }
     }
 }
