@@ -4,13 +4,10 @@
 pub(crate) mod app_tables;
 pub(crate) mod check;
 mod contain;
-mod failure;
 mod file;
 pub(crate) mod format;
-mod import;
 mod journal;
 pub(crate) mod options;
-mod purge;
 pub(crate) mod read_only;
 pub(crate) mod snapshot;
 pub(crate) mod writer;

@@ -31,7 +31,8 @@ use redb::Database;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 
-use super::queue::{Queue, Reply};
+use super::queue::Queue;
+use super::requests::Reply;
 use super::{Writer, writer};
 use crate::redb::check::census::Census;
 use crate::redb::options::RedbOptions;

@@ -10,15 +10,15 @@ use crate::redb::format::keys::FastMap;
 use notify_types::{Timestamp, Uuid, ended_event_id};
 use redb::ReadableTable;
 
-use super::queue::{Group, Queued, Reply, Request};
+use super::requests::{Group, Queued, Reply, Request};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 use crate::redb::check::census::{Census, Miss, confirm_head, confirm_miss};
-use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::RETENTION;
 use crate::redb::format::frame;
 use crate::redb::format::keys::{log_head, sid};
 use crate::redb::format::session_row::SessionRow;
+use crate::redb::writer::failure::{BatchFailure, before};
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
 /// lazily from the positions table, when a new session would exceed this).

@@ -1,13 +1,16 @@
 //! Chores: a purge step, a tombstone drop or an import of session states, each run
-//! alone in its own write transaction between two batches, and answered.
+//! alone in its own write transaction between two batches, and answered. Their work is
+//! `purge.rs` (purge steps and tombstone drops) and `import.rs` (imported states).
+
+mod import;
+mod purge;
 
 use std::time::Instant;
 
+use self::import::import_states;
 use super::{Chore, Writer};
 use crate::error::{JournalError, StorageError};
-use crate::redb::failure::{BatchFailure, ChoreFailure};
-use crate::redb::import::import_states;
-use crate::redb::purge;
+use crate::redb::writer::failure::{BatchFailure, ChoreFailure};
 
 impl Writer {
     /// Runs one chore in its own write transaction and answers it. A storage failure

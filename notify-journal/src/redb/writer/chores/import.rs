@@ -10,10 +10,10 @@
 use notify_types::SessionId;
 use redb::{ReadableTable, WriteTransaction};
 
-use crate::redb::failure::{ChoreFailure, damaged, inconsistent, storage};
 use crate::redb::format::keys::log_head;
 use crate::redb::format::session_row::{SessionRow, Stage};
 use crate::redb::format::{POSITIONS, RETENTION, SESSIONS};
+use crate::redb::writer::failure::{ChoreFailure, damaged, inconsistent, storage};
 use crate::retention::{ImportStateError, SessionState};
 
 /// Imports `states` in `txn`: `Ok(Ok(true))` when something was written (commit),

@@ -16,13 +16,13 @@ use notify_types::Timestamp;
 use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Corruption;
-use crate::redb::failure::{ChoreFailure, damaged, inconsistent, storage};
 use crate::redb::format::frame;
 use crate::redb::format::keys::{log_head, sid};
 use crate::redb::format::session_row::{SessionRow, Stage, nanos};
 use crate::redb::format::{
     CLASS_ENDED, CLASS_PURGED, CLASS_PURGING, KEYS, LOG, POSITIONS, RETENTION, SESSIONS,
 };
+use crate::redb::writer::failure::{ChoreFailure, damaged, inconsistent, storage};
 use crate::retention::PurgeStep;
 
 /// The row of `session`, which the retention entry `entry` names; damage if it is
