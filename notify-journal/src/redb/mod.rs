@@ -1,5 +1,13 @@
 //! [`RedbJournal`]: the redb engine of [`JournalBackend`](crate::JournalBackend). One file holds many
 //! sessions' logs; `docs/design.md` is its format.
+//!
+//! By concern: `journal/` (`RedbJournal`'s methods: open, reads, writes, `append_with`,
+//! leases), `read_only.rs` (`RedbReader`), `snapshot/` (the reads both handles share,
+//! every frame checked), `writer/` (the single writer: group commit, atomic groups,
+//! chores), `format/` (the tables and what their values hold), `file/` (opening,
+//! upgrading and compacting the file), `check/` (the deep check, the scrub, the key
+//! census), `app_tables/` (the application's own tables), `options.rs` and
+//! `contain.rs` (panic containment).
 
 pub(crate) mod app_tables;
 pub(crate) mod check;
