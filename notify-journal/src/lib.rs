@@ -31,6 +31,7 @@ mod backend;
 mod corruption;
 mod deprecated;
 mod error;
+mod group;
 mod integrity;
 pub mod layer;
 mod lease;
@@ -89,6 +90,7 @@ pub use postgres::{
 /// this crate uses. Not part of the API: it may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::group::{GroupVerdict, judge_group, try_judge_group};
     pub use crate::integrity::{check_replay_page, decode_checked_frame, frame_checksum};
     pub use crate::metrics::record_append;
 }
