@@ -49,7 +49,7 @@ pub use deprecated::{
     decode_frame, encode_for_append, encode_group_for_append, frame_checksum, record_append,
 };
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
-pub use integrity::{check_append, check_group};
+pub use integrity::{DEFAULT_MAX_RECORD_BYTES, check_append, check_group};
 pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 pub use ops::{purge, purge_with, replay_all, replay_page};
 pub use redb::app_tables::{
@@ -58,8 +58,8 @@ pub use redb::app_tables::{
 };
 pub use redb::check::scrub::{ScrubState, ScrubStatus};
 pub use redb::options::{
-    DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES,
-    DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
+    DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_SCRUB_INTERVAL,
+    DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
 pub use redb::read_only::RedbReader;
 pub use redb::snapshot::database::RedbStats;
