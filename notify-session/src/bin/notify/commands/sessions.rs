@@ -5,7 +5,7 @@ use notify_session::notify_journal::{LeaseInfo, SessionState};
 use notify_session::notify_types::{SessionId, Timestamp};
 use serde_json::json;
 
-use super::summary::{json_time, summarize, time};
+use super::session_summary::{json_time, summarize, time};
 use crate::error::{CliError, Exit};
 use crate::journal::{Journal, SessionPages};
 use crate::output::{Out, Progress, Table};

@@ -3,7 +3,7 @@
 use notify_session::notify_journal::{JournalError, SessionState};
 use notify_session::notify_types::SessionId;
 
-use super::format::{EXPORT_FORMAT, state_line};
+use super::export_format::{EXPORT_FORMAT, state_line};
 use crate::error::{CliError, Exit};
 use crate::journal::{Journal, selected};
 use crate::output::{Out, Progress};

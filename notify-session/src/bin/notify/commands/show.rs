@@ -5,7 +5,7 @@ use notify_session::notify_types::{
 };
 use serde_json::{Value, json};
 
-use super::summary::json_time;
+use super::session_summary::json_time;
 use crate::error::CliError;
 use crate::journal::{Journal, selected};
 use crate::output::{Out, Progress, Table};

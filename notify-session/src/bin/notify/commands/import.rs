@@ -11,7 +11,7 @@ use notify_session::notify_journal::{
 use notify_session::notify_types::SessionId;
 use serde_json::json;
 
-use super::format::{Parsed, parse_line, refused};
+use super::export_format::{Parsed, parse_line, refused};
 use crate::error::{CliError, Exit, chain};
 use crate::journal::{Journal, Location};
 use crate::output::{Out, Progress};

@@ -4,7 +4,7 @@
 use notify_session::notify_types::SessionId;
 use serde_json::json;
 
-use super::summary::{json_time, summarize};
+use super::session_summary::{json_time, summarize};
 use crate::error::CliError;
 use crate::journal::{Journal, selected};
 use crate::output::{Out, Progress, Table};
