@@ -21,7 +21,7 @@
 //! wrappers that change a method or two. Beside the engines: the errors, the
 //! integrity checks every backend runs ([`check_append`], [`check_group`]), retention
 //! ([`SessionState`], [`Tombstone`]), the deep check's [`VerifyReport`] and
-//! [`CommitStats`]; earlier names stay as deprecated aliases.
+//! [`CommitStats`].
 //!
 //! **Architecture Invariant:** no redb type appears in [`JournalBackend`]; only
 //! [`RedbJournal::open_with_backend`] (a test seam) names one.
@@ -29,7 +29,6 @@
 
 mod backend;
 mod corruption;
-mod deprecated;
 mod error;
 mod group;
 mod integrity;
@@ -43,11 +42,6 @@ mod stats;
 mod verify_report;
 
 pub use backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
-#[allow(deprecated)]
-pub use deprecated::{
-    Durability, Frame, JournalOptions, VerifyOnOpen, check_replay_page, decode_checked_frame,
-    decode_frame, encode_for_append, encode_group_for_append, frame_checksum, record_append,
-};
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
 pub use integrity::{DEFAULT_MAX_RECORD_BYTES, check_append, check_group};
 pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
@@ -76,9 +70,6 @@ pub const FORMAT_VERSION: u64 = redb::format::FORMAT_VERSION;
 
 #[cfg(feature = "postgres")]
 mod postgres;
-#[cfg(feature = "postgres")]
-#[allow(deprecated)]
-pub use deprecated::{PgLease, PgLeaseInfo};
 #[cfg(feature = "postgres")]
 pub use postgres::{
     LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgAppendStatement, PgJournal, PgOpenError,
