@@ -21,8 +21,6 @@
 //!   backend, and sweeps that crash at every sync of a workload.
 //! * [`kill`]: real process kills: the test re-runs itself as a child and SIGKILLs it
 //!   mid-work, then checks what it left behind.
-//! * [`bench`]: what the workspace's benches and measuring tests share: figures that
-//!   are not times (`target/bench-metrics/`), the bench fixture, a counting allocator.
 //! * `postgres` and `pg_cluster` (feature `postgres`): where the shared test database
 //!   is, and a throwaway PostgreSQL cluster of a test's own (TLS, passwords).
 //!
@@ -53,7 +51,6 @@
 //! other way round; they use it from integration tests under `tests/` only.
 #![deny(unsafe_code)]
 
-pub mod bench;
 pub mod conformance;
 pub mod crash;
 mod faulty;

@@ -1,7 +1,7 @@
 //! Hostile input has bounded cost: decoding any document, however it is built, peaks
 //! at no more than four times the document's size in heap.
 //!
-//! A counting global allocator (the testkit's, installed in this binary alone, hence a
+//! A counting global allocator (notify-bench's, installed in this binary alone, hence a
 //! test binary of its own with a single test) records the peak of live heap bytes
 //! while each document is decoded by the decoders. The documents are the expensive shapes for a tree-building parser:
 //! an unknown key holding a huge array of objects, deep nesting, long strings, many
@@ -11,12 +11,9 @@
 // clippy.toml's allow-*-in-tests covers `#[test]` fns only; this file's helpers are
 // test code too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-// notify-types' own test, kept here beside its property tests (`types_proptest.rs`):
-// the allocator is the testkit's, which notify-types cannot depend on.
-
 use std::hint::black_box;
 
-use notify_testkit::bench::alloc::{CountingAlloc, peak_during};
+use notify_bench::alloc::{CountingAlloc, peak_during};
 use notify_types::*;
 
 #[global_allocator]
