@@ -10,7 +10,9 @@ use redb::{DatabaseError, ReadOnlyDatabase};
 
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError, StorageError};
-use crate::redb::check::census::Census;
+use crate::redb::app_tables::{AppTableError, AppTablesRead, read_tables};
+use crate::redb::census::Census;
+use crate::redb::check::verify;
 use crate::redb::file::open::{self, contain};
 use crate::redb::snapshot::blocking_pool;
 use crate::redb::snapshot::database::{Reads, RedbStats};
@@ -228,7 +230,7 @@ impl RedbReader {
     /// [`JournalError::Storage`] when the check itself cannot read; damage is reported
     /// in the report.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        self.reads().verify(max_problems)
+        verify::database(self.db(), max_problems)
     }
 
     /// Runs a blocking read on tokio's blocking pool inside a runtime, else inline.
@@ -255,6 +257,24 @@ impl RedbReader {
         max_problems: usize,
     ) -> impl Future<Output = Result<VerifyReport, JournalError>> + Send + 'static {
         self.read(move |r| r.verify_blocking(max_problems))
+    }
+}
+
+impl RedbReader {
+    /// Reads the application's tables in one read transaction, as
+    /// [`RedbJournal::read_app_tables`] does, from a file opened read-only.
+    ///
+    /// # Errors
+    ///
+    /// Whatever `f` returns.
+    pub fn read_app_tables<T, E>(
+        &self,
+        f: impl FnOnce(&AppTablesRead) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<AppTableError>,
+    {
+        read_tables(self.db(), f)
     }
 }
 

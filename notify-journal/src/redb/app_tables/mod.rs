@@ -12,6 +12,7 @@
 mod read;
 mod write;
 
+pub(crate) use self::read::read_tables;
 pub use self::read::{AppReadTable, AppTablesRead};
 pub use self::write::{
     APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppTable, AppTables, AppTxnError, AppWriteResult,

@@ -1,6 +1,7 @@
-//! Reading the application's tables back ([`RedbJournal::read_app_tables`],
-//! [`RedbReader::read_app_tables`]): one read transaction, application tables only,
-//! read-only.
+//! Reading the application's tables back
+//! ([`RedbJournal::read_app_tables`](crate::RedbJournal::read_app_tables),
+//! [`RedbReader::read_app_tables`](crate::RedbReader::read_app_tables)): one read
+//! transaction, application tables only, read-only.
 
 use std::borrow::Borrow;
 
@@ -10,9 +11,7 @@ use redb::{
 
 use super::{AppTableError, check_name};
 use crate::error::StorageError;
-use crate::redb::RedbJournal;
 use crate::redb::contain::contain;
-use crate::redb::read_only::RedbReader;
 
 /// A read-only view of the application's tables, as of one committed state of the
 /// file (one read transaction).
@@ -107,7 +106,10 @@ impl<K: Key + 'static, V: Value + 'static> AppReadTable<K, V> {
 }
 
 /// Runs `f` on a read transaction of `db`, with a panic of the engine contained.
-fn read<D, T, E>(db: &D, f: impl FnOnce(&AppTablesRead) -> Result<T, E>) -> Result<T, E>
+pub(crate) fn read_tables<D, T, E>(
+    db: &D,
+    f: impl FnOnce(&AppTablesRead) -> Result<T, E>,
+) -> Result<T, E>
 where
     D: ReadableDatabase,
     E: From<AppTableError>,
@@ -121,43 +123,4 @@ where
     .unwrap_or_else(|panic| {
         Err(AppTableError::from(panic.storage("reading application tables")).into())
     })
-}
-
-impl RedbJournal {
-    /// Reads the application's tables (those written by
-    /// [`append_with`](Self::append_with)'s closures) in one read transaction: what
-    /// was committed, after a restart too. Blocking: call it from a blocking context
-    /// (`spawn_blocking`) in async code.
-    ///
-    /// # Errors
-    ///
-    /// [`AppTableError::Closed`] once the journal is closed; whatever `f` returns.
-    pub fn read_app_tables<T, E>(
-        &self,
-        f: impl FnOnce(&AppTablesRead) -> Result<T, E>,
-    ) -> Result<T, E>
-    where
-        E: From<AppTableError>,
-    {
-        let db = self.inner.db().map_err(|_| AppTableError::Closed)?;
-        read(db.as_ref(), f)
-    }
-}
-
-impl RedbReader {
-    /// Reads the application's tables in one read transaction, as
-    /// [`RedbJournal::read_app_tables`] does, from a file opened read-only.
-    ///
-    /// # Errors
-    ///
-    /// Whatever `f` returns.
-    pub fn read_app_tables<T, E>(
-        &self,
-        f: impl FnOnce(&AppTablesRead) -> Result<T, E>,
-    ) -> Result<T, E>
-    where
-        E: From<AppTableError>,
-    {
-        read(self.db(), f)
-    }
 }

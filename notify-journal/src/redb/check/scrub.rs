@@ -27,7 +27,6 @@ use redb::Database;
 use crate::error::JournalError;
 use crate::redb::check::verify;
 use crate::redb::contain::contain;
-use crate::redb::writer::Queue;
 
 /// Counter, labels `backend`, `outcome` (`clean`, `damaged`): scrub passes finished.
 pub(crate) const SCRUB_PASSES: &str = "notify_journal_scrub_passes_total";
@@ -137,6 +136,15 @@ impl Shared {
 }
 
 /// The handle of a running scrub.
+/// Where the scrub reports damage, and learns that writing has stopped anyway: the
+/// writer's queue (`writer/queue.rs`), whose poison refuses every later append.
+pub(crate) trait Poison: Send + Sync {
+    /// Whether appends are already refused (a failed commit, damage found before).
+    fn is_poisoned(&self) -> bool;
+    /// Refuses every later append for the damage `detail` describes.
+    fn mark_damaged(&self, detail: String);
+}
+
 pub(crate) struct Scrub {
     shared: Arc<Shared>,
     handle: Mutex<Option<JoinHandle<()>>>,
@@ -147,7 +155,7 @@ impl Scrub {
     /// reading at most `pace` entries a second (0: unpaced).
     pub(crate) fn start(
         db: Arc<Database>,
-        queue: Arc<Queue>,
+        queue: Arc<dyn Poison>,
         interval: Duration,
         pace: u64,
     ) -> std::io::Result<Self> {
@@ -169,7 +177,7 @@ impl Scrub {
                 .name("notify-journal-scrub".into())
                 .spawn(move || {
                     let _exit = Exit(Arc::clone(&shared));
-                    run(&shared, &db, &queue, interval, pace);
+                    run(&shared, &db, &*queue, interval, pace);
                 })?
         };
         Ok(Self {
@@ -242,7 +250,7 @@ impl Drop for Exit {
     }
 }
 
-fn run(shared: &Shared, db: &Database, queue: &Queue, interval: Duration, pace: u64) {
+fn run(shared: &Shared, db: &Database, queue: &dyn Poison, interval: Duration, pace: u64) {
     let mut failures = 0u32;
     loop {
         if queue.is_poisoned() {

@@ -9,6 +9,7 @@ use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableT
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
 use crate::redb::check::overlay::Overlay;
 use crate::redb::contain::contain;
+use crate::redb::contain::storage;
 use crate::redb::file::open::{self, Layout};
 use crate::redb::file::upgrade;
 use crate::redb::format::RETENTION;
@@ -16,7 +17,7 @@ use crate::redb::format::body;
 use crate::redb::format::frame;
 use crate::redb::format::keys::sid;
 use crate::redb::format::session_row::{SessionRow, Stage};
-use crate::redb::snapshot::{Snapshot, storage};
+use crate::redb::snapshot::Snapshot;
 use crate::verify_report::{EngineCheck, Problem, VerifyReport};
 
 /// Runs a check, containing a panic of the storage engine.
@@ -119,6 +120,15 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
         }
         Ok(report)
     })
+}
+
+/// The deep check of an open database (either handle's): [`logical`], a panic of the
+/// storage engine contained.
+pub(crate) fn database(
+    db: &impl ReadableDatabase,
+    max_problems: usize,
+) -> Result<VerifyReport, JournalError> {
+    contained(|| logical(db, max_problems))
 }
 
 /// The logical check in one read transaction: frames, positions, index entries and

@@ -19,13 +19,13 @@ use notify_types::{JournalRecord, Uuid};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
+use crate::redb::contain::storage;
 use crate::redb::format::body;
 use crate::redb::format::frame;
 use crate::redb::format::keys::{log_head, sid};
 use crate::redb::format::{
     FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGRADING_KEY, v1,
 };
-use crate::redb::snapshot::storage;
 use crate::verify_report::{Problem, VerifyReport};
 
 /// Frames moved per transaction, at most.

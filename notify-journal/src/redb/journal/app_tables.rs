@@ -1,5 +1,7 @@
-//! [`RedbJournal::append_with`]: an append and the application's own writes, committed
-//! in one write transaction (see `writer/app_txn.rs` and `docs/design.md`).
+//! [`RedbJournal`] and the application's tables: [`append_with`](RedbJournal::append_with),
+//! an append and the application's own writes committed in one write transaction (see
+//! `writer/app_txn.rs` and `docs/design.md`), and
+//! [`read_app_tables`](RedbJournal::read_app_tables), reading them back.
 
 use std::future::Future;
 
@@ -7,12 +9,14 @@ use notify_types::{JournalRecord, SessionId};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use super::RedbJournal;
 use super::writes::request;
 use crate::backend::AppendOutcome;
 use crate::error::AppendError;
 use crate::integrity::check_append;
-use crate::redb::RedbJournal;
-use crate::redb::app_tables::{AppTables, AppTxnError, AppWriteResult};
+use crate::redb::app_tables::{
+    AppTableError, AppTables, AppTablesRead, AppTxnError, AppWriteResult, read_tables,
+};
 use crate::redb::writer::{AppTxn, Chore};
 
 impl RedbJournal {
@@ -86,5 +90,26 @@ impl RedbJournal {
             reply,
         }));
         Ok(rx)
+    }
+}
+
+impl RedbJournal {
+    /// Reads the application's tables (those written by
+    /// [`append_with`](Self::append_with)'s closures) in one read transaction: what
+    /// was committed, after a restart too. Blocking: call it from a blocking context
+    /// (`spawn_blocking`) in async code.
+    ///
+    /// # Errors
+    ///
+    /// [`AppTableError::Closed`] once the journal is closed; whatever `f` returns.
+    pub fn read_app_tables<T, E>(
+        &self,
+        f: impl FnOnce(&AppTablesRead) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<AppTableError>,
+    {
+        let db = self.inner.db().map_err(|_| AppTableError::Closed)?;
+        read_tables(db.as_ref(), f)
     }
 }

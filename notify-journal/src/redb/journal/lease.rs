@@ -18,9 +18,9 @@ use std::time::Duration;
 use notify_types::{SessionId, Uuid};
 use tokio::sync::broadcast;
 
+use super::RedbJournal;
 use crate::backend::{BoxFuture, JournalRead};
 use crate::lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
-use crate::redb::RedbJournal;
 use crate::retention::SessionState;
 
 /// The nominal lease duration a redb journal reports: its leases never expire

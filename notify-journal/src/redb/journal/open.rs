@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use redb::{Database, StorageBackend};
 
+use super::{Inner, RedbJournal};
 use crate::error::{OpenError, StorageError};
-use crate::redb::check::census;
+use crate::redb::census;
 use crate::redb::check::scrub;
 use crate::redb::check::verify;
 use crate::redb::file::open;
@@ -15,7 +16,6 @@ use crate::redb::options;
 use crate::redb::options::RedbOptions;
 use crate::redb::writer::Queue;
 use crate::redb::writer::lead::Lead;
-use crate::redb::{Inner, RedbJournal};
 
 /// How many problems a refused verify at open names.
 const DEFAULT_OPEN_PROBLEMS: usize = 8;
@@ -110,7 +110,7 @@ impl RedbJournal {
         let scrub = match options.verify_on_open {
             options::RedbVerifyOnOpen::Background => match scrub::Scrub::start(
                 Arc::clone(&db),
-                Arc::clone(&queue),
+                Arc::clone(&queue) as Arc<dyn scrub::Poison>,
                 options.scrub_interval,
                 options.scrub_pace,
             ) {

@@ -7,9 +7,9 @@ use std::path::Path;
 use notify_types::{SessionId, Uuid};
 use redb::Database;
 
+use super::RedbJournal;
 use crate::backend::{BoxFuture, SeqRecord};
 use crate::error::{JournalError, OpenError};
-use crate::redb::RedbJournal;
 use crate::redb::check::verify;
 use crate::redb::file::compact;
 use crate::redb::file::compact::CompactReport;
@@ -124,7 +124,7 @@ impl RedbJournal {
     /// [`JournalError::Closed`] or [`JournalError::Storage`] when the check itself
     /// cannot read; damage is reported in the report, not as an error.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        self.reads(|r| r.verify(max_problems))
+        verify::database(&*self.inner.db()?, max_problems)
     }
 
     /// The deep integrity check of [`verify_blocking`](Self::verify_blocking) plus

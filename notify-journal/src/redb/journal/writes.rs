@@ -8,10 +8,10 @@ use notify_types::{JournalRecord, SessionEvent, SessionId, Timestamp};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use super::RedbJournal;
 use crate::backend::{AppendOutcome, BoxFuture, JournalBackend};
 use crate::error::{AppendError, JournalError};
 use crate::integrity::{check_append, check_group};
-use crate::redb::RedbJournal;
 use crate::redb::format::body;
 use crate::redb::writer::lead::Claim;
 use crate::redb::writer::{self, Chore, Group, Queued, Request};

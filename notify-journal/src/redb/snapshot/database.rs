@@ -7,13 +7,12 @@ use redb::{ReadableDatabase, ReadableTableMetadata};
 
 use crate::backend::SeqRecord;
 use crate::error::JournalError;
-use crate::redb::check::census::Census;
-use crate::redb::check::verify;
+use crate::redb::census::Census;
 use crate::redb::contain::contain;
+use crate::redb::contain::storage;
 use crate::redb::format::{FORMAT_KEY, META};
-use crate::redb::snapshot::{Snapshot, in_snapshot, storage};
+use crate::redb::snapshot::{Snapshot, in_snapshot};
 use crate::retention::SessionState;
-use crate::verify_report::VerifyReport;
 
 /// Counts of a redb journal, from the tables' own lengths (no scan).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +41,7 @@ impl<D: ReadableDatabase> Reads<'_, D> {
         session: SessionId,
         key: Uuid,
     ) -> Result<Option<u64>, JournalError> {
-        // Read before the snapshot begins (see `check/census/`).
+        // Read before the snapshot begins (see `census/`).
         let generation = self.census.map_or(0, Census::generation);
         in_snapshot(self.db, "the index", |s| {
             s.lookup(
@@ -91,11 +90,6 @@ impl<D: ReadableDatabase> Reads<'_, D> {
         limit: usize,
     ) -> Result<Vec<SessionId>, JournalError> {
         in_snapshot(self.db, "the sessions", |s| s.sessions_after(after, limit))
-    }
-
-    /// The deep integrity check, in one snapshot.
-    pub(crate) fn verify(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        verify::contained(|| verify::logical(self.db, max_problems))
     }
 
     /// The format version and the lengths of the log and the index (no scan).

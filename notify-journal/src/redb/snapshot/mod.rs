@@ -15,10 +15,10 @@ use notify_types::{SessionId, Uuid};
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use crate::backend::SeqRecord;
-use crate::error::{Corruption, JournalError, StorageError};
+use crate::error::{Corruption, JournalError};
 use crate::integrity::{check_identity, check_replay_page, corrupt};
-use crate::redb::check::census::{Census, Miss, confirm_miss};
-use crate::redb::contain::contain;
+use crate::redb::census::{Census, Miss, confirm_miss};
+use crate::redb::contain::{contain, storage};
 use crate::redb::format::body;
 use crate::redb::format::frame;
 use crate::redb::format::keys::{log_head, sid};
@@ -32,13 +32,6 @@ pub(crate) struct Snapshot {
     pub(crate) positions: ReadOnlyTable<(u128, u64), u64>,
     pub(crate) keys: ReadOnlyTable<(u128, u128), u64>,
     pub(crate) sessions: ReadOnlyTable<u128, &'static [u8]>,
-}
-
-pub(crate) fn storage<E>(context: &'static str) -> impl Fn(E) -> JournalError
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    move |e| JournalError::Storage(StorageError::new(context, e))
 }
 
 /// Runs `f` on one consistent snapshot of `db` (a writable or a read-only database),

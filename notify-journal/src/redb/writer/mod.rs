@@ -52,7 +52,7 @@ pub(crate) use self::queue::Queue;
 pub(crate) use self::requests::{AppReply, AppTxn, Chore, Group, Queued, Reply, Request};
 use self::tuning::Tuning;
 use crate::error::{AppendError, Corruption, StorageError};
-use crate::redb::check::census::Census;
+use crate::redb::census::Census;
 use crate::redb::contain::contain;
 use crate::redb::format::keys::sid;
 use crate::redb::options::{RedbDurability, RedbOptions};

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::requests::{AppTxn, Chore, Queued};
 use super::tuning::{LEAD_IDLE, LEAD_TICK, RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
 use crate::error::{AppendError, JournalError};
+use crate::redb::check::scrub::Poison;
 use crate::redb::writer::failure::poisoned;
 use crate::stats::CommitStats;
 
@@ -471,6 +472,16 @@ impl Queue {
         }
         self.take_locked(&mut st, out, max);
         !st.closed && st.chores.is_empty() && Instant::now() < deadline
+    }
+}
+
+impl Poison for Queue {
+    fn is_poisoned(&self) -> bool {
+        Queue::is_poisoned(self)
+    }
+
+    fn mark_damaged(&self, detail: String) {
+        Queue::mark_damaged(self, detail);
     }
 }
 

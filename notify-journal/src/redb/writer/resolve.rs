@@ -14,7 +14,7 @@ use super::requests::{Group, Queued, Reply, Request};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 use crate::group::{GroupVerdict, try_judge_group};
-use crate::redb::check::census::{Census, Miss, confirm_head, confirm_miss};
+use crate::redb::census::{Census, Miss, confirm_head, confirm_miss};
 use crate::redb::format::RETENTION;
 use crate::redb::format::frame;
 use crate::redb::format::keys::{log_head, sid};
@@ -36,7 +36,7 @@ pub(super) struct Tables<'txn, 'w> {
     pub(super) txn: &'txn redb::WriteTransaction,
     pub(super) frame: &'w mut Vec<u8>,
     /// The key census that confirms every index miss before a new frame is written
-    /// (`check/census/`); `None` when [`RedbOptions::confirm_misses`] is off.
+    /// (`census/`); `None` when [`RedbOptions::confirm_misses`] is off.
     ///
     /// [`RedbOptions::confirm_misses`]: crate::RedbOptions::confirm_misses
     pub(super) census: Option<&'w Census>,
@@ -228,7 +228,7 @@ impl<'txn> Tables<'txn, '_> {
                     Some(h) => *h,
                     None => {
                         let h = log_head(&self.positions, req.session, before)?;
-                        // Believed only if the frame it names agrees (`check/census/`).
+                        // Believed only if the frame it names agrees (`census/`).
                         if let Some((seq, source)) =
                             confirm_head(&self.positions, &self.log, req.session, h)
                                 .map_err(before("read the session's head"))?
