@@ -262,7 +262,8 @@ impl RedbReader {
 
 impl RedbReader {
     /// Reads the application's tables in one read transaction, as
-    /// [`RedbJournal::read_app_tables`] does, from a file opened read-only.
+    /// [`RedbJournal::read_app_tables`](crate::RedbJournal::read_app_tables) does, from a
+    /// file opened read-only.
     ///
     /// # Errors
     ///

@@ -84,7 +84,7 @@ struct Inner {
     census: Option<Arc<census::Census>>,
     /// The background scrub (`check/scrub.rs`), with [`RedbVerifyOnOpen::Background`].
     ///
-    /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
+    /// [`RedbVerifyOnOpen::Background`]: crate::RedbVerifyOnOpen::Background
     scrub: Option<scrub::Scrub>,
     /// This handle's leases (`journal/lease.rs`: the file lock is the lease).
     leases: lease::RedbLeases,
@@ -145,7 +145,7 @@ impl RedbJournal {
     /// the file damaged (appends then fail with [`AppendError::Damaged`](crate::AppendError::Damaged));
     /// [`ScrubState::Off`](scrub::ScrubState::Off) when no scrub runs.
     ///
-    /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
+    /// [`RedbVerifyOnOpen::Background`]: crate::RedbVerifyOnOpen::Background
     #[must_use]
     pub fn scrub_status(&self) -> scrub::ScrubStatus {
         match &self.inner.scrub {
