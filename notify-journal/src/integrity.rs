@@ -7,6 +7,10 @@ use notify_types::{JournalRecord, SessionId};
 use crate::backend::SeqRecord;
 use crate::error::{AppendError, Corruption, JournalError};
 
+/// The default cap on one encoded record, every engine's (`RedbOptions` and
+/// `PgOptions` start from it): 1 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
+
 /// The checks every backend runs before it writes anything, in this order: the record
 /// names `session` ([`AppendError::SessionMismatch`]), encodes to at most
 /// `max_record_bytes` ([`AppendError::TooLarge`]; checked before validation so an

@@ -21,7 +21,7 @@
 //! wrappers that change a method or two. Beside the engines: the errors, the
 //! integrity checks every backend runs ([`check_append`], [`check_group`]), retention
 //! ([`SessionState`], [`Tombstone`]), the deep check's [`VerifyReport`] and
-//! [`CommitStats`]; earlier names stay as deprecated aliases.
+//! [`CommitStats`].
 //!
 //! **Architecture Invariant:** no redb type appears in [`JournalBackend`]; only
 //! [`RedbJournal::open_with_backend`] (a test seam) names one.
@@ -29,8 +29,8 @@
 
 mod backend;
 mod corruption;
-mod deprecated;
 mod error;
+mod group;
 mod integrity;
 pub mod layer;
 mod lease;
@@ -42,27 +42,21 @@ mod stats;
 mod verify_report;
 
 pub use backend::{AppendOutcome, BoxFuture, JournalBackend, JournalRead, SeqRecord};
-#[allow(deprecated)]
-pub use deprecated::{
-    Durability, Frame, JournalOptions, VerifyOnOpen, check_replay_page, decode_checked_frame,
-    decode_frame, encode_for_append, encode_group_for_append, frame_checksum, record_append,
-};
 pub use error::{AppendError, Corruption, JournalError, OpenError, StorageError};
-pub use integrity::{check_append, check_group};
+pub use integrity::{DEFAULT_MAX_RECORD_BYTES, check_append, check_group};
 pub use lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
 pub use ops::{purge, purge_with, replay_all, replay_page};
-pub use redb::app_read::{AppReadTable, AppTablesRead};
 pub use redb::app_tables::{
-    APP_TABLE_PREFIX, APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppTable, AppTableError, AppTables,
-    AppTxnError, AppWriteResult,
+    APP_TABLE_PREFIX, APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppReadTable, AppTable,
+    AppTableError, AppTables, AppTablesRead, AppTxnError, AppWriteResult,
 };
+pub use redb::check::scrub::{ScrubState, ScrubStatus};
 pub use redb::options::{
-    DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_MAX_RECORD_BYTES,
-    DEFAULT_SCRUB_INTERVAL, DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
+    DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_SCRUB_INTERVAL,
+    DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
-pub use redb::reader::RedbReader;
-pub use redb::reads::RedbStats;
-pub use redb::scrub::{ScrubState, ScrubStatus};
+pub use redb::read_only::RedbReader;
+pub use redb::snapshot::database::RedbStats;
 pub use redb::{CompactReport, RedbJournal};
 pub use retention::{
     DEFAULT_PURGE_STEP_FRAMES, ImportStateError, PurgeReport, PurgeStep, SessionState, Tombstone,
@@ -77,9 +71,6 @@ pub const FORMAT_VERSION: u64 = redb::format::FORMAT_VERSION;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
-#[allow(deprecated)]
-pub use deprecated::{PgLease, PgLeaseInfo};
-#[cfg(feature = "postgres")]
 pub use postgres::{
     LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgAppendStatement, PgJournal, PgOpenError,
     PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
@@ -90,6 +81,7 @@ pub use postgres::{
 /// this crate uses. Not part of the API: it may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::group::{GroupVerdict, judge_group, try_judge_group};
     pub use crate::integrity::{check_replay_page, decode_checked_frame, frame_checksum};
     pub use crate::metrics::record_append;
 }

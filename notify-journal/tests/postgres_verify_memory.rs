@@ -3,78 +3,20 @@
 //! its peak stays within a few pages' worth (it used to keep every session's last seq
 //! until the heads were compared, about 50 bytes a session: about 1 MB here).
 //!
-//! A binary of its own: it counts the process's heap with a global allocator, and its
-//! one test runs alone in it.
+//! A binary of its own: it counts the process's heap with a global allocator
+//! (notify-bench's), and its one test runs alone in it.
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-// A global allocator can only be written with `unsafe impl GlobalAlloc`; this one only
-// delegates to `System` and counts.
-#![allow(unsafe_code)]
 
 mod postgres_support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
+use notify_bench::alloc::{CountingAlloc, Peak};
 use notify_journal::{JournalBackend, PgOptions};
 use notify_types::{SessionId, Uuid};
 use postgres_support::{command, database_url, drop_schema, fresh_schema, journal, raw_client};
 
-/// The system allocator, counting the bytes live and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(n: usize) {
-    let now = LIVE.fetch_add(n, Ordering::SeqCst) + n;
-    PEAK.fetch_max(now, Ordering::SeqCst);
-}
-
-fn shrank(n: usize) {
-    LIVE.fetch_sub(n, Ordering::SeqCst);
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; the counters do not touch the
-// memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) };
-        shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            shrank(layout.size());
-            grew(new_size);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc;
 
 const SESSIONS: i64 = 20_000;
 
@@ -108,10 +50,9 @@ fn verify_memory_does_not_grow_with_the_sessions() {
         ))
         .await
         .unwrap();
-        let base = LIVE.load(Ordering::Relaxed);
-        PEAK.store(base, Ordering::Relaxed);
+        let peak = Peak::start();
         let report = j.verify(10).await.unwrap();
-        let grew = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+        let grew = peak.grown();
         assert_eq!(report.sessions, SESSIONS as u64 + 1);
         assert_eq!(report.problem_count, SESSIONS as u64, "{report}");
         // A page of 64 frames of a few hundred bytes, decoded one at a time, and the

@@ -3,7 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use notify_types::{CommandId, LoopId, ProcessNotification, SessionId};
+use notify_types::{
+    CommandId, LoopId, ProcessCompletionNotification, ProcessNotification, SessionId,
+};
 
 use crate::decide::Pending;
 use crate::inbox::Inbox;
@@ -127,11 +129,11 @@ impl Received {
         &self.notification
     }
 
-    /// The notification (the name from before it was renamed).
-    #[deprecated(note = "renamed to `notification()`: it returns the notification")]
+    /// The completion notification it carries (the DTO the supervisor reported):
+    /// `received.completion()` for `received.completion()`.
     #[must_use]
-    pub fn command(&self) -> &ProcessNotification {
-        &self.notification
+    pub fn completion(&self) -> &ProcessCompletionNotification {
+        self.notification.notification()
     }
 
     /// Its command ID.

@@ -28,11 +28,11 @@
 //!   removed, some left).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use notify_bench::metric;
 use notify_journal::{JournalBackend, JournalLeases, PgJournal, PgOptions};
 use notify_loop::LoopConfig;
 use notify_session::notify_journal::BoxFuture;
@@ -389,32 +389,4 @@ async fn drop_schema(schema: &str) {
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();
-}
-
-/// The cargo target directory: `CARGO_TARGET_DIR` (absolute when `cargo xtask bench`
-/// runs us), else three levels above this executable (`target/release/deps/NAME`).
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        let dir = PathBuf::from(dir);
-        if dir.is_absolute() {
-            return dir;
-        }
-    }
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors().nth(3).map(Path::to_path_buf).unwrap()
-}
-
-/// Records a figure that is not a time: `target/bench-metrics/NAME.json` holds
-/// `{"value": VALUE, "unit": UNIT}`. `name` uses `/` like criterion's IDs.
-fn metric(name: &str, value: f64, unit: &str) {
-    let path = target_dir()
-        .join("bench-metrics")
-        .join(format!("{}.json", name.replace('/', "__")));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(
-        &path,
-        format!("{{\"name\": \"{name}\", \"value\": {value}, \"unit\": \"{unit}\"}}\n"),
-    )
-    .unwrap();
-    eprintln!("metric {name}: {value} {unit}");
 }

@@ -10,9 +10,9 @@
 //! (restore's own memory). Recorded as `restore/peak_rss_mb/{default_cache,cache_1mib}` metrics.
 //! Linux only; elsewhere it records nothing.
 //!
-//! The records, sessions, runtime and metric side-channel below are copies of the
-//! journal benches' helpers (`notify-journal/benches/common/`), so the fixture is the
-//! same one and `cargo xtask bench` reads the figures back from the same place.
+//! The records, sessions, runtime and metric side-channel are the journal benches'
+//! (`notify-bench`), so the fixture is the same one and `cargo xtask bench`
+//! reads the figures back from the same place.
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -21,92 +21,18 @@
     clippy::print_stdout
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use notify_bench::fixture::{consumed, record, runtime, session};
+use notify_bench::metric;
 use notify_journal::{RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen};
-use notify_types::{
-    CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId,
-    Uuid,
-};
 
 const COMMANDS: u64 = 500_500;
 const PENDING: u64 = 1_000;
 const CHILD_ENV: &str = "NOTIFY_BENCH_RESTORE_CHILD";
 const CACHE_ENV: &str = "NOTIFY_BENCH_RESTORE_CACHE";
-
-/// The loop every record is addressed to.
-const LOOP: u128 = 7;
-
-/// Session `n` of a bench.
-fn session(n: u64) -> SessionId {
-    SessionId::from_uuid(Uuid::from_u128((0x5e55 << 112) | u128::from(n)))
-}
-
-/// The command ID of record `i`: increasing with `i`, like the time-ordered UUIDv7 of
-/// `CommandId::new()`.
-fn command_id(i: u64) -> CommandId {
-    CommandId::from_uuid(Uuid::from_u128((1 << 127) | u128::from(i)))
-}
-
-/// A completion notification of session `s` with key `command_id(i)` (~310 bytes of
-/// JSON).
-fn record(s: SessionId, i: u64) -> JournalRecord {
-    JournalRecord::from(ProcessNotification::new(ProcessCompletionNotification {
-        command_id: command_id(i),
-        session_id: s,
-        loop_id: LoopId::from_uuid(Uuid::from_u128(LOOP)),
-        process_handle: format!("build-{i}"),
-        state: ProcessLifecycleState::Exited,
-        reason: ProcessTerminalReason::Exited,
-    }))
-}
-
-/// The consumption of record `i` of session `s`.
-fn consumed(s: SessionId, i: u64) -> JournalRecord {
-    JournalRecord::from(SessionEvent::NotificationConsumed(
-        NotificationConsumed::new(s, LoopId::from_uuid(Uuid::from_u128(LOOP)), command_id(i)),
-    ))
-}
-
-/// The runtime the fixture is written from: 2 workers, like the machine.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// The cargo target directory: `CARGO_TARGET_DIR` (absolute when `cargo xtask bench`
-/// runs us), else three levels above this executable (`target/release/deps/NAME`).
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        let dir = PathBuf::from(dir);
-        if dir.is_absolute() {
-            return dir;
-        }
-    }
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors().nth(3).map(Path::to_path_buf).unwrap()
-}
-
-/// Records a figure that is not a time: `target/bench-metrics/NAME.json` holds
-/// `{"value": VALUE, "unit": UNIT}`. `name` uses `/` like criterion's IDs.
-fn metric(name: &str, value: f64, unit: &str) {
-    let path = target_dir()
-        .join("bench-metrics")
-        .join(format!("{}.json", name.replace('/', "__")));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(
-        &path,
-        format!("{{\"name\": \"{name}\", \"value\": {value}, \"unit\": \"{unit}\"}}\n"),
-    )
-    .unwrap();
-    eprintln!("metric {name}: {value} {unit}");
-}
 
 fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

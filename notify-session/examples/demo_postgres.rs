@@ -150,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
         ensure!(got.command_id() == *want, "redelivered out of order");
         b(&format!(
             "loop received {} (redelivered), acts, acks",
-            got.notification().notification().process_handle
+            got.completion().process_handle
         ));
         got.ack().await?;
     }
@@ -273,14 +273,14 @@ async fn host_a(role: &str) -> anyhow::Result<()> {
         let got = consumer.recv().await.context("loop exited")?;
         println!(
             "SAY loop received {}, acts, acks",
-            got.notification().notification().process_handle
+            got.completion().process_handle
         );
         got.ack().await?;
     }
     let held = consumer.recv().await.context("loop exited")?;
     println!(
         "SAY loop received {} and is still working on it",
-        held.notification().notification().process_handle
+        held.completion().process_handle
     );
     println!("READY");
     let go = tokio::task::spawn_blocking(|| {

@@ -84,6 +84,7 @@ mod end;
 mod error;
 mod host;
 mod metrics;
+mod received;
 mod restore;
 mod retry;
 mod session;
@@ -184,9 +185,6 @@ pub mod prelude {
     //! # }
     //! ```
 
-    /// The old name of [`RedbOptions`].
-    #[allow(deprecated)]
-    pub use notify_journal::JournalOptions;
     pub use notify_journal::{JournalBackend, JournalRead, RedbJournal, RedbOptions};
     pub use notify_loop::LoopConfig;
     pub use notify_types::{

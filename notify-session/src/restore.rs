@@ -122,7 +122,7 @@ impl RestoreReport {
 ///     session.declare_lost(orphan).await?;
 /// }
 /// let received = inbox.recv().await.ok_or("loop exited")?;
-/// assert_eq!(received.notification().notification().process_handle, "build-42");
+/// assert_eq!(received.completion().process_handle, "build-42");
 /// received.ack().await?;
 /// # Ok(())
 /// # }
@@ -338,7 +338,7 @@ impl Reduction {
 ///     .wait()
 ///     .await;
 /// let received = inbox.recv().await.ok_or("loop exited")?;
-/// let n = received.notification().notification();
+/// let n = received.completion();
 /// assert_eq!((n.state, n.reason), (ProcessLifecycleState::Exited, ProcessTerminalReason::Exited));
 /// let event = completed_event(&journal, n).await?.ok_or("no ProcessCompleted")?;
 /// assert_eq!(event.exit_code, Some(1));

@@ -91,7 +91,7 @@ impl SessionReceived {
     /// #     received: SessionReceived,
     /// # ) -> Result<(), Box<dyn std::error::Error>> {
     /// let command = *received.command_id().as_uuid();
-    /// let line = format!("{} exited", received.notification().notification().process_handle);
+    /// let line = format!("{} exited", received.completion().process_handle);
     /// let tx = app.transaction().await?;
     /// // The consumption first: it answers whether this notification is already consumed.
     /// match received.ack_in_pg(journal, &tx).await? {   // Err: drop tx (rolls back)

@@ -72,7 +72,7 @@ async fn accepted_then_duplicate_with_one_frame() {
     );
     assert_eq!(frames_for(&journal, session.id(), n.command_id).await, 1);
     let got = consumer.recv().await.unwrap();
-    assert_eq!(got.notification().notification(), &n);
+    assert_eq!(got.completion(), &n);
     got.ack().await.unwrap();
     // After the ack the journal answers: consumed, so Duplicate without dispatch.
     assert_eq!(
@@ -152,7 +152,7 @@ async fn collision_with_a_live_notification_is_not_dispatched_either() {
     ));
     let got = consumer.recv().await.unwrap();
     assert_eq!(
-        got.notification().notification(),
+        got.completion(),
         &n,
         "the original payload, not the forgery"
     );

@@ -95,7 +95,7 @@ where
         .unwrap();
     for expected in [&unacked, &undispatched] {
         let got = consumer.recv().await.unwrap();
-        assert_eq!(got.notification().notification(), expected);
+        assert_eq!(got.completion(), expected);
         got.ack().await.unwrap();
     }
     // Retries after the acknowledgement: Duplicate, never redelivered.
@@ -201,7 +201,7 @@ async fn orphans_are_declared_lost_once_even_when_declared_twice() {
 
     for orphan in [&running, &stopping] {
         let got = consumer.recv().await.unwrap();
-        let n = got.notification().notification();
+        let n = got.completion();
         assert_eq!(n.command_id, lost_command_id(orphan));
         assert_eq!(
             (n.state, n.reason),

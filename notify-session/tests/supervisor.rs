@@ -95,7 +95,7 @@ async fn real_processes_end_with_the_expected_pairs() {
     let mut received = BTreeMap::new();
     for _ in 0..4 {
         let got = consumer.recv().await.unwrap();
-        let n = got.notification().notification().clone();
+        let n = got.completion().clone();
         received.insert(n.process_handle.clone(), (n.state, n.reason));
         got.ack().await.unwrap();
     }

@@ -1,9 +1,9 @@
 //! Hostile input has bounded cost: decoding any document, however it is built, peaks
 //! at no more than four times the document's size in heap.
 //!
-//! A counting global allocator (this binary's own, hence a test binary of its own with
-//! a single test) records the peak of live heap bytes while each document is decoded
-//! by the decoders. The documents are the expensive shapes for a tree-building parser:
+//! A counting global allocator (notify-bench's, installed in this binary alone, hence a
+//! test binary of its own with a single test) records the peak of live heap bytes
+//! while each document is decoded by the decoders. The documents are the expensive shapes for a tree-building parser:
 //! an unknown key holding a huge array of objects, deep nesting, long strings, many
 //! small numbers, containers where scalars belong, and valid documents at the size
 //! limit.
@@ -11,79 +11,13 @@
 // clippy.toml's allow-*-in-tests covers `#[test]` fns only; this file's helpers are
 // test code too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-// A global allocator can only be written with `unsafe impl GlobalAlloc`; this one only
-// delegates to `System` and counts.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
+use notify_bench::alloc::{CountingAlloc, peak_during};
 use notify_types::*;
 
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(n: usize) {
-    let now = LIVE.fetch_add(n, Ordering::SeqCst) + n;
-    PEAK.fetch_max(now, Ordering::SeqCst);
-}
-
-fn shrank(n: usize) {
-    LIVE.fetch_sub(n, Ordering::SeqCst);
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; the counters do not touch the
-// memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) };
-        shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            // Counted as a new block then the old one freed: a moving realloc holds both.
-            grew(new_size);
-            shrank(layout.size());
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// The peak of live heap bytes above the level at the start, while `f` runs.
-fn peak_during(f: impl FnOnce()) -> usize {
-    let base = LIVE.load(Ordering::SeqCst);
-    PEAK.store(base, Ordering::SeqCst);
-    f();
-    PEAK.load(Ordering::SeqCst).saturating_sub(base)
-}
+static ALLOCATOR: CountingAlloc = CountingAlloc;
 
 type Decoder = fn(&[u8]) -> Result<(), DecodeError>;
 

@@ -1,64 +1,17 @@
-//! What the journal benches share: records, sessions, a runtime, sample arithmetic and
-//! the side-channel for figures that are not times (latency percentiles, bytes per
-//! record, peak memory), which `cargo xtask bench` reads back beside criterion's.
-#![allow(dead_code, unreachable_pub)]
+//! What the journal benches share: sample arithmetic and paired comparisons, here; the
+//! records, sessions, runtime and the side-channel for figures that are not times
+//! (latency percentiles, bytes per record, peak memory), which `cargo xtask bench`
+//! reads back beside criterion's, are every crate's benches' (`notify-bench`).
+// Each bench uses a part of this module (and of what it re-exports).
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use notify_types::{
-    CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEvent, SessionId,
-    Uuid,
+pub use notify_bench::fixture::{
+    LOOP, command_id, consumed, notification, record, runtime, session,
 };
-
-/// The loop every bench record is addressed to.
-pub const LOOP: u128 = 7;
-
-/// Session `n` of a bench.
-pub fn session(n: u64) -> SessionId {
-    SessionId::from_uuid(Uuid::from_u128((0x5e55 << 112) | u128::from(n)))
-}
-
-/// The command ID of record `i`: increasing with `i`, like the time-ordered UUIDv7 of
-/// `CommandId::new()`.
-pub fn command_id(i: u64) -> CommandId {
-    CommandId::from_uuid(Uuid::from_u128((1 << 127) | u128::from(i)))
-}
-
-/// A completion notification of session `s` with key `command_id(i)` (~310 bytes of
-/// JSON).
-pub fn record(s: SessionId, i: u64) -> JournalRecord {
-    JournalRecord::from(notification(s, i))
-}
-
-/// The notification behind [`record`].
-pub fn notification(s: SessionId, i: u64) -> ProcessNotification {
-    ProcessNotification::new(ProcessCompletionNotification {
-        command_id: command_id(i),
-        session_id: s,
-        loop_id: LoopId::from_uuid(Uuid::from_u128(LOOP)),
-        process_handle: format!("build-{i}"),
-        state: ProcessLifecycleState::Exited,
-        reason: ProcessTerminalReason::Exited,
-    })
-}
-
-/// The consumption of record `i` of session `s`.
-pub fn consumed(s: SessionId, i: u64) -> JournalRecord {
-    JournalRecord::from(SessionEvent::NotificationConsumed(
-        NotificationConsumed::new(s, LoopId::from_uuid(Uuid::from_u128(LOOP)), command_id(i)),
-    ))
-}
-
-/// The runtime every bench drives the journal from: 2 workers, like the machine.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+pub use notify_bench::{metric, target_dir};
 
 /// Splits `iters` over `n` workers; returns (per worker, total).
 pub fn split(iters: u64, n: u64) -> (u64, u64) {
@@ -69,34 +22,6 @@ pub fn split(iters: u64, n: u64) -> (u64, u64) {
 /// The time `iters` iterations would have taken, given `done` took `elapsed`.
 pub fn scale(elapsed: Duration, iters: u64, done: u64) -> Duration {
     elapsed.mul_f64(iters as f64 / done as f64)
-}
-
-/// The cargo target directory: `CARGO_TARGET_DIR` (absolute when `cargo xtask bench`
-/// runs us), else three levels above this executable (`target/release/deps/NAME`).
-pub fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        let dir = PathBuf::from(dir);
-        if dir.is_absolute() {
-            return dir;
-        }
-    }
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors().nth(3).map(Path::to_path_buf).unwrap()
-}
-
-/// Records a figure that is not a time: `target/bench-metrics/NAME.json` holds
-/// `{"value": VALUE, "unit": UNIT}`. `name` uses `/` like criterion's IDs.
-pub fn metric(name: &str, value: f64, unit: &str) {
-    let path = target_dir()
-        .join("bench-metrics")
-        .join(format!("{}.json", name.replace('/', "__")));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(
-        &path,
-        format!("{{\"name\": \"{name}\", \"value\": {value}, \"unit\": \"{unit}\"}}\n"),
-    )
-    .unwrap();
-    eprintln!("metric {name}: {value} {unit}");
 }
 
 /// The file's size in bytes.

@@ -3,9 +3,10 @@
 //! Not a bench target of this crate: `cargo xtask bench` extracts the last format-1
 //! journal (commit `cbda868`: `notify-journal` and `notify-types`, renamed
 //! `notify-journal-v1`/`notify-types-v1`) under `target/format1/`, copies this file
-//! there as the bench `formats` of a throwaway package that depends on both journals,
-//! and runs it with the same target directory, so both formats are measured in the same
-//! run, interleaved, with identical settings.
+//! there as the bench `formats` of a throwaway package that depends on both journals
+//! (and on this tree's notify-bench, the helpers every bench shares), and runs it
+//! with the same target directory, so both formats are measured in the same run,
+//! interleaved, with identical settings.
 //!
 //! * `formats/format1/N`, `formats/format2/N`: the `append/journal/N` benchmark (N
 //!   concurrent appenders, appender `a` on session `a % 8`, keys from one counter,
@@ -17,18 +18,11 @@
 //!   close: `disk/format1/{10k,1m}` and `disk/format2/{10k,1m}` metrics.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use notify_bench::fixture::runtime;
+use notify_bench::metric;
 
 macro_rules! format_impl {
     ($m:ident, $journal:ident, $types:ident, $options:ident) => {
@@ -101,31 +95,6 @@ macro_rules! format_impl {
 
 format_impl!(v1, notify_journal_v1, notify_types_v1, JournalOptions);
 format_impl!(v2, notify_journal, notify_types, RedbOptions);
-
-fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
-        Some(dir) if dir.is_absolute() => dir,
-        _ => std::env::current_exe()
-            .unwrap()
-            .ancestors()
-            .nth(3)
-            .unwrap()
-            .to_path_buf(),
-    }
-}
-
-fn metric(name: &str, value: f64, unit: &str) {
-    let path = target_dir()
-        .join("bench-metrics")
-        .join(format!("{}.json", name.replace('/', "__")));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(
-        &path,
-        format!("{{\"name\": \"{name}\", \"value\": {value}, \"unit\": \"{unit}\"}}\n"),
-    )
-    .unwrap();
-    eprintln!("metric {name}: {value} {unit}");
-}
 
 fn per_sample(
     rt: &tokio::runtime::Runtime,

@@ -82,7 +82,7 @@ impl Default for PgOptions {
             lease_policy: LeasePolicy::Optional,
             max_batch: 1024,
             writers: 3,
-            max_record_bytes: crate::DEFAULT_MAX_RECORD_BYTES,
+            max_record_bytes: crate::integrity::DEFAULT_MAX_RECORD_BYTES,
             tls: None,
             password: None,
             passfile: None,

@@ -1,9 +1,18 @@
-//! Panic containment: every call into the storage engine that may panic (on a damaged
-//! page it trusted) runs under [`contain`], which turns the panic into a typed error.
+//! The boundary with the storage engine: every call into it that may panic (on a
+//! damaged page it trusted) runs under [`contain`], which turns the panic into a typed
+//! error, and [`storage`] names its errors as the journal's.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::error::StorageError;
+use crate::error::{JournalError, StorageError};
+
+/// The storage engine's error while doing `context`, as [`JournalError::Storage`].
+pub(crate) fn storage<E>(context: &'static str) -> impl Fn(E) -> JournalError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    move |e| JournalError::Storage(StorageError::new(context, e))
+}
 
 /// A panic caught by [`contain`]; displays as its message.
 pub(crate) struct Panic(String);

@@ -1,192 +1,26 @@
-//! [`RedbJournal`]: the redb engine of [`JournalBackend`](crate::JournalBackend). One file holds many
-//! sessions' logs; `docs/design.md` is its format.
+//! [`RedbJournal`]: the redb engine of [`JournalBackend`](crate::JournalBackend). One
+//! file holds many sessions' logs; `docs/design.md` is its format.
+//!
+//! By concern: `journal/` (`RedbJournal` and its methods: open, reads, writes, the
+//! application's tables, leases), `read_only.rs` (`RedbReader`), `snapshot/` (the reads
+//! both handles share, every frame checked), `writer/` (the single writer: group
+//! commit, atomic groups, chores), `census/` (the key census, which confirms every
+//! index miss), `check/` (the deep check, the scrub), `file/` (opening, upgrading and
+//! compacting the file), `format/` (the tables and what their values hold),
+//! `app_tables/` (the application's own tables), `options.rs` and `contain.rs` (the
+//! boundary with the storage engine: panics contained, errors named).
 
-pub(crate) mod app_read;
 pub(crate) mod app_tables;
-mod body;
-mod census;
-mod compact;
+pub(crate) mod census;
+pub(crate) mod check;
 mod contain;
-mod failure;
+mod file;
 pub(crate) mod format;
-mod frame;
-mod import;
-mod journal_app;
-mod journal_open;
-mod journal_reads;
-mod journal_writes;
-mod keys;
-mod lease;
-mod open;
+mod journal;
 pub(crate) mod options;
-mod overlay;
-mod purge;
-pub(crate) mod reader;
-pub(crate) mod reads;
-pub(crate) mod scrub;
-mod snapshot;
-mod state;
-mod upgrade;
-mod verify;
+pub(crate) mod read_only;
+pub(crate) mod snapshot;
 pub(crate) mod writer;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::thread::JoinHandle;
-
-use redb::Database;
-
-pub use self::compact::CompactReport;
-use self::writer::Queue;
-use self::writer::lead::Lead;
-use crate::error::JournalError;
-use crate::stats::CommitStats;
-
-/// A durable, group-committed journal of many sessions in one redb file.
-///
-/// `RedbJournal` is a cheap [`Clone`] handle: clones share one database and one writer
-/// thread. The writer stops, and the file is released, on [`close`](Self::close) or when
-/// the last clone is dropped (both wait for the commit in flight).
-///
-/// After a failed commit the journal is poisoned: every later append fails with
-/// [`AppendError::Poisoned`](crate::AppendError::Poisoned) (after damage found, by the background scrub or by the writer, with
-/// [`AppendError::Damaged`](crate::AppendError::Damaged); see [`scrub_status`](Self::scrub_status)). Close it and open the file again (redb then runs its
-/// crash recovery); it never writes through a handle that has failed.
-///
-/// ```
-/// use notify_journal::{JournalBackend, RedbOptions, RedbJournal};
-/// use notify_types::*;
-///
-/// # let dir = tempfile::tempdir()?;
-/// let journal = RedbJournal::open(dir.path().join("journal.redb"), RedbOptions::default())?;
-/// let n = ProcessCompletionNotification {
-///     command_id: CommandId::new(),
-///     session_id: SessionId::new(),
-///     loop_id: LoopId::new(),
-///     process_handle: "build-42".into(),
-///     state: ProcessLifecycleState::Exited,
-///     reason: ProcessTerminalReason::Exited,
-/// };
-/// let record = JournalRecord::from(ProcessNotification::new(n.clone()));
-/// let rt = tokio::runtime::Builder::new_current_thread().build()?;
-/// let first = rt.block_on(journal.append(n.session_id, record.clone()))?;
-/// let again = rt.block_on(journal.append(n.session_id, record))?;
-/// assert_eq!((first.seq, first.appended), (1, true));
-/// assert_eq!((again.seq, again.appended), (1, false));
-/// journal.close();
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone)]
-pub struct RedbJournal {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for RedbJournal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbJournal")
-            .field("path", &self.inner.path)
-            .finish_non_exhaustive()
-    }
-}
-
-struct Inner {
-    path: PathBuf,
-    /// `None` once closed; readers clone the `Arc` for the length of one read.
-    db: RwLock<Option<Arc<Database>>>,
-    queue: Arc<Queue>,
-    /// The writer's state, for appenders that lead (`writer/lead.rs`).
-    lead: Arc<Lead>,
-    writer: Mutex<Option<JoinHandle<()>>>,
-    max_record_bytes: usize,
-    /// Confirms index misses against the sessions' logs (`census.rs`); shared with the
-    /// writer. `None` when [`RedbOptions::confirm_misses`] is off.
-    census: Option<Arc<census::Census>>,
-    /// The background scrub (`scrub.rs`), with [`RedbVerifyOnOpen::Background`].
-    ///
-    /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
-    scrub: Option<scrub::Scrub>,
-    /// This handle's leases (`lease.rs`: the file lock is the lease).
-    leases: lease::RedbLeases,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.close();
-    }
-}
-
-impl Inner {
-    fn close(&self) {
-        if let Some(scrub) = &self.scrub {
-            scrub.stop();
-        }
-        self.queue.close();
-        let handle = self
-            .writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(handle) = handle {
-            // A writer that panicked has already answered its queue (see writer/lead.rs).
-            let _ = handle.join();
-        }
-        self.db
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-    }
-
-    fn db(&self) -> Result<Arc<Database>, JournalError> {
-        self.db
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or(JournalError::Closed)
-    }
-}
-
-impl RedbJournal {
-    /// The file this journal was opened from.
-    #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.inner.path
-    }
-
-    /// Whether an earlier commit failure, or damage found after open (by the background
-    /// scrub or by the writer), has poisoned this handle.
-    #[must_use]
-    pub fn is_poisoned(&self) -> bool {
-        self.inner.queue.is_poisoned()
-    }
-
-    /// What the background scrub ([`RedbVerifyOnOpen::Background`], the default) is doing
-    /// and has found: [`ScrubState::Damaged`](scrub::ScrubState::Damaged) once it found
-    /// the file damaged (appends then fail with [`AppendError::Damaged`](crate::AppendError::Damaged));
-    /// [`ScrubState::Off`](scrub::ScrubState::Off) when no scrub runs.
-    ///
-    /// [`RedbVerifyOnOpen::Background`]: options::RedbVerifyOnOpen::Background
-    #[must_use]
-    pub fn scrub_status(&self) -> scrub::ScrubStatus {
-        match &self.inner.scrub {
-            Some(s) => s.status(),
-            None => scrub::ScrubStatus {
-                state: scrub::ScrubState::Off,
-                clean_passes: 0,
-                entries: 0,
-            },
-        }
-    }
-
-    /// Group-commit counters since open: `appends / commits` is the mean batch size.
-    #[must_use]
-    pub fn commit_stats(&self) -> CommitStats {
-        self.inner.queue.stats()
-    }
-
-    /// Stops the writer after the appends already queued, waits for it, and releases
-    /// the file (once reads in progress end). Later calls on any clone fail with
-    /// `Closed`. Idempotent.
-    pub fn close(&self) {
-        self.inner.close();
-    }
-}
+pub use self::file::CompactReport;
+pub use self::journal::RedbJournal;

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::integrity::DEFAULT_MAX_RECORD_BYTES;
+
 /// How a commit reaches the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -91,9 +93,6 @@ pub struct RedbOptions {
 /// 1M-frame session grew the process by 72 MB with a 64 MiB cache and by 4.5 MB with
 /// 1 MiB, and by 25.6 MB with this one (`notify-session`'s `restore_memory` bench).
 pub const DEFAULT_CACHE_SIZE: usize = 16 << 20;
-
-/// The default cap on one encoded record: 1 MiB.
-pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
 
 impl Default for RedbOptions {
     fn default() -> Self {

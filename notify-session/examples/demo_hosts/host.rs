@@ -50,7 +50,7 @@ impl HostApp for App {
             tokio::spawn(async move {
                 let mut held = Vec::new();
                 while let Some(got) = consumer.recv().await {
-                    let job = got.notification().notification().process_handle.clone();
+                    let job = got.completion().process_handle.clone();
                     say(&format!("DELIVERED {s} {job}"));
                     if job.starts_with("hold-") && !seeded.contains(&got.command_id()) {
                         held.push(got);

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use notify_journal::__private::{
-    check_replay_page, decode_checked_frame, frame_checksum, record_append,
+    GroupVerdict, check_replay_page, decode_checked_frame, frame_checksum, judge_group,
+    record_append,
 };
 use notify_journal::{
     AppendError, AppendOutcome, BoxFuture, CommitStats, Corruption, JournalBackend, JournalError,
@@ -268,9 +269,10 @@ impl MemoryJournal {
         self.resolve(&mut sessions, session, record, bytes)
     }
 
-    /// [`JournalBackend::append_all`]: the records resolved in order under one lock;
-    /// if one is refused (or the head moved), the frames the group wrote are taken
-    /// back before the lock is released, so no reader ever sees part of a group.
+    /// [`JournalBackend::append_all`]: the records resolved in order under one lock,
+    /// judged by the journal crate's group rule (`judge_group`); if one is refused (or
+    /// the head moved), the frames the group wrote are taken back before the lock is
+    /// released, so no reader ever sees part of a group.
     fn append_all_now(
         &self,
         session: SessionId,
@@ -288,33 +290,17 @@ impl MemoryJournal {
             });
         }
         let before = sessions.get(&session).map(|log| (log.head, log.ended_at));
-        let mut outcomes = Vec::with_capacity(records.len());
-        let mut refusal = None;
-        for (index, (record, bytes)) in records.iter().zip(encoded).enumerate() {
-            match self.resolve(&mut sessions, session, record, bytes) {
-                Ok(outcome) => outcomes.push(outcome),
-                Err(e) => {
-                    refusal = Some(AppendError::GroupRefused {
-                        index,
-                        source: Box::new(e),
-                    });
-                    break;
-                }
-            }
-        }
-        if refusal.is_none()
-            && let Some(expected) = if_head
-            && let Some(first) = outcomes.iter().find(|o| o.appended)
-            && first.seq != expected.saturating_add(1)
-        {
-            refusal = Some(AppendError::HeadMoved {
-                session,
-                expected,
-                found: first.seq - 1,
-            });
-        }
-        let Some(refusal) = refusal else {
-            return Ok(outcomes);
+        let verdict = judge_group(
+            session,
+            if_head,
+            records
+                .iter()
+                .zip(encoded)
+                .map(|(record, bytes)| self.resolve(&mut sessions, session, record, bytes)),
+        );
+        let (outcomes, refusal) = match verdict {
+            GroupVerdict::Commit(outcomes) => return Ok(outcomes),
+            GroupVerdict::Refuse { resolved, refusal } => (resolved, refusal),
         };
         match before {
             // The group created the session's log: none of it stays.

@@ -177,7 +177,7 @@ pub(crate) async fn apply(
         Op::RaceAckRetry { lp } => {
             if let Some(received) = recv(real, model, lp).await? {
                 let id = received.command_id();
-                let n = received.notification().notification().clone();
+                let n = received.completion().clone();
                 let (acked, retried) =
                     tokio::join!(received.ack(), real.fx.session.notify_process_completion(n));
                 prop_assert!(acked.is_ok(), "ack of {id}: {acked:?}");

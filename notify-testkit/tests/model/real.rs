@@ -152,10 +152,7 @@ pub(crate) async fn recv(
             !real.acked.contains(&id),
             "acknowledged {id} received again"
         );
-        prop_assert_eq!(
-            got.as_ref().unwrap().notification().notification(),
-            &model.commands[&id].0
-        );
+        prop_assert_eq!(got.as_ref().unwrap().completion(), &model.commands[&id].0);
     }
     Ok(got)
 }

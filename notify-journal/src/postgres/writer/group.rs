@@ -9,6 +9,7 @@ use super::failure::{Failure, classify};
 use super::queue::GroupReq;
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, StorageError};
+use crate::group::{GroupVerdict, judge_group};
 use crate::postgres::version::SchemaGuard;
 
 /// What every record of an atomic group is told.
@@ -60,38 +61,22 @@ pub(super) async fn transact_group(
     let results = transact(conn, guard, me, &group.requests)
         .await
         .map_err(rolled_back)?;
-    let mut outcomes = Vec::with_capacity(results.len());
-    let mut refusal = None;
-    for (index, result) in results.into_iter().enumerate() {
-        match result {
-            Ok(outcome) => outcomes.push(outcome),
-            Err(e) => {
-                refusal = Some(AppendError::GroupRefused {
-                    index,
-                    source: Box::new(rolled_back_refusal(e)),
-                });
-                break;
-            }
+    let outcomes = match judge_group(
+        group.session,
+        group.if_head,
+        results
+            .into_iter()
+            .map(|result| result.map_err(rolled_back_refusal)),
+    ) {
+        GroupVerdict::Commit(outcomes) => outcomes,
+        GroupVerdict::Refuse { refusal, .. } => {
+            conn.client
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(|e| rolled_back(classify(&e)))?;
+            return Ok(Err(refusal));
         }
-    }
-    if refusal.is_none()
-        && let Some(expected) = group.if_head
-        && let Some(first) = outcomes.iter().find(|o| o.appended)
-        && first.seq != expected.saturating_add(1)
-    {
-        refusal = Some(AppendError::HeadMoved {
-            session: group.session,
-            expected,
-            found: first.seq - 1,
-        });
-    }
-    if let Some(refusal) = refusal {
-        conn.client
-            .batch_execute("ROLLBACK")
-            .await
-            .map_err(|e| rolled_back(classify(&e)))?;
-        return Ok(Err(refusal));
-    }
+    };
     *commit_sent = true;
     conn.client
         .batch_execute("COMMIT")

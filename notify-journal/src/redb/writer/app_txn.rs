@@ -17,13 +17,13 @@
 use std::time::{Duration, Instant};
 
 use super::Writer;
-use super::queue::{AppReply, AppTxn};
+use super::requests::{AppReply, AppTxn};
 use super::resolve::{HEADS_CACHE_MAX, Tables};
 use crate::error::{JournalError, StorageError};
 use crate::redb::app_tables::{AppTables, AppTxnError, AppWrite, Budget};
 use crate::redb::contain::contain;
-use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use crate::redb::writer::failure::{BatchFailure, before};
 
 /// How long one turn's closures may run together before the writer stops taking more
 /// transactional appends into the turn (the rest wait for the next turn).

@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::Writer;
 use super::resolve::{HEADS_CACHE_MAX, Tables};
 use crate::error::StorageError;
-use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use crate::redb::writer::failure::{BatchFailure, before};
 
 impl Writer {
     /// Writes one batch in one write transaction and commits it. Takes what is queued,

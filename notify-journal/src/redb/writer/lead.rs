@@ -31,7 +31,8 @@ use redb::Database;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 
-use super::queue::{Queue, Reply};
+use super::queue::Queue;
+use super::requests::Reply;
 use super::{Writer, writer};
 use crate::redb::census::Census;
 use crate::redb::options::RedbOptions;
@@ -288,9 +289,9 @@ mod tests {
     use tokio::runtime::Runtime;
 
     use super::fault;
+    use crate::RedbJournal;
     use crate::backend::AppendOutcome;
     use crate::error::AppendError;
-    use crate::redb::RedbJournal;
     use crate::redb::options::RedbOptions;
 
     /// Generous: what these tests wait for happens within ms (or 250 ms, `LEAD_IDLE`).
@@ -335,7 +336,7 @@ mod tests {
     /// Waits until the writer thread sleeps in a lead window.
     fn until_a_lead_may_be_taken(j: &RedbJournal) {
         until("the writer thread never opened a lead window", || {
-            j.inner.queue.lead_may_be_taken()
+            j.queue_for_tests().lead_may_be_taken()
         });
     }
 
@@ -345,7 +346,7 @@ mod tests {
         until("the appends were never committed", || {
             j.commit_stats().appends >= n
         });
-        drop(j.inner.lead.writer());
+        drop(j.lead_for_tests().writer());
     }
 
     /// An append of record `*i` (then the next) that took the lead (asserted: `submit`
@@ -360,15 +361,18 @@ mod tests {
         for _ in 0..1000 {
             until(
                 "the writer thread never fell asleep with no lead taken",
-                || j.inner.queue.lead_may_be_taken() || j.inner.queue.sleeps_without_window(),
+                || {
+                    j.queue_for_tests().lead_may_be_taken()
+                        || j.queue_for_tests().sleeps_without_window()
+                },
             );
-            let (before, _) = j.inner.queue.leads();
+            let (before, _) = j.queue_for_tests().leads();
             let append = {
                 let _entered = rt.enter();
                 j.append(session(), record(*i))
             };
             *i += 1;
-            if j.inner.queue.leads() == (before + 1, true) {
+            if j.queue_for_tests().leads() == (before + 1, true) {
                 return append;
             }
             rt.block_on(append).unwrap();
@@ -431,7 +435,7 @@ mod tests {
         // Leads are granted again, and with none taken the window closes.
         until_a_lead_may_be_taken(&j);
         until("the lead window never closed", || {
-            j.inner.queue.sleeps_without_window()
+            j.queue_for_tests().sleeps_without_window()
         });
         let next = take_a_lead(&j, &rt, &mut i);
         assert_eq!(rt.block_on(next).unwrap().seq, i as u64);
@@ -448,7 +452,7 @@ mod tests {
         // writes them as one batch of `commit_siblings` (4), a batch under load.
         let mut groups = Vec::new();
         {
-            let _held = j.inner.lead.writer();
+            let _held = j.lead_for_tests().writer();
             for _ in 0..4 {
                 groups.push(j.append_all(session(), vec![record(i)], None));
                 i += 1;
@@ -458,10 +462,10 @@ mod tests {
             rt.block_on(group).unwrap();
         }
         until("the writer thread never fell asleep", || {
-            j.inner.queue.asleep()
+            j.queue_for_tests().asleep()
         });
         assert!(
-            j.inner.queue.sleeps_without_window(),
+            j.queue_for_tests().sleeps_without_window(),
             "the thread opened a lead window after a batch under load"
         );
     }

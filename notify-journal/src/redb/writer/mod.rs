@@ -14,7 +14,7 @@
 //! in memory, so a new frame costs no read beyond the session-row and index lookups
 //! (`resolve.rs`; see `docs/design.md`).
 //!
-//! Purge steps and tombstone drops (`purge.rs`) are chores queued beside the appends:
+//! Purge steps and tombstone drops (`chores/purge.rs`) are chores queued beside the appends:
 //! the writer runs at most one, alone in its own write transaction, between two
 //! batches, so an append waits for at most one step. A drop of more tombstones than
 //! one step (`RedbOptions::drop_step`) is requeued after each step, behind the
@@ -25,33 +25,38 @@
 //! in one transaction of their own between two batches (`app_txn.rs`), so a failing
 //! application write never fails another appender's record.
 //!
-//! Files: `lead.rs` (who writes: the thread or a leading appender), `queue.rs` (what
-//! is queued, and the wake policy), `tuning.rs` (spin and
+//! Files: `lead.rs` (who writes: the thread or a leading appender), `requests.rs` (what
+//! is queued), `queue.rs` (the queue and the wake policy), `tuning.rs` (spin and
 //! linger), `batch.rs` (one batch, one transaction), `resolve.rs` (one append inside
-//! it), `chores.rs` (one chore, one transaction), `app_txn.rs` (transactional appends).
+//! it), `chores/` (one chore, one transaction: purge steps, tombstone drops, imported
+//! states), `app_txn.rs` (transactional appends), `failure.rs` (what a failed
+//! transaction means).
 
 mod app_txn;
 mod batch;
 mod chores;
+pub(crate) mod failure;
 pub(crate) mod lead;
 mod queue;
+mod requests;
 mod resolve;
 mod tuning;
 
-use crate::redb::keys::FastMap;
+use crate::redb::format::keys::FastMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redb::Database;
 
-pub(crate) use self::queue::{AppReply, AppTxn, Chore, Group, Queue, Queued, Reply, Request};
+pub(crate) use self::queue::Queue;
+pub(crate) use self::requests::{AppReply, AppTxn, Chore, Group, Queued, Reply, Request};
 use self::tuning::Tuning;
-use super::census::Census;
-use super::contain::contain;
-use super::failure::{BatchFailure, before};
-use super::keys::sid;
-use super::options::{RedbDurability, RedbOptions};
 use crate::error::{AppendError, Corruption, StorageError};
+use crate::redb::census::Census;
+use crate::redb::contain::contain;
+use crate::redb::format::keys::sid;
+use crate::redb::options::{RedbDurability, RedbOptions};
+use crate::redb::writer::failure::{BatchFailure, before};
 
 /// The writer's state (one per journal; `lead.rs` says who drives it).
 pub(crate) struct Writer {

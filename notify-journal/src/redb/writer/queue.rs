@@ -1,145 +1,18 @@
-//! The queue between appenders and the writer: what is queued (appends, atomic
-//! groups, chores), and the wake policy (who wakes the writer thread, when it spins,
-//! sleeps or lingers for more of a batch, and when an appender leads instead).
+//! The queue between appenders and the writer (what is queued is `requests.rs`), and
+//! the wake policy: who wakes the writer thread, when it spins, sleeps or lingers for
+//! more of a batch, and when an appender leads instead.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use notify_types::{SessionId, Timestamp};
-use tokio::sync::oneshot;
-
+use super::requests::{AppTxn, Chore, Queued};
 use super::tuning::{LEAD_IDLE, LEAD_TICK, RETURN_SAMPLE_MAX, SPIN_MAX, SPIN_MIN, Tuning};
-use crate::backend::AppendOutcome;
-use crate::error::{AppendError, JournalError, StorageError};
-use crate::redb::app_tables::{AppTxnError, AppWrite};
-use crate::redb::failure::poisoned;
-use crate::retention::{ImportStateError, PurgeStep, SessionState};
+use crate::error::{AppendError, JournalError};
+use crate::redb::check::scrub::Poison;
+use crate::redb::writer::failure::poisoned;
 use crate::stats::CommitStats;
-
-/// What an appender is told.
-pub(crate) type Reply = Result<AppendOutcome, AppendError>;
-
-/// One queued append.
-pub(crate) struct Request {
-    pub(crate) session: u128,
-    pub(crate) key: u128,
-    /// The record's frame body (`body/`): what the duplicate check compares.
-    pub(crate) body: Vec<u8>,
-    /// Whether the record is the session's end marker (its commit ends the session).
-    pub(crate) ends: bool,
-    pub(crate) reply: oneshot::Sender<Reply>,
-}
-
-/// An atomic group of appends to one session ([`JournalBackend::append_all`]):
-/// resolved inside a batch like any append, and undone within it if one of its
-/// records is refused (`resolve.rs`), so it commits whole or not at all.
-///
-/// [`JournalBackend::append_all`]: crate::JournalBackend::append_all
-pub(crate) struct Group {
-    pub(crate) session: u128,
-    /// In order; each answered through its own `reply`, all alike when refused.
-    pub(crate) requests: Vec<Request>,
-    /// The head the group expects to find (its first new frame at `if_head + 1`).
-    pub(crate) if_head: Option<u64>,
-}
-
-/// One entry of the queue: an append, or an atomic group, never split across batches.
-pub(crate) enum Queued {
-    One(Request),
-    Group(Group),
-}
-
-impl Queued {
-    /// Its requests, in order (for answering them).
-    pub(super) fn into_requests(self) -> impl Iterator<Item = Request> {
-        let (one, group) = match self {
-            Self::One(req) => (Some(req), Vec::new()),
-            Self::Group(g) => (None, g.requests),
-        };
-        one.into_iter().chain(group)
-    }
-
-    /// Answers every request with `error`.
-    pub(super) fn refuse(self, error: &AppendError) {
-        for req in self.into_requests() {
-            // A vanished appender (dropped future) is a normal event.
-            let _ = req.reply.send(Err(error.clone()));
-        }
-    }
-}
-
-/// What an appender of a transactional append is told.
-pub(crate) type AppReply = Result<AppendOutcome, AppTxnError>;
-
-/// One queued transactional append.
-pub(crate) struct AppTxn {
-    /// The record's append (its own `reply` is not used: the answer goes to `reply`).
-    pub(crate) request: Request,
-    /// The application's writes, run only if the record is new; may run more than
-    /// once (only the run that commits counts).
-    pub(crate) write: Box<AppWrite>,
-    pub(crate) reply: oneshot::Sender<AppReply>,
-}
-
-impl AppTxn {
-    /// Answers it with `error` without running it.
-    pub(crate) fn refuse(self, error: JournalError) {
-        let answer = match error {
-            JournalError::Closed => AppendError::Closed,
-            JournalError::Storage(e) => AppendError::Storage(e),
-            other => AppendError::Storage(StorageError::new("journal refused the append", other)),
-        };
-        let _ = self.reply.send(Err(AppTxnError::Append(answer)));
-    }
-}
-
-/// A write the writer thread runs alone in its own transaction.
-pub(crate) enum Chore {
-    /// One [`PurgeStep`].
-    Purge {
-        ended_before: Timestamp,
-        max_frames: usize,
-        reply: oneshot::Sender<Result<PurgeStep, JournalError>>,
-    },
-    /// Drop up to `limit` more tombstones whose purge began before `purged_before`,
-    /// `dropped` having been dropped by the earlier steps of the same call. One run
-    /// drops at most the journal's drop step; while more are due, the writer queues
-    /// the rest as a new chore behind the others, so appends run between the steps.
-    DropTombstones {
-        purged_before: Timestamp,
-        limit: usize,
-        dropped: u64,
-        reply: oneshot::Sender<Result<u64, JournalError>>,
-    },
-    /// Write imported session states (`import.rs`), all or none.
-    ImportStates {
-        states: Vec<(SessionId, SessionState)>,
-        reply: oneshot::Sender<Result<(), ImportStateError>>,
-    },
-    /// An append with the application's writes, in one transaction (`app_txn.rs`).
-    AppTxn(AppTxn),
-}
-
-impl Chore {
-    /// Answers the chore with `error` without running it.
-    pub(crate) fn refuse(self, error: JournalError) {
-        // A vanished caller (dropped future) is a normal event.
-        match self {
-            Self::Purge { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Self::DropTombstones { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Self::ImportStates { reply, .. } => {
-                let _ = reply.send(Err(error.into()));
-            }
-            Self::AppTxn(txn) => txn.refuse(error),
-        }
-    }
-}
 
 struct QueueState {
     items: VecDeque<Queued>,
@@ -179,7 +52,7 @@ pub(crate) struct Queue {
     closing: AtomicBool,
     /// Set after a failed commit; every later append is refused with `Poisoned`.
     poisoned: AtomicBool,
-    /// The damage found after open (by the scrub, `scrub.rs`, or the writer); set with
+    /// The damage found after open (by the scrub, `check/scrub.rs`, or the writer); set with
     /// `poisoned`.
     damage: std::sync::OnceLock<String>,
     /// Successful commits, for [`CommitStats`].
@@ -599,6 +472,16 @@ impl Queue {
         }
         self.take_locked(&mut st, out, max);
         !st.closed && st.chores.is_empty() && Instant::now() < deadline
+    }
+}
+
+impl Poison for Queue {
+    fn is_poisoned(&self) -> bool {
+        Queue::is_poisoned(self)
+    }
+
+    fn mark_damaged(&self, detail: String) {
+        Queue::mark_damaged(self, detail);
     }
 }
 

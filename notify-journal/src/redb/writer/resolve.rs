@@ -6,19 +6,20 @@
 //! An atomic group is resolved request by request the same way, and undone inside
 //! the transaction if one of them is refused.
 
-use crate::redb::keys::FastMap;
+use crate::redb::format::keys::FastMap;
 use notify_types::{Timestamp, Uuid, ended_event_id};
 use redb::ReadableTable;
 
-use super::queue::{Group, Queued, Reply, Request};
+use super::requests::{Group, Queued, Reply, Request};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
+use crate::group::{GroupVerdict, try_judge_group};
 use crate::redb::census::{Census, Miss, confirm_head, confirm_miss};
-use crate::redb::failure::{BatchFailure, before};
 use crate::redb::format::RETENTION;
-use crate::redb::frame;
-use crate::redb::keys::{log_head, sid};
-use crate::redb::state::SessionRow;
+use crate::redb::format::frame;
+use crate::redb::format::keys::{log_head, sid};
+use crate::redb::format::session_row::SessionRow;
+use crate::redb::writer::failure::{BatchFailure, before};
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
 /// lazily from the positions table, when a new session would exceed this).
@@ -35,7 +36,7 @@ pub(super) struct Tables<'txn, 'w> {
     pub(super) txn: &'txn redb::WriteTransaction,
     pub(super) frame: &'w mut Vec<u8>,
     /// The key census that confirms every index miss before a new frame is written
-    /// (`census.rs`); `None` when [`RedbOptions::confirm_misses`] is off.
+    /// (`census/`); `None` when [`RedbOptions::confirm_misses`] is off.
     ///
     /// [`RedbOptions::confirm_misses`]: crate::RedbOptions::confirm_misses
     pub(super) census: Option<&'w Census>,
@@ -227,7 +228,7 @@ impl<'txn> Tables<'txn, '_> {
                     Some(h) => *h,
                     None => {
                         let h = log_head(&self.positions, req.session, before)?;
-                        // Believed only if the frame it names agrees (`census.rs`).
+                        // Believed only if the frame it names agrees (`census/`).
                         if let Some((seq, source)) =
                             confirm_head(&self.positions, &self.log, req.session, h)
                                 .map_err(before("read the session's head"))?
@@ -326,11 +327,12 @@ impl<'txn> Tables<'txn, '_> {
     }
 
     /// Resolves an atomic group: its requests in order, exactly as [`resolve`] would one
-    /// by one. If one is refused (or, with `if_head`, the first new frame is not at
-    /// `if_head + 1`), the frames, positions, index entries and end row it wrote are
-    /// removed again inside the transaction, `next_pos` and the session's staged head
-    /// go back to where they were, and every request of the group gets the group's
-    /// refusal. The batch's other requests are untouched: they commit with it.
+    /// by one, judged by the rule every engine shares (`group.rs`). If one is refused
+    /// (or, with `if_head`, the first new frame is not at `if_head + 1`), the frames,
+    /// positions, index entries and end row it wrote are removed again inside the
+    /// transaction, `next_pos` and the session's staged head go back to where they
+    /// were, and every request of the group gets the group's refusal. The batch's other
+    /// requests are untouched: they commit with it.
     ///
     /// [`resolve`]: Self::resolve
     fn resolve_group(
@@ -344,34 +346,20 @@ impl<'txn> Tables<'txn, '_> {
         let start_pos = *next_pos;
         let fresh_before = self.fresh.len();
         let staged_before = staged.get(&group.session).copied();
-        let mut outcomes = Vec::with_capacity(group.requests.len());
-        let mut refusal = None;
-        for (index, req) in group.requests.iter().enumerate() {
-            match self.resolve(req, next_pos, staged, committed)? {
-                Ok(outcome) => outcomes.push(outcome),
-                Err(e) => {
-                    refusal = Some(AppendError::GroupRefused {
-                        index,
-                        source: Box::new(e),
-                    });
-                    break;
-                }
+        let verdict = try_judge_group(
+            sid(group.session),
+            group.if_head,
+            group
+                .requests
+                .iter()
+                .map(|req| self.resolve(req, next_pos, staged, committed)),
+        )?;
+        let (outcomes, refusal) = match verdict {
+            GroupVerdict::Commit(outcomes) => {
+                replies.extend(outcomes.into_iter().map(Ok));
+                return Ok(());
             }
-        }
-        if refusal.is_none()
-            && let Some(expected) = group.if_head
-            && let Some(first) = outcomes.iter().find(|o| o.appended)
-            && first.seq != expected.saturating_add(1)
-        {
-            refusal = Some(AppendError::HeadMoved {
-                session: sid(group.session),
-                expected,
-                found: first.seq - 1,
-            });
-        }
-        let Some(refusal) = refusal else {
-            replies.extend(outcomes.into_iter().map(Ok));
-            return Ok(());
+            GroupVerdict::Refuse { resolved, refusal } => (resolved, refusal),
         };
         // New frames took consecutive positions from `start_pos`, in order.
         let mut pos = start_pos;

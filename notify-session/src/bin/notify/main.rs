@@ -11,28 +11,26 @@
 
 //!
 //! Here: the commands' dispatch. `args.rs` defines the arguments; each command's work
-//! is in the module named for its concern. A read command on a redb file runs in a
-//! child process of this binary (`reader.rs`), so that a damaged file that makes the
-//! read abort is answered as damage (exit status 5), never with an abort.
+//! is in `commands/`, in the file named for it (`commands/verify.rs` for `notify
+//! verify`). A read command on a redb file runs in a child process of this binary
+//! (`reader.rs`), so that a damaged file that makes the read abort is answered as
+//! damage (exit status 5), never with an abort.
 
 mod args;
+mod commands;
 mod credentials;
 mod error;
-mod integrity;
 mod journal;
 mod output;
-mod read;
 mod reader;
-mod retention;
-mod transfer;
 
 use std::process::ExitCode;
 
 use clap::Parser as _;
 
 use crate::args::{Cli, Command, locate, session_arg};
+use crate::commands::VerifyArgs;
 use crate::error::{CliError, Exit};
-use crate::integrity::VerifyArgs;
 use crate::journal::Journal;
 use crate::output::Out;
 
@@ -46,7 +44,7 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
         Command::Sessions { args, db } => {
             let (at, _) = locate(db, args, positionals).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
-            read::sessions(&journal, &at.describe(), out).await?;
+            commands::sessions(&journal, &at.describe(), out).await?;
             journal.close().await;
         }
         Command::Show {
@@ -59,7 +57,7 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             let session = session_arg(rest.first()).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
             if let Some(session) = session {
-                read::show(&journal, &at.describe(), session, from, limit, out).await?;
+                commands::show(&journal, &at.describe(), session, from, limit, out).await?;
             }
             journal.close().await;
         }
@@ -67,7 +65,7 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             let (at, rest) = locate(db, args, positionals).map_err(usage)?;
             let session = session_arg(rest.first()).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
-            read::pending(&journal, &at.describe(), session, out).await?;
+            commands::pending(&journal, &at.describe(), session, out).await?;
             journal.close().await;
         }
         Command::Verify {
@@ -77,7 +75,7 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             db,
         } => {
             let (at, _) = locate(db, args, positionals).map_err(usage)?;
-            return integrity::verify(
+            return commands::verify(
                 &at,
                 &VerifyArgs {
                     max_problems,
@@ -91,16 +89,16 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             let (at, rest) = locate(db, args, positionals).map_err(usage)?;
             let session = session_arg(rest.first()).map_err(usage)?;
             let journal = Journal::open_read(&at).await?;
-            transfer::export(&journal, &at.describe(), session, out).await?;
+            commands::export(&journal, &at.describe(), session, out).await?;
             journal.close().await;
         }
         Command::Import { args, input, db } => {
             let (at, _) = locate(db, args, positionals).map_err(usage)?;
-            transfer::import(&at, input.as_ref(), out).await?;
+            commands::import(&at, input.as_ref(), out).await?;
         }
         Command::Stats { args, db } => {
             let (at, _) = locate(db, args, positionals).map_err(usage)?;
-            integrity::stats(&at, out).await?;
+            commands::stats(&at, out).await?;
         }
         Command::Purge {
             args,
@@ -109,13 +107,12 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             db,
         } => {
             let (at, _) = locate(db, args, positionals).map_err(usage)?;
-            let horizon =
-                retention::parse_horizon(&ended_before).map_err(retention::bad_horizon)?;
-            retention::purge(&at, horizon, max_frames_per_step, out).await?;
+            let horizon = commands::parse_horizon(&ended_before).map_err(commands::bad_horizon)?;
+            commands::purge(&at, horizon, max_frames_per_step, out).await?;
         }
         Command::Compact { args, db } => {
             let (at, _) = locate(db, args, positionals).map_err(usage)?;
-            retention::compact(&at, out).await?;
+            commands::compact(&at, out).await?;
         }
     }
     Ok(Exit::Ok)

@@ -32,7 +32,7 @@ pub(crate) async fn crashing_child(
     }
     for _ in 0..2 {
         let got = consumer.recv().await.context("loop exited")?;
-        let handle = got.notification().notification().process_handle.clone();
+        let handle = got.completion().process_handle.clone();
         got.ack().await?;
         println!("acked {handle}");
     }

@@ -28,7 +28,7 @@ async fn append_and_ack(
     journal: &RedbJournal,
     received: SessionReceived,
 ) -> anyhow::Result<String> {
-    let n = received.notification().notification().clone();
+    let n = received.completion().clone();
     let line = format!("{} {}", n.process_handle, "exited");
     let key = n.command_id.as_uuid().as_u128();
     let row = line.clone();

@@ -124,7 +124,7 @@ pub(crate) async fn consume(first: &mut FirstSession, clock: &Clock) -> anyhow::
     ] {
         for _ in 0..count {
             let got = consumer.recv().await.context("loop exited")?;
-            let n = got.notification().notification().clone();
+            let n = got.completion().clone();
             let exit = match completed_event(&first.journal, &n)
                 .await?
                 .and_then(|m| m.exit_code)

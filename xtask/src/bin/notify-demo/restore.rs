@@ -70,7 +70,7 @@ pub(crate) async fn restore_from(
     let consumer_b = session.register_loop(LoopConfig::new(session_id, loop_b).capacity(2))?;
     for _ in 0..redelivered {
         let got = consumer_a.recv().await.context("loop exited")?;
-        let n = got.notification().notification().clone();
+        let n = got.completion().clone();
         got.ack().await?;
         println!(
             "redelivered to loop-a: {:<12} {:<26} (command …{}) acked",

@@ -58,10 +58,7 @@ pub(crate) async fn retries(
         tally.record(&answer)
     );
     let got = first.consumer_b.recv().await.context("loop exited")?;
-    println!(
-        "loop-b consumer acks {}",
-        got.notification().notification().process_handle
-    );
+    println!("loop-b consumer acks {}", got.completion().process_handle);
     got.ack().await?;
     let answer = session.notify_process_completion(burst2.clone()).await;
     println!(

@@ -1,0 +1,311 @@
+//! Reading a journal file, written once for both handles: [`Snapshot`], here, the reads
+//! of a format-2 journal inside one read transaction; `database.rs`, each read of a
+//! database in a snapshot of its own (what the handles' `*_blocking` reads call); and
+//! `blocking_pool.rs`, the hop of those reads onto tokio's blocking pool.
+//!
+//! In a snapshot every frame is checked (checksum, identity, decoding) before it is
+//! believed, and a log is contiguous up to its head or the read fails. A session with a
+//! tombstone (its purge began) answers [`JournalError::Purged`] to every read of its
+//! log, never part of it.
+
+pub(crate) mod blocking_pool;
+pub(crate) mod database;
+
+use notify_types::{SessionId, Uuid};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
+
+use crate::backend::SeqRecord;
+use crate::error::{Corruption, JournalError};
+use crate::integrity::{check_identity, check_replay_page, corrupt};
+use crate::redb::census::{Census, Miss, confirm_miss};
+use crate::redb::contain::{contain, storage};
+use crate::redb::format::body;
+use crate::redb::format::frame;
+use crate::redb::format::keys::{log_head, sid};
+use crate::redb::format::session_row::SessionRow;
+use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use crate::retention::SessionState;
+
+/// The journal's tables in one read transaction (one consistent snapshot).
+pub(crate) struct Snapshot {
+    pub(crate) log: ReadOnlyTable<u64, &'static [u8]>,
+    pub(crate) positions: ReadOnlyTable<(u128, u64), u64>,
+    pub(crate) keys: ReadOnlyTable<(u128, u128), u64>,
+    pub(crate) sessions: ReadOnlyTable<u128, &'static [u8]>,
+}
+
+/// Runs `f` on one consistent snapshot of `db` (a writable or a read-only database),
+/// on the calling thread. A panic of the storage engine (a damaged page it trusted) is
+/// contained and answered as [`JournalError::Storage`] naming `what` was being read.
+pub(crate) fn in_snapshot<T>(
+    db: &impl ReadableDatabase,
+    what: &'static str,
+    f: impl FnOnce(&Snapshot) -> Result<T, JournalError>,
+) -> Result<T, JournalError> {
+    contain(|| {
+        let txn = db.begin_read().map_err(storage("begin read"))?;
+        f(&Snapshot::open(&txn)?)
+    })
+    .unwrap_or_else(|panic| {
+        Err(JournalError::Storage(
+            panic.storage(&format!("reading {what}")),
+        ))
+    })
+}
+
+impl Snapshot {
+    pub(crate) fn open(txn: &ReadTransaction) -> Result<Self, JournalError> {
+        Ok(Self {
+            log: txn.open_table(LOG).map_err(storage("open log"))?,
+            positions: txn
+                .open_table(POSITIONS)
+                .map_err(storage("open positions"))?,
+            keys: txn.open_table(KEYS).map_err(storage("open keys"))?,
+            sessions: txn.open_table(SESSIONS).map_err(storage("open sessions"))?,
+        })
+    }
+
+    /// The session's state row, checked; `None` for a live session.
+    pub(crate) fn row(&self, session: u128) -> Result<Option<SessionRow>, JournalError> {
+        let Some(guard) = self
+            .sessions
+            .get(session)
+            .map_err(storage("read session row"))?
+        else {
+            return Ok(None);
+        };
+        SessionRow::parse(session, guard.value())
+            .map(Some)
+            .map_err(|c| corrupt(sid(session), 0, c))
+    }
+
+    /// Whether the session is live, ended or purged.
+    pub(crate) fn state(&self, session: u128) -> Result<SessionState, JournalError> {
+        Ok(self
+            .row(session)?
+            .map_or(SessionState::Live, |row| row.state()))
+    }
+
+    /// Refuses a read of the log of a session whose purge began.
+    fn refuse_purged(&self, session: u128) -> Result<(), JournalError> {
+        match self.row(session)? {
+            Some(row) if row.is_tombstoned() => Err(JournalError::Purged {
+                session: sid(session),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The session's last seq: its tombstone's once its purge began, else its head.
+    pub(crate) fn last_seq(&self, session: u128) -> Result<u64, JournalError> {
+        match self.row(session)? {
+            Some(row) if row.is_tombstoned() => Ok(row.last_seq),
+            _ => self.head(session),
+        }
+    }
+
+    /// The session's last seq: its last position entry (0 when it has none).
+    pub(crate) fn head(&self, session: u128) -> Result<u64, JournalError> {
+        log_head(&self.positions, session, storage)
+    }
+
+    /// The frame at `pos`, which must be `session`'s frame `seq` (and carry `key`, when
+    /// given), checked and decoded.
+    pub(crate) fn frame_at(
+        &self,
+        session: u128,
+        seq: u64,
+        key: Option<u128>,
+        pos: u64,
+    ) -> Result<SeqRecord, JournalError> {
+        let s = sid(session);
+        let guard = self
+            .log
+            .get(pos)
+            .map_err(storage("read log"))?
+            .ok_or_else(|| corrupt(s, seq, Corruption::Missing))?;
+        let f = frame::parse(guard.value()).map_err(|c| corrupt(s, seq, c))?;
+        if f.session != session || f.seq != seq || key.is_some_and(|k| k != f.key) {
+            return Err(corrupt(
+                s,
+                seq,
+                Corruption::Misplaced {
+                    found: f.describe(),
+                },
+            ));
+        }
+        let record = body::decode(f.body).map_err(|c| corrupt(s, seq, c))?;
+        check_identity(s, seq, &record)?;
+        if record.key().as_u128() != f.key {
+            return Err(corrupt(
+                s,
+                seq,
+                Corruption::Inconsistent(format!(
+                    "the header names key {} but the record's key is {}",
+                    Uuid::from_u128(f.key),
+                    record.key()
+                )),
+            ));
+        }
+        Ok((seq, record))
+    }
+
+    /// The seq at which `key` is journaled in `session`, confirmed against its frame; a
+    /// miss is confirmed against the session's log by `census` (with the generation read
+    /// before this snapshot began), when given.
+    pub(crate) fn lookup(
+        &self,
+        session: u128,
+        key: u128,
+        census: Option<(&Census, u64)>,
+    ) -> Result<Option<u64>, JournalError> {
+        self.refuse_purged(session)?;
+        let Some(pos) = self
+            .keys
+            .get((key, session))
+            .map_err(storage("read keys"))?
+            .map(|g| g.value())
+        else {
+            if let Some((census, generation)) = census {
+                let head = self.head(session)?;
+                match confirm_miss(
+                    census,
+                    generation,
+                    &self.positions,
+                    &self.log,
+                    session,
+                    key,
+                    head,
+                )
+                .map_err(storage("read the session's log"))?
+                {
+                    Miss::Confirmed => {}
+                    Miss::Damaged(seq, source) => return Err(corrupt(sid(session), seq, source)),
+                }
+            }
+            return Ok(None);
+        };
+        let s = sid(session);
+        let unknown_seq = |c| corrupt(s, 0, c);
+        let guard = self
+            .log
+            .get(pos)
+            .map_err(storage("read log"))?
+            .ok_or_else(|| {
+                unknown_seq(Corruption::Inconsistent(format!(
+                    "the index entry of key {} names log position {pos}, which holds no frame",
+                    Uuid::from_u128(key)
+                )))
+            })?;
+        let f = frame::parse(guard.value()).map_err(unknown_seq)?;
+        if f.session != session || f.key != key {
+            return Err(corrupt(
+                s,
+                f.seq,
+                Corruption::Misplaced {
+                    found: f.describe(),
+                },
+            ));
+        }
+        let positioned = self
+            .positions
+            .get((session, f.seq))
+            .map_err(storage("read positions"))?
+            .map(|g| g.value());
+        if positioned != Some(pos) {
+            return Err(corrupt(
+                s,
+                f.seq,
+                Corruption::Inconsistent(format!(
+                    "the index names log position {pos}, the session's log {positioned:?}"
+                )),
+            ));
+        }
+        // And the body itself: it decodes to this session's record of this key.
+        let (seq, _) = self.frame_at(session, f.seq, Some(key), pos)?;
+        Ok(Some(seq))
+    }
+
+    /// Frames of `session` from `from_seq`, at most `limit`, contiguous and ending at the
+    /// head when short.
+    pub(crate) fn replay(
+        &self,
+        session: u128,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<SeqRecord>, JournalError> {
+        let s = sid(session);
+        self.refuse_purged(session)?;
+        let head = self.head(session)?;
+        let mut out = Vec::new();
+        let mut expected = from_seq.max(1);
+        let range = self
+            .positions
+            .range((session, from_seq)..=(session, u64::MAX))
+            .map_err(storage("read positions"))?;
+        for entry in range.take(limit) {
+            let (k, v) = entry.map_err(storage("read position"))?;
+            let seq = k.value().1;
+            if seq != expected {
+                return Err(corrupt(s, expected, Corruption::Missing));
+            }
+            out.push(self.frame_at(session, seq, None, v.value())?);
+            expected = expected.saturating_add(1);
+        }
+        check_replay_page(s, from_seq, limit, Some(head), &out)?;
+        Ok(out)
+    }
+
+    /// Every session with at least one frame or a state row, in ID order: two seeks per
+    /// session.
+    pub(crate) fn sessions(&self) -> Result<Vec<SessionId>, JournalError> {
+        self.sessions_after(None, usize::MAX)
+    }
+
+    /// At most `limit` sessions with a frame or a state row (ended, purged) and an ID
+    /// above `after`, in ID order: the positions and the rows merged, two seeks per
+    /// session.
+    pub(crate) fn sessions_after(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>, JournalError> {
+        let mut out = Vec::new();
+        let mut from = match after {
+            None => 0u128,
+            Some(s) => match s.as_uuid().as_u128().checked_add(1) {
+                Some(n) => n,
+                None => return Ok(out),
+            },
+        };
+        while out.len() < limit {
+            let logged = self
+                .positions
+                .range((from, 0)..)
+                .map_err(storage("read positions"))?
+                .next()
+                .transpose()
+                .map_err(storage("read position"))?
+                .map(|(k, _)| k.value().0);
+            let ended = self
+                .sessions
+                .range(from..)
+                .map_err(storage("read sessions"))?
+                .next()
+                .transpose()
+                .map_err(storage("read session row"))?
+                .map(|(k, _)| k.value());
+            let session = match (logged, ended) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => break,
+            };
+            out.push(sid(session));
+            match session.checked_add(1) {
+                Some(n) => from = n,
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+}
