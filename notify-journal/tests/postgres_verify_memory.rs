@@ -4,14 +4,14 @@
 //! until the heads were compared, about 50 bytes a session: about 1 MB here).
 //!
 //! A binary of its own: it counts the process's heap with a global allocator
-//! (notify-bench's), and its one test runs alone in it.
+//! (`notify_testkit::bench`'s), and its one test runs alone in it.
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod postgres_support;
 
-use notify_bench::alloc::{CountingAlloc, Peak};
 use notify_journal::{JournalBackend, PgOptions};
+use notify_testkit::bench::alloc::{CountingAlloc, Peak};
 use notify_types::{SessionId, Uuid};
 use postgres_support::{command, database_url, drop_schema, fresh_schema, journal, raw_client};
 

@@ -32,11 +32,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use notify_bench::metric;
 use notify_journal::{JournalBackend, JournalLeases, PgJournal, PgOptions};
 use notify_loop::LoopConfig;
 use notify_session::notify_journal::BoxFuture;
 use notify_session::{AppError, HostApp, RestoreReport, RetentionSchedule, Session, SessionHost};
+use notify_testkit::bench::metric;
 use notify_types::{
     CommandId, JournalRecord, LoopId, Notified, ProcessCompletionNotification,
     ProcessLifecycleState, ProcessNotification, ProcessTerminalReason, SessionEnded, SessionEvent,

@@ -11,7 +11,7 @@
 //! Linux only; elsewhere it records nothing.
 //!
 //! The records, sessions, runtime and metric side-channel are the journal benches'
-//! (`notify-bench`), so the fixture is the same one and `cargo xtask bench`
+//! (`notify_testkit::bench`), so the fixture is the same one and `cargo xtask bench`
 //! reads the figures back from the same place.
 #![allow(
     missing_docs,
@@ -25,9 +25,9 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use notify_bench::fixture::{consumed, record, runtime, session};
-use notify_bench::metric;
 use notify_journal::{RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen};
+use notify_testkit::bench::fixture::{consumed, record, runtime, session};
+use notify_testkit::bench::metric;
 
 const COMMANDS: u64 = 500_500;
 const PENDING: u64 = 1_000;

@@ -51,6 +51,7 @@
 //! other way round; they use it from integration tests under `tests/` only.
 #![deny(unsafe_code)]
 
+pub mod bench;
 pub mod conformance;
 pub mod crash;
 mod faulty;

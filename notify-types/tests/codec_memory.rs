@@ -1,7 +1,7 @@
 //! Hostile input has bounded cost: decoding any document, however it is built, peaks
 //! at no more than four times the document's size in heap.
 //!
-//! A counting global allocator (notify-bench's, installed in this binary alone, hence a
+//! A counting global allocator (`notify_testkit::bench`'s, installed in this binary alone, hence a
 //! test binary of its own with a single test) records the peak of live heap bytes
 //! while each document is decoded by the decoders. The documents are the expensive shapes for a tree-building parser:
 //! an unknown key holding a huge array of objects, deep nesting, long strings, many
@@ -13,7 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 use std::hint::black_box;
 
-use notify_bench::alloc::{CountingAlloc, peak_during};
+use notify_testkit::bench::alloc::{CountingAlloc, peak_during};
 use notify_types::*;
 
 #[global_allocator]

@@ -1,17 +1,17 @@
 //! What the journal benches share: sample arithmetic and paired comparisons, here; the
 //! records, sessions, runtime and the side-channel for figures that are not times
 //! (latency percentiles, bytes per record, peak memory), which `cargo xtask bench`
-//! reads back beside criterion's, are every crate's benches' (`notify-bench`).
+//! reads back beside criterion's, are every crate's benches' (`notify_testkit::bench`).
 // Each bench uses a part of this module (and of what it re-exports).
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
 use std::path::Path;
 use std::time::Duration;
 
-pub use notify_bench::fixture::{
+pub use notify_testkit::bench::fixture::{
     LOOP, command_id, consumed, notification, record, runtime, session,
 };
-pub use notify_bench::{metric, target_dir};
+pub use notify_testkit::bench::{metric, target_dir};
 
 /// Splits `iters` over `n` workers; returns (per worker, total).
 pub fn split(iters: u64, n: u64) -> (u64, u64) {

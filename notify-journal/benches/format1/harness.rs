@@ -4,7 +4,7 @@
 //! journal (commit `cbda868`: `notify-journal` and `notify-types`, renamed
 //! `notify-journal-v1`/`notify-types-v1`) under `target/format1/`, copies this file
 //! there as the bench `formats` of a throwaway package that depends on both journals
-//! (and on this tree's notify-bench, the helpers every bench shares), and runs it
+//! (and on this tree's `notify_testkit::bench`, the helpers every bench shares), and runs it
 //! with the same target directory, so both formats are measured in the same run,
 //! interleaved, with identical settings.
 //!
@@ -21,8 +21,8 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use notify_bench::fixture::runtime;
-use notify_bench::metric;
+use notify_testkit::bench::fixture::runtime;
+use notify_testkit::bench::metric;
 
 macro_rules! format_impl {
     ($m:ident, $journal:ident, $types:ident, $options:ident) => {

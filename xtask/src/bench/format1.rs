@@ -142,7 +142,7 @@ pub(super) fn format1_harness(root: &Path, target: &Path) -> anyhow::Result<Stri
              notify-types = {{ path = \"{here}/notify-types\" }}\n\
              notify-journal-v1 = {{ path = \"../notify-journal\" }}\n\
              notify-types-v1 = {{ path = \"../notify-types\" }}\n\
-             notify-bench = {{ path = \"{here}/notify-bench\" }}\n\
+             notify-testkit = {{ path = \"{here}/notify-testkit\" }}\n\
              tokio = {{ workspace = true, features = [\"rt\", \"rt-multi-thread\", \"sync\", \"macros\"] }}\n\
              tempfile = \"3\"\n\
              criterion.workspace = true\n\n\

@@ -30,11 +30,12 @@ use notify_types::{SessionId, Uuid};
 use tokio::sync::broadcast;
 
 use super::RedbJournal;
-use super::reads::on_blocking_pool;
-use super::snapshot::{Snapshot, in_snapshot, storage};
 use crate::backend::BoxFuture;
 use crate::error::JournalError;
 use crate::lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
+use crate::redb::contain::storage;
+use crate::redb::snapshot::blocking_pool::on_blocking_pool;
+use crate::redb::snapshot::{Snapshot, in_snapshot};
 
 /// The nominal lease duration a redb journal reports: its leases never expire
 /// while it is open, so this only paces a host's renewals.

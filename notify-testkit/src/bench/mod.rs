@@ -5,17 +5,14 @@
 //! piece of work).
 //!
 //! ```
-//! use notify_bench::fixture::{record, session};
+//! use notify_testkit::bench::fixture::{record, session};
 //!
 //! let r = record(session(1), 7);
-//! assert_eq!(&r.key(), notify_bench::fixture::command_id(7).as_uuid());
+//! assert_eq!(&r.key(), notify_testkit::bench::fixture::command_id(7).as_uuid());
 //! ```
 //!
 //! A bench that cannot record its figure stops with a panic naming the file: these are
-//! test helpers, not a library's answers. Not published: the crates use it as a
-//! versionless dev-dependency, which `cargo package` leaves out. It depends on
-//! notify-types alone, so every crate's benches and tests reach it downwards.
-#![deny(unsafe_code)]
+//! test helpers, not a library's answers.
 
 pub mod alloc;
 pub mod fixture;

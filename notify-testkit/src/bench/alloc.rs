@@ -3,7 +3,7 @@
 //! of work holds at its peak.
 //!
 //! ```
-//! use notify_bench::alloc::{CountingAlloc, peak_during};
+//! use notify_testkit::bench::alloc::{CountingAlloc, peak_during};
 //!
 //! #[global_allocator]
 //! static ALLOC: CountingAlloc = CountingAlloc;
