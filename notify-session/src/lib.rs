@@ -86,6 +86,8 @@ mod host;
 mod metrics;
 mod restore;
 mod retry;
+#[cfg(feature = "serve")]
+pub mod serve;
 mod session;
 mod shared;
 mod supervisor;
