@@ -19,7 +19,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 /// A fresh HMAC secret, `whsec_…`.
-pub fn new_secret() -> String {
+pub(crate) fn new_secret() -> String {
     let mut bytes = Vec::new();
     bytes.extend_from_slice(Uuid::new_v4().as_bytes());
     bytes.extend_from_slice(Uuid::new_v4().as_bytes());
@@ -30,7 +30,7 @@ pub fn new_secret() -> String {
 }
 
 /// A fresh ed25519 signing key `whsk_…` and its public key `whpk_…`.
-pub fn new_ed25519() -> (String, String) {
+pub(crate) fn new_ed25519() -> (String, String) {
     let mut seed = [0u8; 32];
     seed[..16].copy_from_slice(Uuid::new_v4().as_bytes());
     seed[16..].copy_from_slice(Uuid::new_v4().as_bytes());
@@ -43,24 +43,24 @@ pub fn new_ed25519() -> (String, String) {
 }
 
 /// A running `notify serve`: killed (SIGKILL) when dropped.
-pub struct Server {
+pub(crate) struct Server {
     child: Option<Child>,
-    pub addr: String,
-    pub url: String,
-    pub log: Arc<Mutex<Vec<String>>>,
+    pub(crate) addr: String,
+    pub(crate) url: String,
+    pub(crate) log: Arc<Mutex<Vec<String>>>,
 }
 
 /// How to start a server.
 #[derive(Clone, Debug)]
-pub struct Start {
-    pub args: Vec<String>,
-    pub envs: Vec<(String, String)>,
+pub(crate) struct Start {
+    pub(crate) args: Vec<String>,
+    pub(crate) envs: Vec<(String, String)>,
 }
 
 impl Start {
     /// `notify serve --journal PATH --listen 127.0.0.1:0` with `keys` in a key file
     /// beside the journal.
-    pub fn redb(journal: &Path, keys: &[&str]) -> Self {
+    pub(crate) fn redb(journal: &Path, keys: &[&str]) -> Self {
         let key_file = journal.with_extension("keys");
         std::fs::write(&key_file, keys.join("\n")).unwrap();
         Self {
@@ -78,7 +78,7 @@ impl Start {
     }
 
     /// Adds arguments.
-    pub fn arg(mut self, a: impl Into<String>) -> Self {
+    pub(crate) fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
         self
     }
@@ -86,7 +86,7 @@ impl Start {
 
 impl Server {
     /// Starts the binary and waits for its "listening on" line.
-    pub fn start(start: &Start) -> Self {
+    pub(crate) fn start(start: &Start) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_notify"));
         cmd.args(&start.args)
             .stdin(Stdio::null())
@@ -132,12 +132,12 @@ impl Server {
     }
 
     /// The process ID.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
     }
 
     /// SIGKILL, and wait for the process to be gone.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -145,7 +145,7 @@ impl Server {
     }
 
     /// SIGTERM, and wait for the exit status.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
@@ -156,7 +156,7 @@ impl Server {
     }
 
     /// The log so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
 }
@@ -168,7 +168,7 @@ impl Drop for Server {
 }
 
 /// Runs the binary to its exit (for refusals at start).
-pub fn run_to_exit(args: &[&str], envs: &[(&str, &str)]) -> (i32, String) {
+pub(crate) fn run_to_exit(args: &[&str], envs: &[(&str, &str)]) -> (i32, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_notify"));
     cmd.args(args).env_remove("NOTIFY_SERVE_KEYS");
     for (k, v) in envs {
@@ -182,7 +182,7 @@ pub fn run_to_exit(args: &[&str], envs: &[(&str, &str)]) -> (i32, String) {
 }
 
 /// The current Unix time in seconds.
-pub fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     i64::try_from(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -194,38 +194,38 @@ pub fn now() -> i64 {
 
 /// An answer: status, headers, JSON body (Null when none).
 #[derive(Debug)]
-pub struct Answer {
-    pub status: StatusCode,
-    pub headers: reqwest::header::HeaderMap,
-    pub body: Value,
-    pub version: reqwest::Version,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) body: Value,
+    pub(crate) version: reqwest::Version,
 }
 
 impl Answer {
     /// The body's string member `k`.
-    pub fn str(&self, k: &str) -> &str {
+    pub(crate) fn str(&self, k: &str) -> &str {
         self.body[k].as_str().unwrap_or("")
     }
 }
 
 /// A signing client of one server.
 #[derive(Clone)]
-pub struct Client {
-    pub http: reqwest::Client,
-    pub base: String,
-    pub key: Option<SignKey>,
+pub(crate) struct Client {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) key: Option<SignKey>,
     /// Added to the timestamp (to test the tolerance).
-    pub skew: i64,
+    pub(crate) skew: i64,
 }
 
 impl Client {
     /// A client of `base` signing with `key` (`whsec_`/`whsk_`), or unsigned.
-    pub fn new(base: &str, key: Option<&str>) -> Self {
+    pub(crate) fn new(base: &str, key: Option<&str>) -> Self {
         Self::with_http(base, key, reqwest::Client::builder())
     }
 
     /// The same with a client builder of the caller's.
-    pub fn with_http(base: &str, key: Option<&str>, http: reqwest::ClientBuilder) -> Self {
+    pub(crate) fn with_http(base: &str, key: Option<&str>, http: reqwest::ClientBuilder) -> Self {
         Self {
             http: http.timeout(Duration::from_secs(60)).build().unwrap(),
             base: base.trim_end_matches('/').to_owned(),
@@ -235,12 +235,12 @@ impl Client {
     }
 
     /// Sends `method path` with `body`, signed with `id` (unless unsigned).
-    pub async fn send(&self, method: Method, path: &str, id: &str, body: Vec<u8>) -> Answer {
+    pub(crate) async fn send(&self, method: Method, path: &str, id: &str, body: Vec<u8>) -> Answer {
         self.try_send(method, path, id, body).await.unwrap()
     }
 
     /// As `send`, with the transport error.
-    pub async fn try_send(
+    pub(crate) async fn try_send(
         &self,
         method: Method,
         path: &str,
@@ -280,7 +280,7 @@ impl Client {
     }
 
     /// `PUT /v1/sessions/{s}`.
-    pub async fn open(&self, s: SessionId) -> Answer {
+    pub(crate) async fn open(&self, s: SessionId) -> Answer {
         self.send(
             Method::PUT,
             &format!("/v1/sessions/{s}"),
@@ -291,7 +291,7 @@ impl Client {
     }
 
     /// `PUT …/loops/{l}` with `capacity`.
-    pub async fn register(&self, s: SessionId, l: LoopId, capacity: usize) -> Answer {
+    pub(crate) async fn register(&self, s: SessionId, l: LoopId, capacity: usize) -> Answer {
         self.send(
             Method::PUT,
             &format!("/v1/sessions/{s}/loops/{l}"),
@@ -302,13 +302,13 @@ impl Client {
     }
 
     /// `POST …/completions` with the notification's wire form.
-    pub async fn deliver(&self, n: &ProcessCompletionNotification) -> Answer {
+    pub(crate) async fn deliver(&self, n: &ProcessCompletionNotification) -> Answer {
         self.deliver_bytes(n.session_id, &n.command_id.to_string(), n.encode())
             .await
     }
 
     /// `POST …/completions` with these bytes and this ID.
-    pub async fn deliver_bytes(&self, s: SessionId, id: &str, body: Vec<u8>) -> Answer {
+    pub(crate) async fn deliver_bytes(&self, s: SessionId, id: &str, body: Vec<u8>) -> Answer {
         self.send(
             Method::POST,
             &format!("/v1/sessions/{s}/completions"),
@@ -319,7 +319,7 @@ impl Client {
     }
 
     /// A long poll.
-    pub async fn poll(&self, s: SessionId, l: LoopId, query: &str) -> Answer {
+    pub(crate) async fn poll(&self, s: SessionId, l: LoopId, query: &str) -> Answer {
         self.send(
             Method::GET,
             &format!("/v1/sessions/{s}/loops/{l}/notifications?{query}"),
@@ -330,7 +330,7 @@ impl Client {
     }
 
     /// Acknowledges `c`.
-    pub async fn ack(&self, s: SessionId, l: LoopId, c: &str) -> Answer {
+    pub(crate) async fn ack(&self, s: SessionId, l: LoopId, c: &str) -> Answer {
         self.send(
             Method::POST,
             &format!("/v1/sessions/{s}/loops/{l}/notifications/{c}/ack"),
@@ -341,7 +341,7 @@ impl Client {
     }
 
     /// Ends the session.
-    pub async fn end(&self, s: SessionId, abandon: bool) -> Answer {
+    pub(crate) async fn end(&self, s: SessionId, abandon: bool) -> Answer {
         let body = if abandon {
             r#"{"if_pending":"abandon"}"#
         } else {
@@ -358,7 +358,7 @@ impl Client {
 }
 
 /// The command IDs a poll answer lists, in order.
-pub fn polled(answer: &Answer) -> Vec<(String, u64)> {
+pub(crate) fn polled(answer: &Answer) -> Vec<(String, u64)> {
     answer.body["notifications"]
         .as_array()
         .unwrap_or_else(|| panic!("not a poll answer: {answer:?}"))
@@ -373,7 +373,7 @@ pub fn polled(answer: &Answer) -> Vec<(String, u64)> {
 }
 
 /// A valid completion for `s`/`l`.
-pub fn completion(s: SessionId, l: LoopId) -> ProcessCompletionNotification {
+pub(crate) fn completion(s: SessionId, l: LoopId) -> ProcessCompletionNotification {
     ProcessCompletionNotification {
         command_id: CommandId::new(),
         session_id: s,
@@ -385,14 +385,14 @@ pub fn completion(s: SessionId, l: LoopId) -> ProcessCompletionNotification {
 }
 
 /// A temporary directory and a journal path in it.
-pub fn journal_dir() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn journal_dir() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notify.redb");
     (dir, path)
 }
 
 /// The SHA-256 (hex) of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(bytes)
         .iter()
