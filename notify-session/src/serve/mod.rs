@@ -50,6 +50,7 @@ mod config;
 mod consume;
 mod directory;
 mod error;
+mod extract;
 mod host;
 pub mod keys;
 mod layers;

@@ -6,8 +6,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::serve::extract::{ApiPath as Path, ApiQuery as Query};
 use axum::Extension;
-use axum::extract::{OriginalUri, Path, Query, State};
+use axum::extract::{OriginalUri, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};

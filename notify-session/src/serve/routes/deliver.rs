@@ -3,9 +3,10 @@
 //! event: the lifecycle `SessionEvent`), decoded strictly; the answer comes after
 //! the durable append.
 
+use crate::serve::extract::ApiPath as Path;
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{OriginalUri, Path, State};
+use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use notify_types::{

@@ -2,9 +2,10 @@
 //! abandoning what is pending) and `PUT …/loops/{loop_id}` (register a loop,
 //! idempotent, seeded with what restore found pending).
 
+use crate::serve::extract::ApiPath as Path;
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{OriginalUri, Path, State};
+use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use notify_loop::LoopConfig;
