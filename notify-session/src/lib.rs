@@ -87,6 +87,8 @@ mod metrics;
 mod received;
 mod restore;
 mod retry;
+#[cfg(feature = "serve")]
+pub mod serve;
 mod session;
 mod shared;
 mod supervisor;

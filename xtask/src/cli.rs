@@ -93,6 +93,13 @@ fn demo_command() -> clap::Command {
                 .conflicts_with_all(["journal", "journal-at-crash", "postgres"])
                 .help("Run the host runtime story on PostgreSQL instead: N host processes (2 to 9) share sessions; one is killed and the others adopt its sessions, redeliver what it left pending, and the narration times the takeover (database: NOTIFY_TEST_DATABASE_URL, default the local test database)"),
         )
+        .arg(
+            Arg::new("serve")
+                .long("serve")
+                .action(ArgAction::SetTrue)
+                .conflicts_with_all(["journal", "journal-at-crash", "postgres", "hosts"])
+                .help("Run the HTTP story instead: `notify serve` with a Python supervisor and a Python loop (standard library only): a duplicate, a collision (409), the server killed and restarted, the unacknowledged notifications handed out again (needs python3)"),
+        )
 }
 
 /// What `demo` was asked to do.
@@ -102,6 +109,8 @@ pub(crate) struct DemoArgs {
     pub(crate) postgres: bool,
     /// `--hosts N`: the host runtime story with N host processes.
     pub(crate) hosts: Option<u8>,
+    /// `--serve`: the `notify serve` story.
+    pub(crate) serve: bool,
 }
 
 impl DemoArgs {
@@ -111,6 +120,7 @@ impl DemoArgs {
             journal_at_crash: m.get_one::<PathBuf>("journal-at-crash").cloned(),
             postgres: m.get_flag("postgres"),
             hosts: m.get_one::<u8>("hosts").copied(),
+            serve: m.get_flag("serve"),
         }
     }
 }

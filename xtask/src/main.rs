@@ -3,7 +3,8 @@
 //! * `demo [--journal PATH]`: the main job; builds and runs the end-to-end demo
 //!   (`src/bin/notify-demo/`, this crate's second binary). `demo --postgres`: the
 //!   failover story on PostgreSQL (`demo_postgres.rs`); `demo --hosts N`: the host
-//!   runtime story, N host processes on PostgreSQL (`demo_postgres.rs` too).
+//!   runtime story, N host processes on PostgreSQL (`demo_postgres.rs` too);
+//!   `demo --serve`: `notify serve` with a Python supervisor and loop (`demo_serve.rs`).
 //! * `bench [--no-run] [--postgres]`: runs the benchmarks briefly and prints one summary
 //!   table (each rate beside its same-run baseline and the ratio to the target), also
 //!   written as markdown to `target/bench-summary.md`.
@@ -23,6 +24,7 @@
 mod bench;
 mod cli;
 mod demo_postgres;
+mod demo_serve;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -130,6 +132,9 @@ pub(crate) fn run(cmd: &mut Command) -> TaskResult {
 fn demo(args: &DemoArgs) -> TaskResult {
     if args.postgres {
         return demo_postgres::run_demo();
+    }
+    if args.serve {
+        return demo_serve::run_demo();
     }
     if let Some(hosts) = args.hosts {
         return demo_postgres::run_hosts_demo(hosts);

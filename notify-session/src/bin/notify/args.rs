@@ -291,6 +291,20 @@ pub(crate) enum Command {
         #[command(flatten)]
         db: Db,
     },
+    /// Serve the contract over HTTP (signed requests, JSON): supervisors deliver
+    /// completions and loops consume them, in any language.
+    ///
+    /// Runs a session host on a redb file (the only host) or on PostgreSQL (one host of
+    /// a fleet; requests for sessions another host owns are redirected to it). The API
+    /// is described at /openapi.json; /healthz, /readyz and /metrics are the operator's.
+    /// SIGTERM or SIGINT drains requests and releases the sessions' leases.
+    #[cfg(feature = "serve")]
+    #[command(
+        after_help = "Example:\n  NOTIFY_SERVE_KEYS=whsec_... notify serve --journal notify.redb --listen 127.0.0.1:8080\n  \
+                           notify serve --postgres 'host=db dbname=notify' --listen 0.0.0.0:8443 \\\n      \
+                           --advertise-url https://notify-2.internal:8443 --tls-cert cert.pem --tls-key key.pem --key-file keys"
+    )]
+    Serve(Box<crate::serve::ServeArgs>),
 }
 
 impl Command {
@@ -305,6 +319,8 @@ impl Command {
             | Self::Import { .. }
             | Self::Purge { .. }
             | Self::Compact { .. } => 0..=0,
+            #[cfg(feature = "serve")]
+            Self::Serve(_) => 0..=0,
         }
     }
 
@@ -319,6 +335,8 @@ impl Command {
             | Self::Export { args, db }
             | Self::Stats { args, db } => (args, db),
             Self::Import { .. } | Self::Purge { .. } | Self::Compact { .. } => return None,
+            #[cfg(feature = "serve")]
+            Self::Serve(_) => return None,
         };
         match locate(db.clone(), args.clone(), self.rest()) {
             Ok((Location::File(path), _)) => Some(path),

@@ -23,6 +23,8 @@ mod error;
 mod journal;
 mod output;
 mod reader;
+#[cfg(feature = "serve")]
+mod serve;
 
 use std::process::ExitCode;
 
@@ -114,12 +116,19 @@ async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
             let (at, _) = locate(db, args, positionals).map_err(usage)?;
             commands::compact(&at, out).await?;
         }
+        // Dispatched in `main`, on a runtime of its own.
+        #[cfg(feature = "serve")]
+        Command::Serve(_) => {}
     }
     Ok(Exit::Ok)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(feature = "serve")]
+    if let Command::Serve(args) = cli.command {
+        return serve::main(*args);
+    }
     // A read of a redb file runs in a reader process (`reader.rs`), unless this is it.
     if cli.in_reader_process {
         if let Some(code) = reader::bind_to_command() {

@@ -1,0 +1,401 @@
+//! The real `notify serve` on a redb file, over HTTP: every disposition and refusal
+//! with its status code and a body naming it, the lifecycle events, ending a session,
+//! the operational routes, HTTP/2, and the OpenAPI document listing every route.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod serve_support;
+
+use notify_types::{
+    EventId, ExecutionId, LoopId, ProcessLifecycleKind, ProcessLifecycleMetadata,
+    ProcessLifecycleState, SessionEvent, SessionId, Timestamp,
+};
+use reqwest::{Method, StatusCode};
+use serve_support::{
+    Client, Server, Start, completion, journal_dir, new_secret, polled, sha256_hex,
+};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    server: Server,
+    client: Client,
+}
+
+fn fixture() -> Fixture {
+    let (dir, journal) = journal_dir();
+    let secret = new_secret();
+    let server = Server::start(&Start::redb(&journal, &[&secret]));
+    let client = Client::new(&server.url, Some(&secret));
+    Fixture {
+        _dir: dir,
+        server,
+        client,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_disposition_has_its_status_and_names_itself() {
+    let f = fixture();
+    let c = &f.client;
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(c.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(c.open(s).await.status, StatusCode::OK, "open is idempotent");
+    let r = c.register(s, l, 1).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    assert_eq!(c.register(s, l, 1).await.status, StatusCode::OK);
+    let r = c.register(s, l, 2).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::CONFLICT, "capacity_mismatch")
+    );
+
+    // Accepted 201.
+    let n = completion(s, l);
+    let r = c.deliver(&n).await;
+    assert_eq!(
+        (r.status, r.str("disposition")),
+        (StatusCode::CREATED, "accepted"),
+        "{r:?}"
+    );
+    // Duplicate 200, with the original seq.
+    let r = c.deliver(&n).await;
+    assert_eq!(
+        (r.status, r.str("disposition")),
+        (StatusCode::OK, "duplicate")
+    );
+    assert_eq!(r.body["seq"], 1, "the original frame's seq: {r:?}");
+    // Collision 409: the digest of the stored payload, never the payload.
+    let mut other = n.clone();
+    other.process_handle = "build-43".into();
+    let r = c.deliver(&other).await;
+    assert_eq!(
+        (r.status, r.str("disposition")),
+        (StatusCode::CONFLICT, "collision")
+    );
+    assert_eq!(r.str("stored_sha256"), sha256_hex(&n.encode()));
+    assert_eq!(r.body["seq"], 1);
+    let text = r.body.to_string();
+    assert!(
+        !text.contains("build-42") && !text.contains("build-43"),
+        "{text}"
+    );
+    assert_eq!(r.headers["content-type"], "application/problem+json");
+    // Stopped 503 + Retry-After: the loop's live set (capacity 1) is full.
+    let stopped = completion(s, l);
+    let r = c.deliver(&stopped).await;
+    assert_eq!(
+        (r.status, r.str("disposition"), r.str("reason")),
+        (StatusCode::SERVICE_UNAVAILABLE, "stopped", "loop_full"),
+        "{r:?}"
+    );
+    assert_eq!(r.headers["retry-after"], "1");
+    assert_eq!(r.body["retryable"], true);
+    // Loop not registered: 404, stopped, not retryable.
+    let r = c.deliver(&completion(s, LoopId::new())).await;
+    assert_eq!(
+        (r.status, r.str("disposition"), r.str("reason")),
+        (StatusCode::NOT_FOUND, "stopped", "loop_not_found")
+    );
+    // Session never opened: 404.
+    let r = c.deliver(&completion(SessionId::new(), l)).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::NOT_FOUND, "session_not_found")
+    );
+
+    // Invalid 400, naming the first failing field by the wire names.
+    let mut bad = completion(s, l);
+    bad.process_handle = "has a space".into();
+    let r = c.deliver(&bad).await;
+    assert_eq!(
+        (r.status, r.str("disposition"), r.str("field")),
+        (StatusCode::BAD_REQUEST, "none", "process_handle")
+    );
+    let mut bad = completion(s, l);
+    bad.reason = notify_types::ProcessTerminalReason::Killed;
+    let r = c.deliver(&bad).await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "state_reason")
+    );
+    let n2 = completion(s, l);
+    let mut with_pid = String::from_utf8(n2.encode()).unwrap();
+    with_pid.insert_str(1, "\"pid\":4242,");
+    let r = c
+        .deliver_bytes(s, &n2.command_id.to_string(), with_pid.into_bytes())
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "pid"),
+        "{r:?}"
+    );
+    let r = c
+        .deliver_bytes(s, &n2.command_id.to_string(), b"{not json".to_vec())
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    // webhook-id must be the command ID.
+    let r = c
+        .deliver_bytes(s, &LoopId::new().to_string(), n2.encode())
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "command_id")
+    );
+    // The path's session must be the notification's.
+    let other_session = SessionId::new();
+    let r = c
+        .send(
+            Method::POST,
+            &format!("/v1/sessions/{other_session}/completions"),
+            &n2.command_id.to_string(),
+            n2.encode(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "session_id")
+    );
+    // Too large 413.
+    let r = c
+        .deliver_bytes(s, &n2.command_id.to_string(), vec![b' '; 65 * 1024])
+        .await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+    );
+    // Unauthenticated 401.
+    let r = Client::new(&f.server.url, Some(&new_secret()))
+        .deliver(&n2)
+        .await;
+    assert_eq!(
+        (r.status, r.str("disposition"), r.str("reason")),
+        (StatusCode::UNAUTHORIZED, "none", "unauthenticated")
+    );
+    let r = Client::new(&f.server.url, None).deliver(&n2).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+
+    // Consume and acknowledge the accepted one; then the loop takes another.
+    let r = c.poll(s, l, "wait_ms=1000").await;
+    assert_eq!(polled(&r), vec![(n.command_id.to_string(), 1)]);
+    assert_eq!(
+        r.body["notifications"][0]["notification"]["process_handle"],
+        "build-42"
+    );
+    assert_eq!(
+        c.ack(s, l, &n.command_id.to_string()).await.str("outcome"),
+        "acknowledged"
+    );
+    assert_eq!(
+        c.ack(s, l, &n.command_id.to_string()).await.str("outcome"),
+        "already_acknowledged"
+    );
+    let r = c.ack(s, l, &n2.command_id.to_string()).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::NOT_FOUND, "not_handed_out")
+    );
+    // A consumed notification's retry is still a duplicate.
+    assert_eq!(c.deliver(&n).await.status, StatusCode::OK);
+    let pending = completion(s, l);
+    assert_eq!(c.deliver(&pending).await.status, StatusCode::CREATED);
+
+    // Ending refuses while something is pending, then abandons it.
+    let r = c.end(s, false).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::CONFLICT, "pending")
+    );
+    // The stopped one stays journaled (a retry would deliver it): pending too.
+    assert_eq!(r.body["pending"], 2);
+    let r = c.end(s, true).await;
+    assert_eq!(
+        (r.status, r.str("outcome")),
+        (StatusCode::OK, "ended"),
+        "{r:?}"
+    );
+    let abandoned: Vec<&str> = r.body["abandoned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        abandoned,
+        [
+            stopped.command_id.to_string(),
+            pending.command_id.to_string()
+        ]
+    );
+    // After the end: a retry of a journaled one is answered truthfully, a new ID 410.
+    assert_eq!(c.deliver(&n).await.status, StatusCode::OK);
+    assert_eq!(c.deliver(&other).await.status, StatusCode::CONFLICT);
+    let r = c.deliver(&completion(s, l)).await;
+    assert_eq!(
+        (r.status, r.str("disposition"), r.str("reason")),
+        (StatusCode::GONE, "stopped", "session_ended")
+    );
+    assert_eq!(r.body["purged"], false);
+    assert_eq!(c.end(s, false).await.str("outcome"), "already_ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_events_are_journaled_with_dispositions() {
+    let f = fixture();
+    let c = &f.client;
+    let (s, l) = (SessionId::new(), LoopId::new());
+    c.open(s).await;
+    let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+    let m = ProcessLifecycleMetadata {
+        event_id: EventId::new(),
+        kind: ProcessLifecycleKind::Started,
+        session_id: s,
+        loop_id: l,
+        process_handle: "build-42".into(),
+        origin_execution_id: ExecutionId::new(),
+        state: ProcessLifecycleState::Running,
+        process_created_at: created,
+        process_started_at: Some(created),
+        process_finished_at: None,
+        exit_code: None,
+        reason: None,
+        diagnostic: None,
+    };
+    let body = SessionEvent::Lifecycle(m.clone()).encode();
+    let path = format!("/v1/sessions/{s}/events");
+    let id = m.event_id.to_string();
+    let r = c.send(Method::POST, &path, &id, body.clone()).await;
+    assert_eq!(
+        (r.status, r.str("disposition")),
+        (StatusCode::CREATED, "accepted"),
+        "{r:?}"
+    );
+    let seq = r.body["seq"].clone();
+    let r = c.send(Method::POST, &path, &id, body.clone()).await;
+    assert_eq!((r.status, r.body["seq"].clone()), (StatusCode::OK, seq));
+    let mut other = m.clone();
+    other.process_handle = "build-43".into();
+    let other_body = SessionEvent::Lifecycle(other).encode();
+    let r = c.send(Method::POST, &path, &id, other_body).await;
+    assert_eq!(
+        (r.status, r.str("disposition")),
+        (StatusCode::CONFLICT, "collision")
+    );
+    assert_eq!(r.str("stored_sha256"), sha256_hex(&body));
+    let mut bad = m.clone();
+    bad.event_id = EventId::new();
+    bad.process_started_at = None;
+    let r = c
+        .send(
+            Method::POST,
+            &path,
+            &bad.event_id.to_string(),
+            SessionEvent::Lifecycle(bad).encode(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "lifecycle_fields"),
+        "{r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operational_routes_and_http2() {
+    let f = fixture();
+    let c = &f.client;
+    let plain = reqwest::Client::new();
+    let r = plain
+        .get(format!("{}/healthz", f.server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = plain
+        .get(format!("{}/readyz", f.server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // A request first, so the metrics have something to show.
+    let (s, l) = (SessionId::new(), LoopId::new());
+    c.open(s).await;
+    c.register(s, l, 8).await;
+    c.deliver(&completion(s, l)).await;
+    let text = plain
+        .get(format!("{}/metrics", f.server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("notify_serve_requests_total"), "{text}");
+    assert!(
+        text.contains("notify_serve_request_duration_seconds"),
+        "{text}"
+    );
+    assert!(
+        text.contains("notify_session_notifications_total"),
+        "the library's own metrics: {text}"
+    );
+    // Unknown routes and methods: JSON problems.
+    let r = c.send(Method::GET, "/v2/nothing", "x", Vec::new()).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::NOT_FOUND, "route_not_found")
+    );
+    // HTTP/2 with prior knowledge (plaintext), the same API.
+    let h2 = Client::with_http(
+        &f.server.url,
+        Some(&new_secret()),
+        reqwest::Client::builder().http2_prior_knowledge(),
+    );
+    let r = h2.open(SessionId::new()).await;
+    assert_eq!(
+        (r.version, r.status),
+        (reqwest::Version::HTTP_2, StatusCode::UNAUTHORIZED)
+    );
+    let h2 = Client {
+        key: c.key.clone(),
+        ..h2
+    };
+    let r = h2.deliver(&completion(s, l)).await;
+    assert_eq!(
+        (r.version, r.status),
+        (reqwest::Version::HTTP_2, StatusCode::CREATED)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_lists_every_route() {
+    let f = fixture();
+    let doc: serde_json::Value = reqwest::get(format!("{}/openapi.json", f.server.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["openapi"].as_str().unwrap().get(..3), Some("3.1"));
+    let paths = doc["paths"].as_object().unwrap();
+    for (method, path) in notify_session::serve::ROUTES {
+        assert!(
+            paths.get(*path).and_then(|p| p.get(*method)).is_some(),
+            "{method} {path} is missing from the OpenAPI document"
+        );
+    }
+    // And nothing the server does not serve.
+    let listed: usize = paths
+        .values()
+        .map(|p| {
+            p.as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| *k != "parameters")
+                .count()
+        })
+        .sum();
+    assert_eq!(listed, notify_session::serve::ROUTES.len());
+    assert_eq!(
+        doc,
+        serde_json::from_str::<serde_json::Value>(notify_session::serve::OPENAPI).unwrap()
+    );
+}

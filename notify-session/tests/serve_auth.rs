@@ -1,0 +1,229 @@
+//! Signatures on the real `notify serve`: HMAC (`v1,`) and ed25519 (`v1a,`) accepted,
+//! a wrong key, an expired or future timestamp, a tampered body and a missing header
+//! refused (401); rotation (several keys at once, and a key withdrawn by a restart);
+//! the same ID with another body is a collision (409), not an authentication failure;
+//! unsigned access only on loopback; the signature computed independently (openssl)
+//! verifies.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod serve_support;
+
+use notify_types::{LoopId, SessionId};
+use reqwest::{Method, StatusCode};
+use serve_support::{
+    Client, Server, Start, completion, journal_dir, new_ed25519, new_secret, now, run_to_exit,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signatures_tolerance_and_rotation() {
+    let (_dir, journal) = journal_dir();
+    let (old, new) = (new_secret(), new_secret());
+    let (ed_sk, ed_pk) = new_ed25519();
+    let mut server = Server::start(&Start::redb(&journal, &[&old, &new, &ed_pk]));
+    let by_old = Client::new(&server.url, Some(&old));
+    let by_new = Client::new(&server.url, Some(&new));
+    let by_ed = Client::new(&server.url, Some(&ed_sk));
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(by_old.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(by_new.register(s, l, 64).await.status, StatusCode::CREATED);
+    // Each active key signs: HMAC with either secret, ed25519 with the public key's pair.
+    for c in [&by_old, &by_new, &by_ed] {
+        let r = c.deliver(&completion(s, l)).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    }
+    // A key the server does not have.
+    let stranger = Client::new(&server.url, Some(&new_secret()));
+    let r = stranger.deliver(&completion(s, l)).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::UNAUTHORIZED, "unauthenticated")
+    );
+    let (other_sk, _) = new_ed25519();
+    let r = Client::new(&server.url, Some(&other_sk))
+        .deliver(&completion(s, l))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    // Timestamps outside the tolerance (default 300 s), both ways; inside it, fine.
+    for (skew, want) in [
+        (-301, StatusCode::UNAUTHORIZED),
+        (301, StatusCode::UNAUTHORIZED),
+        (-250, StatusCode::CREATED),
+    ] {
+        let c = Client {
+            skew,
+            ..by_old.clone()
+        };
+        let r = c.deliver(&completion(s, l)).await;
+        assert_eq!(r.status, want, "skew {skew}: {r:?}");
+    }
+    // A body changed after signing; a missing header; a second entry that verifies.
+    let n = completion(s, l);
+    let id = n.command_id.to_string();
+    let ts = now();
+    let key: notify_session::serve::SignKey = old.parse().unwrap();
+    let sig = key.sign(&id, ts, &n.encode());
+    let mut tampered = n.clone();
+    tampered.process_handle = "other".into();
+    let send = |body: Vec<u8>, headers: Vec<(&'static str, String)>| {
+        let http = by_old.http.clone();
+        let url = format!("{}/v1/sessions/{s}/completions", server.url);
+        async move {
+            let mut req = http.post(url).body(body);
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            req.send().await.unwrap().status()
+        }
+    };
+    let headers = |sig: String| {
+        vec![
+            ("webhook-id", id.clone()),
+            ("webhook-timestamp", ts.to_string()),
+            ("webhook-signature", sig),
+        ]
+    };
+    assert_eq!(
+        send(tampered.encode(), headers(sig.clone())).await,
+        StatusCode::UNAUTHORIZED
+    );
+    let mut missing = headers(sig.clone());
+    missing.remove(1);
+    assert_eq!(send(n.encode(), missing).await, StatusCode::UNAUTHORIZED);
+    let bogus = format!("v1,AAAA v1a,BBBB {sig}");
+    assert_eq!(send(n.encode(), headers(bogus)).await, StatusCode::CREATED);
+    // The same ID, validly signed, with another body: a collision, not a 401.
+    let r = by_new.deliver(&tampered).await;
+    assert_eq!(
+        (r.status, r.str("disposition")),
+        (StatusCode::CONFLICT, "collision")
+    );
+
+    // Rotation: restart with the old secret withdrawn; the new one and ed25519 go on.
+    assert!(server.terminate().success());
+    let server = Server::start(&Start::redb(&journal, &[&new, &ed_pk]));
+    let by_old = Client::new(&server.url, Some(&old));
+    let by_new = Client::new(&server.url, Some(&new));
+    assert_eq!(
+        by_old.deliver(&completion(s, l)).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(by_new.register(s, l, 64).await.status, StatusCode::CREATED);
+    assert_eq!(
+        by_new.deliver(&completion(s, l)).await.status,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openssl_signature_verifies() {
+    // The signature as a shell would compute it (examples/clients/curl.sh does the
+    // same): base64(HMAC-SHA256(base64-decoded secret, "id.ts.body")).
+    let (_dir, journal) = journal_dir();
+    let secret = new_secret();
+    let server = Server::start(&Start::redb(&journal, &[&secret]));
+    let c = Client::new(&server.url, Some(&secret));
+    let s = SessionId::new();
+    let id = s.to_string();
+    let ts = now().to_string();
+    let key_hex: String = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(secret.trim_start_matches("whsec_"))
+            .unwrap()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf '%s' '{id}.{ts}.' | openssl dgst -sha256 -mac HMAC -macopt hexkey:{key_hex} -binary | openssl base64 -A"
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let sig = String::from_utf8(out.stdout).unwrap();
+    let r = c
+        .http
+        .put(format!("{}/v1/sessions/{s}", server.url))
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", &ts)
+        .header("webhook-signature", format!("v1,{}", sig.trim()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    // The library's signer agrees byte for byte.
+    let ours = secret
+        .parse::<notify_session::serve::SignKey>()
+        .unwrap()
+        .sign(&id, ts.parse().unwrap(), b"");
+    assert_eq!(ours, format!("v1,{}", sig.trim()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_only_on_loopback() {
+    let (_dir, journal) = journal_dir();
+    let path = journal.display().to_string();
+    // Refused before binding anything, with a clear message and the usage status.
+    let (code, stderr) = run_to_exit(
+        &[
+            "serve",
+            "--journal",
+            &path,
+            "--listen",
+            "0.0.0.0:0",
+            "--insecure-unsigned",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("only on a loopback address"), "{stderr}");
+    // No keys at all: refused too.
+    let (code, stderr) = run_to_exit(
+        &["serve", "--journal", &path, "--listen", "127.0.0.1:0"],
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no signing keys"), "{stderr}");
+    // A bad key names itself.
+    let (code, stderr) = run_to_exit(
+        &["serve", "--journal", &path, "--listen", "127.0.0.1:0"],
+        &[("NOTIFY_SERVE_KEYS", "whsec_!!!")],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("NOTIFY_SERVE_KEYS") && stderr.contains("base64"),
+        "{stderr}"
+    );
+    // On loopback, unsigned requests are served; a signature given is still checked.
+    let start = Start {
+        args: vec![
+            "serve".into(),
+            "--journal".into(),
+            path.clone(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--insecure-unsigned".into(),
+        ],
+        envs: Vec::new(),
+    };
+    let server = Server::start(&start);
+    let c = Client::new(&server.url, None);
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(c.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(c.register(s, l, 4).await.status, StatusCode::CREATED);
+    assert_eq!(
+        c.deliver(&completion(s, l)).await.status,
+        StatusCode::CREATED
+    );
+    let signed_badly = Client::new(&server.url, Some(&new_secret()));
+    assert_eq!(
+        signed_badly.deliver(&completion(s, l)).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let r = c
+        .send(Method::PUT, &format!("/v1/sessions/{s}"), "", Vec::new())
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
