@@ -295,7 +295,9 @@ fn run(
 
 /// Waits (bounded) until every live session is owned by exactly one host and has
 /// nothing pending in the journal, and no ended one is served (a host releases it at
-/// its next renewal); what each host serves then.
+/// its next renewal); what each host serves a moment later (once acks journaled
+/// before have been released in their loops: the traffic has stopped, so pending
+/// counts only fall).
 fn quiesce(
     hosts: &[Arc<Host>],
     live: &[SessionId],
@@ -304,12 +306,15 @@ fn quiesce(
     runtime: &tokio::runtime::Handle,
     failures: &mut Vec<String>,
 ) -> Vec<Vec<Served>> {
-    let started = Instant::now();
-    loop {
-        let served: Vec<Vec<Served>> = hosts
+    let statuses = || -> Vec<Vec<Served>> {
+        hosts
             .iter()
             .map(|h| faults::status(h, Duration::from_secs(10)).unwrap_or_default())
-            .collect();
+            .collect()
+    };
+    let started = Instant::now();
+    loop {
+        let served = statuses();
         let owners = |s: &SessionId| {
             served
                 .iter()
@@ -324,7 +329,8 @@ fn quiesce(
                 .filter(|(_, n)| *n > 0)
                 .collect();
         if unowned.is_empty() && still.is_empty() && pending.is_empty() {
-            return served;
+            std::thread::sleep(Duration::from_secs(1));
+            return statuses();
         }
         if started.elapsed() > Duration::from_secs(120) {
             failures.push(format!(

@@ -51,7 +51,7 @@ fn soak_command() -> clap::Command {
             "Run the model-based test with many more cases than CI runs. With --hosts, run \
              the host runtime's soak instead: the host chaos test at full size, three host \
              processes on PostgreSQL (NOTIFY_TEST_DATABASE_URL, default the local test \
-             database) with the default lease and poll, 64 concurrent appenders over 12 hot \
+             database) with the default lease and poll, 64 concurrent appenders over 24 hot \
              sessions, transactional consumers, sessions ending and opening; a fault-free \
              phase first (no lease lost, no NotOwner), then SIGKILLs, SIGSTOPs past the \
              lease and graceful shutdowns (every accepted notification consumed exactly \

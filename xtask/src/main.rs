@@ -10,7 +10,7 @@
 //! * `soak [--cases N]`: the model-based test with many more cases than CI runs.
 //!   `soak --hosts [--minutes N] [--no-faults]`: the host runtime's soak (`soak.rs`),
 //!   the host chaos test at full size: three host processes on PostgreSQL with the
-//!   default lease and poll, 64 appenders over 12 hot sessions, transactional
+//!   default lease and poll, 64 appenders over 24 hot sessions, transactional
 //!   consumers, sessions ending and opening, at least N minutes (default 5): a
 //!   fault-free phase (no lease lost, no `NotOwner`), then SIGKILLs, SIGSTOPs past the
 //!   lease and graceful shutdowns (exactly-once consumption, takeover within lease +

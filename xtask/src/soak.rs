@@ -39,7 +39,7 @@ pub(crate) fn model(cases: u64) -> TaskResult {
 }
 
 /// The host chaos test's environment for a soak of `args`: the default lease
-/// (30 s) and poll (the host's default: the lease), 64 appenders over 12 hot
+/// (30 s) and poll (the host's default: the lease), 64 appenders over 24 hot
 /// sessions, a session ended and a new one opened every 2 s; two fifths of the time
 /// fault-free, then faults (at least one of each kind) for the rest.
 pub(crate) fn host_soak_env(args: SoakHostsArgs) -> Vec<(&'static str, String)> {
@@ -56,7 +56,7 @@ pub(crate) fn host_soak_env(args: SoakHostsArgs) -> Vec<(&'static str, String)> 
         ("NS_HOST_CHAOS_FAULT_SECS", faulty.to_string()),
         ("NS_HOST_CHAOS_ROUNDS", rounds.to_string()),
         ("NS_HOST_CHAOS_APPENDERS", "64".to_owned()),
-        ("NS_HOST_CHAOS_SESSIONS", "12".to_owned()),
+        ("NS_HOST_CHAOS_SESSIONS", "24".to_owned()),
         ("NS_HOST_CHAOS_CHURN_MS", "2000".to_owned()),
         ("NS_HOST_CHAOS_SLACK_MS", "5000".to_owned()),
     ]

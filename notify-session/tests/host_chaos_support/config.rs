@@ -17,7 +17,7 @@ const ROUNDS_VAR: &str = "NS_HOST_CHAOS_ROUNDS";
 const FAULT_SECS_VAR: &str = "NS_HOST_CHAOS_FAULT_SECS";
 /// `NS_HOST_CHAOS_APPENDERS`: concurrent appenders over all hosts (default 64).
 const APPENDERS_VAR: &str = "NS_HOST_CHAOS_APPENDERS";
-/// `NS_HOST_CHAOS_SESSIONS`: hot sessions live at once (default 9).
+/// `NS_HOST_CHAOS_SESSIONS`: hot sessions live at once (default 24).
 const SESSIONS_VAR: &str = "NS_HOST_CHAOS_SESSIONS";
 /// `NS_HOST_CHAOS_CHURN_MS`: how often a session ends and a new one opens (default
 /// 1000).
@@ -61,7 +61,7 @@ impl Config {
             rounds: var(ROUNDS_VAR).map_or(6, |n| n as usize),
             fault_time: Duration::from_secs(var(FAULT_SECS_VAR).unwrap_or(0)),
             appenders: var(APPENDERS_VAR).map_or(64, |n| n as usize),
-            sessions: var(SESSIONS_VAR).map_or(9, |n| n as usize),
+            sessions: var(SESSIONS_VAR).map_or(24, |n| n as usize),
             churn: ms(CHURN_VAR, 1000),
             slack: ms(SLACK_VAR, 2000),
         };

@@ -163,7 +163,7 @@ impl Traffic {
                     return;
                 }
                 // The loop is full: its consumer catches up; retry here shortly.
-                "full" => pause(rng, 5, 30),
+                "full" => pause(rng, 20, 80),
                 "notserved" | "notowner" | "stopped" | "fenced" | "none" | "unavailable" => {
                     self.refused(s, h);
                     refusals += 1;

@@ -167,11 +167,29 @@ fn a_stale_hosts_write_is_caught() {
 }
 
 #[test]
+fn a_stale_hosts_ack_answered_as_a_duplicate_passes() {
+    let st = Story::new();
+    let mut h = st.history();
+    // A, stopped with its ack of 1 in flight, resumes after B acked 1: its ack is
+    // answered as a duplicate, and logged last.
+    push(&mut h.logs[0], [st.acked(1, 1)]);
+    let (_, v) = check(&h);
+    assert_eq!(v, Vec::<String>::new());
+    // Logged in the other order (A's file read after B's): the same.
+    h.logs.swap(0, 1);
+    let (_, v) = check(&h);
+    assert_eq!(v, Vec::<String>::new());
+}
+
+#[test]
 fn a_redelivery_after_an_ack_is_caught() {
     let st = Story::new();
     let mut h = st.history();
     push(&mut h.logs[1], [st.deliver(2, 0)]);
-    caught(&h, "acked under epoch 1 and delivered again under epoch 2");
+    caught(
+        &h,
+        "consumed at seq 2 and delivered again under epoch 2, which restored the log at seq 3",
+    );
     let mut h = st.history();
     push(&mut h.logs[0], [st.deliver(1, 0)]);
     caught(&h, "delivered again after its ack");
