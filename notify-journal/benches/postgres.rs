@@ -43,7 +43,7 @@ const URL_VAR: &str = "NOTIFY_TEST_DATABASE_URL";
 const DEFAULT_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SCHEMA: &str = "nj_bench_v8";
+const SCHEMA: &str = "nj_bench_v9";
 /// Set in the child processes of the one-session bench: `<session>/<appends>`.
 const CHILD_VAR: &str = "NJ_PG_BENCH_CHILD";
 const CHILD_TASKS: u64 = 16;

@@ -4,8 +4,8 @@
 //! a journal to place, keep, move and retire sessions: acquire a session's lease,
 //! renew all of this handle's leases at once, release one, learn who holds one, find
 //! sessions whose owner is gone, and hear when a lease is given up. PostgreSQL keeps
-//! leases in each session's row, judged by the database's clock, so several hosts
-//! share sessions; redb's file lock already makes one process the only writer, so
+//! leases in a table of their own (one row per session), judged by the database's
+//! clock, so several hosts share sessions; redb's file lock already makes one process the only writer, so
 //! there the lease is that process's (see each engine's implementation).
 //!
 //! **Architecture Invariant:** an append for a session whose lease this handle lost is
@@ -64,9 +64,10 @@ pub struct LeaseInfo {
 
 /// What one renewal of all of a handle's leases found.
 ///
-/// A session in neither list was not judged this round (with PostgreSQL: its row
-/// was locked by another transaction, such as an application's transaction holding
-/// a transactional ack open): its lease is unchanged, and a host keeps its deadline
+/// Every lease the handle believed live is in one of the lists: the engines judge
+/// each one every round (PostgreSQL's renewal waits for no append, nor for an
+/// application's transaction). A session in neither list (an engine that could not
+/// judge it this round) has its lease unchanged, and a host keeps its deadline
 /// (neither extended nor stopped unless the deadline passes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Renewal {

@@ -30,7 +30,7 @@ const HANG_GUARD: Duration = Duration::from_secs(60);
 /// The tests' shared schema (each test uses fresh sessions in it).
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SHARED: &str = "nj_test_shared_v7";
+const SHARED: &str = "nj_test_shared_v9";
 
 async fn shared(url: &str) -> PgJournal {
     journal(url, SHARED, PgOptions::default()).await

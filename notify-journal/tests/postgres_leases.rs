@@ -41,7 +41,7 @@ where
 /// The tests' shared schema (each test uses fresh sessions in it).
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SHARED: &str = "nj_test_shared_v7";
+const SHARED: &str = "nj_test_shared_v9";
 
 /// Waits, by the database's clock, until `session`'s lease is no longer live. Polls;
 /// never asserts on elapsed time.
@@ -297,8 +297,9 @@ async fn leases_and_appends_survive_connection_turnover() {
     assert_eq!(j.renew_lease(s).await.unwrap().epoch(), lease.epoch());
 }
 
-/// A writer whose lease expires while it waits for the session row lock is fenced
-/// (append) or has lost the lease (renew): expiry is judged after the lock.
+/// A writer whose lease expires while it waits for its lease row (locked `FOR UPDATE`
+/// elsewhere, as an acquire or release of another handle does) is fenced (append) or
+/// has lost the lease (renew): expiry is judged after the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expiring_during_the_row_lock_wait_fences() {
     let Some(url) = database_url("lease_expiring_during_the_row_lock_wait_fences") else {
@@ -323,11 +324,11 @@ async fn lease_expiring_during_the_row_lock_wait_fences() {
 
     for step in ["append", "renew"] {
         j.acquire_lease(s).await.unwrap();
-        // Another connection holds the session row (without changing it).
+        // Another connection holds the lease row (without changing it).
         admin.batch_execute("BEGIN").await.unwrap();
         admin
             .execute(
-                &format!("SELECT 1 FROM {SHARED}.sessions WHERE session = $1 FOR UPDATE"),
+                &format!("SELECT 1 FROM {SHARED}.leases WHERE session = $1 FOR UPDATE"),
                 &[s.as_uuid()],
             )
             .await
@@ -364,8 +365,8 @@ async fn lease_expiring_during_the_row_lock_wait_fences() {
             probe
                 .query_one(
                     &format!(
-                        "SELECT lease_expires_at <= clock_timestamp()
-                         FROM {SHARED}.sessions WHERE session = $1"
+                        "SELECT expires_at <= clock_timestamp()
+                         FROM {SHARED}.leases WHERE session = $1"
                     ),
                     &[s.as_uuid()],
                 )
@@ -401,7 +402,7 @@ async fn a_release_retried_after_it_committed_unseen_is_not_lost() {
     let released = raw
         .execute(
             &format!(
-                "UPDATE {SHARED}.sessions SET lease_holder = NULL, lease_expires_at = NULL \
+                "UPDATE {SHARED}.leases SET holder = NULL, expires_at = NULL \
                  WHERE session = $1"
             ),
             &[s.as_uuid()],
@@ -417,8 +418,8 @@ async fn a_release_retried_after_it_committed_unseen_is_not_lost() {
     j.acquire_lease(t).await.unwrap();
     raw.execute(
         &format!(
-            "UPDATE {SHARED}.sessions SET lease_epoch = lease_epoch + 1, \
-             lease_holder = gen_random_uuid() WHERE session = $1"
+            "UPDATE {SHARED}.leases SET epoch = epoch + 1, \
+             holder = gen_random_uuid() WHERE session = $1"
         ),
         &[t.as_uuid()],
     )

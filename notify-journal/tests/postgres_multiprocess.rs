@@ -26,7 +26,7 @@ use postgres_support::{DATABASE_URL_VAR, command, database_url, journal};
 const CHILD_VAR: &str = "NJ_PG_CHILD";
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SCHEMA: &str = "nj_test_shared_v7";
+const SCHEMA: &str = "nj_test_shared_v9";
 const PROCESSES: usize = 3;
 const KEYS: u128 = 90;
 const TASKS_PER_PROCESS: usize = 6;

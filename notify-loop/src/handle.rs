@@ -163,6 +163,15 @@ impl LoopHandle {
         self.producers.0.stop_accepting();
     }
 
+    /// How many notifications are live in the loop: accepted or seeded and not yet
+    /// released by [`Received::ack`](crate::Received::ack), whether queued or handed
+    /// out. What the consumer still has to acknowledge; a loop that ended with some
+    /// unreleased (its consumer dropped) keeps counting them.
+    #[must_use]
+    pub fn live(&self) -> usize {
+        self.producers.0.live()
+    }
+
     /// Whether the loop no longer accepts deliveries (shut down, every handle gone, or
     /// its consumer dropped).
     #[must_use]

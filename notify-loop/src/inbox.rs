@@ -233,6 +233,11 @@ impl Inbox {
         }
     }
 
+    /// How many notifications are live (see [`LoopHandle::live`](crate::LoopHandle::live)).
+    pub(crate) fn live(&self) -> usize {
+        self.lock().decider.live
+    }
+
     /// Whether deliveries answer `Stopped(Exited)` now.
     pub(crate) fn is_closed(&self) -> bool {
         let state = self.lock();

@@ -440,3 +440,51 @@ async fn zero_capacity_holds_only_seeded() {
     assert_eq!(recv_ack(&mut consumer, 1).await, ids(&seeded));
     check(&handle, &[(&owner.note(), FULL), (&seeded[0], DUPLICATE)]).await;
 }
+
+/// `live` counts what the consumer still has to acknowledge: seeds once each (a
+/// refused or repeated seed not at all), accepted deliveries (not duplicates nor
+/// refusals), whether queued, handed out or put back; an `ack` takes one off, also
+/// after a shutdown; a dropped consumer leaves the rest counted.
+#[tokio::test(start_paused = true)]
+async fn live_counts_what_is_left_to_acknowledge() {
+    let owner = Owner::new();
+    let seeded = owner.notes(2);
+    let mut misaddressed = owner.note().into_notification();
+    misaddressed.loop_id = LoopId::new();
+    let mut seed = seeded.clone();
+    seed.push(ProcessNotification::new(misaddressed));
+    seed.push(seeded[0].clone());
+    let (handle, mut consumer) = spawn(owner.config().capacity(4).seed(seed));
+    assert_eq!(
+        handle.live(),
+        2,
+        "two seeds, a refused and a repeated one skipped"
+    );
+
+    let notes = owner.notes(3);
+    check(
+        &handle,
+        &[
+            (&notes[0], ACCEPTED),
+            (&notes[0], DUPLICATE),
+            (&seeded[1], DUPLICATE),
+            (&notes[1], ACCEPTED),
+            (&notes[2], FULL),
+        ],
+    )
+    .await;
+    assert_eq!(handle.live(), 4);
+
+    let received = consumer.recv().await.expect("live");
+    assert_eq!(handle.live(), 4, "handed out, not released");
+    drop(received);
+    assert_eq!(handle.live(), 4, "put back");
+    recv_ack(&mut consumer, 1).await;
+    assert_eq!(handle.live(), 3);
+
+    handle.shutdown().await;
+    recv_ack(&mut consumer, 1).await;
+    assert_eq!(handle.live(), 2, "released after the shutdown");
+    drop(consumer);
+    assert_eq!(handle.live(), 2, "never released");
+}

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use notify_journal::{PgJournal, PgOptions};
+use notify_session::PgAck;
 use tokio_postgres::NoTls;
 
 mod txack_support;
@@ -77,15 +78,17 @@ fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) ->
                 if tx {
                     let id = *received.command_id().as_uuid();
                     let t = client.transaction().await.unwrap();
-                    t.execute(
-                        "INSERT INTO conversation (id, body) VALUES ($1, 'build exited')",
-                        &[&id],
-                    )
-                    .await
-                    .unwrap();
-                    let pending = received.ack_in_pg(&journal, &t).await.unwrap();
-                    t.commit().await.unwrap();
-                    pending.committed().await.unwrap();
+                    // The consumption first: it says whether to write.
+                    if let PgAck::Write(pending) = received.ack_in_pg(&journal, &t).await.unwrap() {
+                        t.execute(
+                            "INSERT INTO conversation (id, body) VALUES ($1, 'build exited')",
+                            &[&id],
+                        )
+                        .await
+                        .unwrap();
+                        t.commit().await.unwrap();
+                        pending.committed().await.unwrap();
+                    }
                 } else {
                     received.ack().await.unwrap();
                 }

@@ -48,7 +48,9 @@ impl SessionConsumer {
     /// left, or once the session has [ended](crate::Session::end) (what was still live then
     /// is consumed or abandoned on the record, and never delivered), or once an end
     /// began abandoning, even one that then failed (see
-    /// [`Session::end`](crate::Session::end)).
+    /// [`Session::end`](crate::Session::end)), or once a host runtime serving the
+    /// session stopped serving it here or its lease is past its deadline (another
+    /// host may be redelivering it: nothing is handed out here any more).
     ///
     /// # Cancel safety
     ///

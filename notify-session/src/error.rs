@@ -105,15 +105,6 @@ pub enum AckError {
         /// The lease holder that took the session over, when known.
         owner: Option<notify_types::Uuid>,
     },
-    /// `PgAckPending::committed` was called but no successful outcome of the
-    /// handed-out statement was recorded (never answered, or the answer was an
-    /// error): nothing is known to be journaled, so the notification stays held and
-    /// is handed to the consumer again.
-    #[error("no journaled outcome was recorded for session {session_id}'s acknowledgement")]
-    NotAnswered {
-        /// The session.
-        session_id: SessionId,
-    },
 }
 
 /// Why a transactional acknowledgement (`SessionReceived::ack_with` on redb,

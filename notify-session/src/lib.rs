@@ -93,10 +93,38 @@ mod txack;
 #[cfg(feature = "postgres")]
 mod txack_pg;
 
-/// The README's usage example, compiled and run as a doctest.
+/// The README's usage example and every guide page (`docs/*.md`): their Rust examples
+/// are compiled (and run, unless marked `no_run`) as doctests, where they are read.
+/// A new page goes in this list.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
+pub mod guide_doctests {
+    #[doc = include_str!("../../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../../docs/benchmarks.md")]
+    pub struct Benchmarks;
+    #[doc = include_str!("../../docs/concepts.md")]
+    pub struct Concepts;
+    #[doc = include_str!("../../docs/development.md")]
+    pub struct Development;
+    #[doc = include_str!("../../docs/effectively-once.md")]
+    pub struct EffectivelyOnce;
+    #[doc = include_str!("../../docs/hosts.md")]
+    pub struct Hosts;
+    #[doc = include_str!("../../docs/integrity.md")]
+    pub struct Integrity;
+    #[doc = include_str!("../../docs/limits.md")]
+    pub struct Limits;
+    #[doc = include_str!("../../docs/metrics.md")]
+    pub struct Metrics;
+    #[doc = include_str!("../../docs/operating.md")]
+    pub struct Operating;
+    #[doc = include_str!("../../docs/postgres-deployment.md")]
+    pub struct PostgresDeployment;
+    #[doc = include_str!("../../docs/retention.md")]
+    pub struct Retention;
+    #[doc = include_str!("../../docs/when-to-use.md")]
+    pub struct WhenToUse;
+}
 
 pub use notify_journal;
 pub use notify_loop;
@@ -119,7 +147,7 @@ pub use supervisor::{
     ProcessOutcome, ProcessSpec, StopSignal, SuperviseError, SupervisedProcess, Supervisor,
 };
 #[cfg(feature = "postgres")]
-pub use txack_pg::PgAckPending;
+pub use txack_pg::{PgAck, PgAckPending, PgAckStatement};
 
 pub mod prelude {
     //! What a session user needs, in one import: `use notify_session::prelude::*;`.

@@ -152,7 +152,6 @@ impl Session {
         loops.insert(loop_id, LoopEntry::Native(handle));
         drop(loops);
         crate::metrics::redelivered(seeded);
-        self.shared.handed(seeded as u64);
         Ok(SessionConsumer::new(
             Arc::clone(&self.shared),
             loop_id,
@@ -193,6 +192,8 @@ impl Session {
         match entry {
             Some(LoopEntry::Native(handle)) => {
                 handle.shutdown().await;
+                // Its consumer may still acknowledge what it holds: still pending.
+                self.shared.retire(handle);
                 true
             }
             Some(LoopEntry::Foreign) => true,
@@ -372,10 +373,7 @@ impl Session {
         let delivery = handle.deliver(command).await;
         drop(gate);
         match delivery {
-            Delivery::Accepted => {
-                self.shared.handed(1);
-                Ok(Notified::Accepted)
-            }
+            Delivery::Accepted => Ok(Notified::Accepted),
             Delivery::Duplicate => Ok(Notified::Duplicate),
             Delivery::Stopped(cause) => Err(NotifyError::DeliveryStopped {
                 loop_id: handle.loop_id(),

@@ -3,8 +3,8 @@
 //! its consumers work through it, so neither needs the other.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use notify_journal::{AppendError, AppendOutcome, JournalBackend};
 use notify_loop::LoopHandle;
@@ -42,6 +42,14 @@ pub enum Published {
     },
 }
 
+/// A host runtime's placement of a session on this process: whether it may still
+/// serve the session now.
+pub(crate) trait Placement: Send + Sync {
+    /// Whether this placement still holds the session's lease here, its deadline
+    /// ahead.
+    fn serving(&self) -> bool;
+}
+
 /// One session's shared state.
 pub(crate) struct Shared {
     pub(crate) id: SessionId,
@@ -71,12 +79,14 @@ pub(crate) struct Shared {
     host_stopped: AtomicBool,
     /// The lease holder that took the session over, when the host knows it.
     new_owner: Mutex<Option<Uuid>>,
-    /// Whether a host runtime serves the session (its appends go through the host's
-    /// fence): a fenced append then means "not the owner".
-    hosted: AtomicBool,
-    /// Notifications handed to this session's loops here (seeded or accepted) and not
-    /// yet acknowledged through it: what a host's status reports as pending.
-    pending: AtomicU64,
+    /// The host runtime's placement, when one serves the session (its appends go
+    /// through that placement's fence): a fenced append then means "not the owner",
+    /// and consumers receive nothing once the placement no longer serves.
+    hosted: OnceLock<Arc<dyn Placement>>,
+    /// Native loops removed from the registry while notifications were still live in
+    /// them (their consumers may still acknowledge those): counted as pending until
+    /// they are released. Never held across an `.await`.
+    retired: Mutex<Vec<LoopHandle>>,
 }
 
 impl Shared {
@@ -93,33 +103,59 @@ impl Shared {
             sealed: AtomicBool::new(false),
             host_stopped: AtomicBool::new(false),
             new_owner: Mutex::new(None),
-            hosted: AtomicBool::new(false),
-            pending: AtomicU64::new(0),
+            hosted: OnceLock::new(),
+            retired: Mutex::new(Vec::new()),
         }
     }
 
-    /// Notifications handed to the loops here and not yet acknowledged.
+    /// Notifications handed to the loops here (seeded or accepted) and not yet
+    /// released: what a host's status reports as pending. Read from the loops' own
+    /// live sets, so every path that releases one (a plain or transactional
+    /// acknowledgement, new or a retry of a journaled one) is counted by the same
+    /// release, and a seed the loop skipped never is. None once the session has ended
+    /// (each was consumed or abandoned on the record) or its host stopped serving it
+    /// here (the next owner's restore hands them back).
     pub(crate) fn pending(&self) -> u64 {
-        self.pending.load(Ordering::Relaxed)
+        if self.is_ended() || self.host_stopped.load(Ordering::Acquire) {
+            return 0;
+        }
+        let registered: usize = self
+            .loops
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|entry| match entry {
+                LoopEntry::Native(handle) => handle.live(),
+                LoopEntry::Foreign => 0,
+            })
+            .sum();
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        retired.retain(|handle| handle.live() > 0);
+        let retired: usize = retired.iter().map(LoopHandle::live).sum();
+        (registered + retired) as u64
     }
 
-    /// `n` more notifications handed to the loops (seeded or accepted).
-    pub(crate) fn handed(&self, n: u64) {
-        self.pending.fetch_add(n, Ordering::Relaxed);
+    /// Keeps counting what `handle`, a native loop just removed from the registry,
+    /// still holds (its consumer may acknowledge it yet).
+    pub(crate) fn retire(&self, handle: LoopHandle) {
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        retired.retain(|handle| handle.live() > 0);
+        if handle.live() > 0 {
+            retired.push(handle);
+        }
     }
 
-    /// Marks the session as served by a host runtime (before anyone else sees it).
-    pub(crate) fn mark_hosted(&self) {
-        self.hosted.store(true, Ordering::Release);
+    /// Marks the session as served by a host runtime under `placement` (before
+    /// anyone else sees it).
+    pub(crate) fn mark_hosted(&self, placement: Arc<dyn Placement>) {
+        let _ = self.hosted.set(placement);
     }
 
     /// What a fenced append of a hosted session answers: the host's stop, or (the
     /// fence refused before the host stopped the session) "not the owner" with the
     /// owner unknown. `None` for a session no host runs.
     pub(crate) fn not_owner(&self) -> Option<Option<Uuid>> {
-        if !self.hosted.load(Ordering::Acquire) {
-            return None;
-        }
+        self.hosted.get()?;
         Some(self.stopped_by_host().flatten())
     }
 
@@ -151,17 +187,26 @@ impl Shared {
         self.host_stopped.store(true, Ordering::Release);
     }
 
+    /// The new owner of a session its host stopped, learnt after the stop: every
+    /// `NotOwner` answer names it from here on.
+    pub(crate) fn learn_owner(&self, owner: Uuid) {
+        *self.new_owner.lock().unwrap_or_else(|p| p.into_inner()) = Some(owner);
+    }
+
     /// Whether the session has ended.
     pub(crate) fn is_ended(&self) -> bool {
         self.ended.load(Ordering::Acquire)
     }
 
     /// Whether consumers may still receive: not once the session ended, nor once an
-    /// end began abandoning, nor once its host stopped serving it.
+    /// end began abandoning, nor once its host stopped serving it or its placement's
+    /// lease is past its deadline (the host stops it then; another host may already
+    /// be redelivering what this one would hand out).
     pub(crate) fn delivers(&self) -> bool {
         !self.is_ended()
             && !self.sealed.load(Ordering::Acquire)
             && !self.host_stopped.load(Ordering::Acquire)
+            && self.hosted.get().is_none_or(|p| p.serving())
     }
 
     /// Marks the session ended. Only `Session::end` calls it, with the end gate's write
@@ -238,13 +283,6 @@ impl Shared {
             None => 0,
         };
         drop(gate);
-        if matches!(event, SessionEvent::NotificationConsumed(_)) {
-            let _ = self
-                .pending
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                    Some(n.saturating_sub(1))
-                });
-        }
         // No subscribers is a normal state, not an error.
         let _ = self.events.send(event);
         Ok(Published::New { seq })

@@ -2,18 +2,21 @@
 //! process the only writer, a host adopts every live session in the file as it
 //! starts (up to its capacity), seeds each from its restore report, and serves it;
 //! a transactional acknowledgement after the host released its session answers
-//! `NotOwner` and commits nothing (neither the consumption nor the application's rows).
+//! `NotOwner` and commits nothing (neither the consumption nor the application's rows);
+//! the host's polls read no session's state (an ended session's damaged row stops
+//! none of them).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod host_support;
 
 use std::sync::Arc;
 
-use host_support::{OneLoop, Seen, next_seen, notification, start_host};
+use host_support::{OneLoop, Seen, adopting_host, next_seen, notification, start_host};
 use notify_journal::AppTableError;
-use notify_journal::{RedbJournal, RedbOptions};
+use notify_journal::{JournalRead, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 use notify_loop::LoopConfig;
 use notify_session::{AckError, IfPending, Session, StopReason, TxAckError, restore};
+use notify_testkit::tamper;
 use notify_types::{LoopId, Notified, SessionId};
 
 /// Writes `n` unacknowledged notifications to a new session through a plain session.
@@ -153,5 +156,66 @@ async fn a_transactional_ack_after_the_host_released_the_session_is_not_owner_an
     assert_eq!(rows, 0, "the application's write rolled back");
     let report = restore(id, journal.as_ref()).await.unwrap();
     assert_eq!(report.pending_count(), 1, "nothing acknowledged");
+    host.shutdown().await.unwrap();
+}
+
+/// An ended session whose state row is damaged (the probe: a poll that reads it
+/// fails; the background scrub, which would poison the journal, is off), and a live
+/// session written (without a lease) after the host started: the host's polls read no
+/// session's state row, so the damaged one fails none of them, and the live session
+/// is adopted.
+///
+/// On the code before the fix every poll read the state of every session in the file:
+/// the damaged row failed each listing (`Corrupt`), and the live session was never
+/// adopted.
+#[tokio::test]
+async fn the_hosts_polls_read_no_sessions_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.redb");
+    let loop_id = LoopId::new();
+    let damaged = {
+        let journal = Arc::new(RedbJournal::open(&path, RedbOptions::default()).unwrap());
+        for _ in 0..3 {
+            let id = live_session(&journal, loop_id, 1).await;
+            Session::new(id, Arc::clone(&journal))
+                .end(IfPending::Abandon)
+                .await
+                .unwrap();
+        }
+        let damaged = live_session(&journal, loop_id, 1).await;
+        Session::new(damaged, Arc::clone(&journal))
+            .end(IfPending::Abandon)
+            .await
+            .unwrap();
+        journal.close();
+        damaged
+    };
+    tamper::with_txn(&path, |txn| {
+        let mut rows = txn
+            .open_table(tamper::SESSIONS)
+            .map_err(|e| tamper::TamperError::new(format!("open sessions: {e}")))?;
+        rows.insert(damaged.as_uuid().as_u128(), &[0u8; 70][..])
+            .map_err(|e| tamper::TamperError::new(format!("damage row: {e}")))?;
+        Ok(())
+    })
+    .unwrap();
+
+    let options = RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off);
+    let journal = Arc::new(RedbJournal::open(&path, options).unwrap());
+    assert!(journal.session_state(damaged).await.is_err());
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = adopting_host(
+        Arc::clone(&journal),
+        std::time::Duration::from_millis(50),
+        |h| h.app(app),
+    )
+    .await;
+    let later = live_session(&journal, loop_id, 2).await;
+    match next_seen(&mut seen).await {
+        Seen::Started {
+            session, seeded, ..
+        } => assert_eq!((session, seeded), (later, 2)),
+        Seen::Stopped { session, why } => panic!("{session} stopped: {why}"),
+    }
     host.shutdown().await.unwrap();
 }

@@ -2,24 +2,26 @@
 //! keeper stopped an ended session answers the ended path (not `NotOwner`), a shutdown
 //! grace of `Duration::MAX` means "as long as it takes", a second, concurrent
 //! shutdown returns only once the first has finished, and a stop hanging past the
-//! grace does not hold shutdown, nor one of the adopter's opens outlive it. Waits are bounded by a generous timeout that turns a
-//! hang into a failure (never a timing assertion).
+//! grace does not hold shutdown, nor one of the adopter's opens outlive it; many
+//! sessions are all stopped (told and released) within the grace; a stale handle
+//! cannot end the session under its next placement. Waits are bounded by a generous
+//! timeout that turns a hang into a failure (never a timing assertion).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod host_support;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use host_support::{
     Counting, OneLoop, Seen, WAIT, adopting_host, ended_with_one_received, next_seen, notification,
     opening_host, stop_of,
 };
-use notify_journal::{RedbJournal, RedbOptions};
-use notify_session::{AckError, StopReason, TxAckError};
+use notify_journal::{AppendError, JournalRead, RedbJournal, RedbOptions, SessionState};
+use notify_session::{AckError, EndError, IfPending, StopReason, TxAckError};
 use notify_testkit::MemoryJournal;
-use notify_types::{LoopId, SessionId};
+use notify_types::{LoopId, Notified, SessionId};
 
 /// A notification received before the session ended, acknowledged after the keeper
 /// gave the ended session up: the answer is the ended path's (`SessionEnded`: it was
@@ -153,11 +155,13 @@ struct Hanging {
     dropped: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Sets the flag when dropped.
+/// Sets the flag when dropped, 50 ms after the drop began (a future whose drop takes
+/// a while: an abort only requested is not over by the time shutdown returns).
 struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
 
 impl Drop for DropFlag {
     fn drop(&mut self) {
+        std::thread::sleep(Duration::from_millis(50));
         self.0.store(true, Ordering::SeqCst);
     }
 }
@@ -182,9 +186,12 @@ impl notify_session::HostApp for Hanging {
 
 /// An adoption whose `started` hangs past the grace: when shutdown returns, the open
 /// has been aborted and awaited (its `started` dropped), not merely asked to abort.
-/// (A guard: on a current-thread runtime the earlier code also passed it, the
-/// requested abort landing while shutdown awaited its later steps.)
-#[tokio::test]
+/// On a multi-thread runtime, with a drop that takes a while, the code before
+/// shutdown awaited the adopter's opens (they ran in a `JoinSet` inside the adopter,
+/// whose abort only requested theirs) fails it: shutdown returned before the drop was
+/// over. (On a current-thread runtime it passed, the requested abort landing while
+/// shutdown awaited its later steps.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_awaits_the_adopters_open_it_aborts() {
     let journal = MemoryJournal::new().with_lease_duration(Duration::from_secs(6));
     let (entered, mut entering) = tokio::sync::mpsc::unbounded_channel();
@@ -218,4 +225,102 @@ async fn shutdown_awaits_the_adopters_open_it_aborts() {
         dropped.load(Ordering::SeqCst),
         "shutdown returned while the adopter's open was still running"
     );
+}
+
+/// An application that registers one loop per session (kept running) and counts the
+/// stops it was told of.
+struct CountingStops {
+    loop_id: LoopId,
+    stops: Arc<AtomicUsize>,
+}
+
+impl notify_session::HostApp for CountingStops {
+    fn started<'a>(
+        &'a self,
+        session: &'a notify_session::Session,
+        _report: notify_session::RestoreReport,
+    ) -> notify_journal::BoxFuture<'a, Result<(), notify_session::AppError>> {
+        Box::pin(async move {
+            let consumer =
+                session.register_loop(notify_loop::LoopConfig::new(session.id(), self.loop_id))?;
+            std::mem::forget(consumer);
+            Ok(())
+        })
+    }
+
+    fn stopped(&self, _session: SessionId, why: StopReason) {
+        assert_eq!(why, StopReason::ShutDown);
+        self.stops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// 200 sessions, each release a 5 ms round trip, a grace of 300 ms: every session is
+/// told stopped and has its release tried within the grace.
+///
+/// On the code before the fix the stops ran one after another: 60 sessions were
+/// stopped within the grace, the other 140 were never told and their leases were
+/// left to expire.
+#[tokio::test(start_paused = true)]
+async fn shutdown_stops_every_one_of_many_sessions_within_the_grace() {
+    let journal = Arc::new(Counting::new(Arc::new(
+        MemoryJournal::new().with_lease_duration(Duration::from_secs(6)),
+    )));
+    let stops = Arc::new(AtomicUsize::new(0));
+    let app = CountingStops {
+        loop_id: LoopId::new(),
+        stops: Arc::clone(&stops),
+    };
+    let host = opening_host(Arc::clone(&journal), |h| {
+        h.shutdown_grace(Duration::from_millis(300)).app(app)
+    })
+    .await;
+    for _ in 0..200 {
+        host.open(SessionId::new()).await.unwrap();
+    }
+    journal.release_delay_ms.store(5, Ordering::SeqCst);
+    host.shutdown().await.unwrap();
+    assert_eq!(
+        (
+            stops.load(Ordering::SeqCst),
+            journal.releases.load(Ordering::SeqCst)
+        ),
+        (200, 200),
+        "(stops told, releases tried) of 200 sessions"
+    );
+}
+
+/// A handle from the session's first placement, after the host released the session
+/// and opened it again: ending through it is refused (nothing written), and the
+/// session goes on under its new placement.
+///
+/// On the code before the fix the fence knew only the session's ID: the stale
+/// handle's end was journaled, ending the session its new placement serves.
+#[tokio::test]
+async fn a_stale_handle_cannot_end_the_session_under_its_next_placement() {
+    let journal = MemoryJournal::new().with_lease_duration(Duration::from_secs(6));
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = opening_host(Arc::new(journal.clone()), |h| h.app(app)).await;
+    let id = SessionId::new();
+    let stale = host.open(id).await.unwrap();
+    let _first = next_seen(&mut seen).await;
+    host.release(id).await.unwrap();
+    assert_eq!(stop_of(&mut seen, id).await, StopReason::Released);
+    let current = host.open(id).await.unwrap();
+    let _second = next_seen(&mut seen).await;
+
+    let ended = stale.end(IfPending::Abandon).await;
+    assert!(
+        matches!(
+            ended,
+            Err(EndError::Journal(AppendError::Fenced { session })) if session == id
+        ),
+        "{ended:?}"
+    );
+    assert_eq!(journal.session_state(id).await.unwrap(), SessionState::Live);
+    let answer = current
+        .notify_process_completion(notification(id, loop_id))
+        .await;
+    assert_eq!(answer.unwrap(), Notified::Accepted);
+    host.shutdown().await.unwrap();
 }

@@ -48,7 +48,7 @@ use notify_types::{
 const ROLE_VAR: &str = "NS_FAILOVER_ROLE";
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SCHEMA: &str = "ns_failover_tests_v8";
+const SCHEMA: &str = "ns_failover_tests_v9";
 /// Short, so B's wait is short; A renews it six times per lease.
 const LEASE: Duration = Duration::from_secs(3);
 /// Bounds every wait on the child (never a timing assertion: hitting it fails).

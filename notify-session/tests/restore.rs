@@ -239,7 +239,7 @@ async fn crash_between_append_and_dispatch_on_the_postgres_journal() {
     };
     // Named for the journal schema version: builds at different versions sharing a
     // test database never meet (and refuse) each other's tables.
-    let options = PgOptions::default().schema("notify_session_tests_v8");
+    let options = PgOptions::default().schema("notify_session_tests_v9");
     let first = PgJournal::connect(&url, options.clone()).await.unwrap();
     crash_between_append_and_dispatch(Arc::new(first), || async move {
         Arc::new(PgJournal::connect(&url, options).await.unwrap()) as Arc<dyn JournalBackend>

@@ -4,8 +4,10 @@
 //! `SessionReceived::ack_in_pg`, half through the handed-out statement of
 //! `pg_ack_statement` run by a plain tokio-postgres client, standing in for another
 //! driver), while a notifier keeps notifying; killed with SIGKILL at random points over
-//! and over. Afterwards the table holds exactly one row per notification the journal
-//! records as consumed: none twice, none missing.
+//! and over, each kill proven to land mid-work. Afterwards the table holds exactly one
+//! row per notification the journal records as consumed: none twice, none missing. A
+//! final phase restores: what it hands back is exactly what was journaled and not
+//! consumed; drained, the table holds one row per journaled notification.
 //!
 //! The same consumer with a plain `ack` after a separate committed insert shows the
 //! duplicates at-least-once allows: printed, not a failure.
@@ -23,13 +25,13 @@ use std::time::Duration;
 
 use notify_journal::{PgJournal, PgOptions};
 use notify_loop::LoopConfig;
-use notify_session::{Session, SessionConsumer, restore};
+use notify_session::{PgAck, Session, SessionConsumer, SessionReceived, restore};
 use notify_testkit::kill;
 use notify_testkit::postgres::database_url;
 use notify_types::{CommandId, ProcessCompletionNotification, Uuid};
 use txack_kill_support::{
-    Fixed, assert_exactly_once, at_least_once, child_runtime, journaled, kill_rounds,
-    restored_with_a_notifier, say_acked,
+    Fixed, assert_drained_to_one_row_each, assert_exactly_once, at_least_once, child_runtime,
+    journaled, kill_rounds, restored_for_the_final_drain, restored_with_a_notifier, say_acked,
 };
 
 const CHILD_SCHEMA: &str = "NOTIFY_TXACK_PG_CHILD_SCHEMA";
@@ -86,35 +88,77 @@ fn txack_pg_kill_child() {
             let id = *received.command_id().as_uuid();
             i += 1;
             if mode == "plain" {
-                app.execute(&insert, &[&id]).await.unwrap();
-                received.ack().await.unwrap();
+                consume_plain(&app, &insert, received).await;
             } else {
-                let tx = app.transaction().await.unwrap();
-                tx.execute(&insert, &[&id]).await.unwrap();
-                let pending = if i.is_multiple_of(2) {
-                    received.ack_in_pg(&journal, &tx).await.unwrap()
-                } else {
-                    // Another driver's path: the statement and its parameters.
-                    let mut pending = received.pg_ack_statement(&journal).unwrap();
-                    let st = pending.statement().unwrap().clone();
-                    let row = tx.query_one(&st.sql, &st.params()).await.unwrap();
-                    pending.answer(row.get(0), row.get(1)).unwrap();
-                    pending
-                };
-                tx.commit().await.unwrap();
-                pending.committed().await.unwrap();
+                consume_tx(&mut app, &journal, &insert, received, i.is_multiple_of(2)).await;
             }
             say_acked(id.as_u128());
         }
     });
 }
 
-/// Runs `kills` killed children in a fresh schema; what the children acknowledged,
-/// what the journal records as consumed, and the table's rows afterwards.
-async fn story(url: &str, mode: &str, kills: u64) -> (HashSet<u128>, HashSet<u128>, Vec<u128>) {
+/// The transactional consumer: the acknowledgement first (through `ack_in_pg`, or the
+/// handed-out statement run by the plain client as another driver would), then its
+/// row only if it says to write, in one transaction.
+async fn consume_tx(
+    app: &mut tokio_postgres::Client,
+    journal: &PgJournal,
+    insert: &str,
+    received: SessionReceived,
+    statement: bool,
+) {
+    let id = *received.command_id().as_uuid();
+    let tx = app.transaction().await.unwrap();
+    let ack = if statement {
+        let statement = received.pg_ack_statement(journal).unwrap();
+        let st = statement.statement().clone();
+        let row = tx.query_one(&st.sql, &st.params()).await.unwrap();
+        statement.answer(row.get(0), row.get(1)).await.unwrap()
+    } else {
+        received.ack_in_pg(journal, &tx).await.unwrap()
+    };
+    if let PgAck::Write(pending) = ack {
+        tx.execute(insert, &[&id]).await.unwrap();
+        tx.commit().await.unwrap();
+        pending.committed().await.unwrap();
+    }
+}
+
+/// The plain consumer: its row committed on its own, then a plain ack.
+async fn consume_plain(app: &tokio_postgres::Client, insert: &str, received: SessionReceived) {
+    let id = *received.command_id().as_uuid();
+    app.execute(insert, &[&id]).await.unwrap();
+    received.ack().await.unwrap();
+}
+
+/// The application's rows in `schema`.
+async fn rows(admin: &tokio_postgres::Client, schema: &str) -> Vec<u128> {
+    admin
+        .query(&format!("SELECT command FROM \"{schema}\".app_rows"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, Uuid>(0).as_u128())
+        .collect()
+}
+
+/// What one story left: what the children acknowledged, what the journal records as
+/// consumed and the rows, after the kills; then, after the final drain, the
+/// notifications journaled and the rows.
+struct Story {
+    acked: HashSet<u128>,
+    consumed: HashSet<u128>,
+    rows: Vec<u128>,
+    notified: HashSet<u128>,
+    rows_after_drain: Vec<u128>,
+}
+
+/// Runs `kills` killed children in a fresh schema, then the final phase: restore hands
+/// back exactly what was journaled and not consumed, and the mode's consumer drains it.
+async fn story(url: &str, mode: &str, kills: u64) -> Story {
     let mut seed = kill::seed("NOTIFY_TXACK_PG_KILL_SEED");
     let schema = format!("txack_kill_{mode}_{}", Uuid::new_v4().simple());
-    let admin = client(url).await;
+    let mut admin = client(url).await;
     // The journal's tables first (the connect migrates), then the application's.
     journal(url, &schema).await.close().await;
     admin
@@ -138,21 +182,39 @@ async fn story(url: &str, mode: &str, kills: u64) -> (HashSet<u128>, HashSet<u12
     })
     .await
     .unwrap();
-    let journal = journal(url, &schema).await;
-    let (_, consumed) = journaled(&journal, fixed().session).await;
+    let journal = Arc::new(journal(url, &schema).await);
+    let (_, consumed) = journaled(journal.as_ref(), fixed().session).await;
+    let rows_after_kills = rows(&admin, &schema).await;
+
+    let (session, mut consumer, left, notified) =
+        restored_for_the_final_drain(fixed(), Arc::clone(&journal)).await;
+    let insert = format!("INSERT INTO \"{schema}\".app_rows (command) VALUES ($1)");
+    for i in 0..left {
+        let received = consumer.recv().await.unwrap();
+        if mode == "plain" {
+            consume_plain(&admin, &insert, received).await;
+        } else {
+            consume_tx(&mut admin, &journal, &insert, received, i % 2 == 1).await;
+        }
+    }
+    drop((consumer, session));
+    let rows_after_drain = rows(&admin, &schema).await;
+    if mode != "plain" {
+        assert_drained_to_one_row_each(journal.as_ref(), fixed(), &notified, &rows_after_drain)
+            .await;
+    }
     journal.close().await;
-    let rows: Vec<u128> = admin
-        .query(&format!("SELECT command FROM \"{schema}\".app_rows"), &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<_, Uuid>(0).as_u128())
-        .collect();
     admin
         .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
         .await
         .unwrap();
-    (acked, consumed, rows)
+    Story {
+        acked,
+        consumed,
+        rows: rows_after_kills,
+        notified,
+        rows_after_drain,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,12 +222,15 @@ async fn transactional_acks_leave_exactly_one_row_per_consumed_notification_acro
     let Some(url) = harness_url() else {
         return;
     };
-    let (acked, consumed, rows) = story(&url, "tx", TX_KILLS).await;
-    assert_exactly_once(&acked, &consumed, &rows);
+    let story = story(&url, "tx", TX_KILLS).await;
+    assert_exactly_once(&story.acked, &story.consumed, &story.rows);
     eprintln!(
-        "postgres transactional ack: {TX_KILLS} kills, {} consumed, {} rows, 0 duplicates",
-        consumed.len(),
-        rows.len()
+        "postgres transactional ack: {TX_KILLS} kills, {} consumed, {} rows, 0 duplicates; \
+         after the final drain {} journaled, {} rows",
+        story.consumed.len(),
+        story.rows.len(),
+        story.notified.len(),
+        story.rows_after_drain.len()
     );
 }
 
@@ -174,13 +239,15 @@ async fn plain_acks_after_a_separate_write_allow_duplicates_across_sigkills() {
     let Some(url) = harness_url() else {
         return;
     };
-    let (acked, consumed, rows) = story(&url, "plain", PLAIN_KILLS).await;
-    let duplicates = at_least_once(&acked, &consumed, &rows);
+    let story = story(&url, "plain", PLAIN_KILLS).await;
+    let duplicates = at_least_once(&story.acked, &story.consumed, &story.rows);
+    // Drained, every journaled notification has its row (at least once).
+    at_least_once(&story.notified, &story.notified, &story.rows_after_drain);
     eprintln!(
         "postgres plain ack after a separate write: {PLAIN_KILLS} kills, {} consumed, {} rows, \
          {duplicates} duplicate rows (at-least-once)",
-        consumed.len(),
-        rows.len()
+        story.consumed.len(),
+        story.rows.len()
     );
 }
 
@@ -237,10 +304,12 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
 
     let received = consumer.recv().await.unwrap();
     let tx = app.transaction().await.unwrap();
+    let PgAck::Write(pending) = received.ack_in_pg(&journal, &tx).await.unwrap() else {
+        panic!("a new consumption answered AlreadyConsumed");
+    };
     tx.execute(&insert, &[n.command_id.as_uuid()])
         .await
         .unwrap();
-    let pending = received.ack_in_pg(&journal, &tx).await.unwrap();
     tx.rollback().await.unwrap();
     drop(pending);
     let received = consumer.recv().await.unwrap();
@@ -249,10 +318,12 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
     assert_eq!(report.pending_count(), 1, "nothing acknowledged");
 
     let tx = app.transaction().await.unwrap();
+    let PgAck::Write(pending) = received.ack_in_pg(&journal, &tx).await.unwrap() else {
+        panic!("a rolled-back consumption answered AlreadyConsumed");
+    };
     tx.execute(&insert, &[n.command_id.as_uuid()])
         .await
         .unwrap();
-    let pending = received.ack_in_pg(&journal, &tx).await.unwrap();
     tx.commit().await.unwrap();
     pending.committed().await.unwrap();
     let report = restore(fixed().session, journal.as_ref()).await.unwrap();
@@ -273,11 +344,11 @@ async fn a_rolled_back_transaction_keeps_the_notification_and_a_committed_one_re
         .unwrap();
 }
 
-/// A handed-out statement whose successful row was never recorded (not answered, or
-/// answered with an error) is not released by `committed`: the notification stays
-/// held and is handed to the consumer again.
+/// A handed-out statement dropped unanswered, or answered with a refusal, releases
+/// nothing: the notification is handed to the consumer again, and nothing is
+/// acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn committed_without_a_recorded_outcome_keeps_the_notification() {
+async fn an_unanswered_or_refused_statement_keeps_the_notification() {
     let Some(url) = harness_url() else {
         return;
     };
@@ -291,32 +362,16 @@ async fn committed_without_a_recorded_outcome_keeps_the_notification() {
 
     // Never answered.
     let received = consumer.recv().await.unwrap();
-    let pending = received.pg_ack_statement(&journal).unwrap();
-    let err = pending.committed().await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            notify_session::TxAckError::Ack(notify_session::AckError::NotAnswered { .. })
-        ),
-        "{err:?}"
-    );
+    drop(received.pg_ack_statement(&journal).unwrap());
     let received = tokio::time::timeout(Duration::from_secs(60), consumer.recv())
         .await
         .expect("handed again")
         .unwrap();
     assert_eq!(received.command_id(), n.command_id, "handed again");
 
-    // Answered with an error row: still not releasable.
-    let mut pending = received.pg_ack_statement(&journal).unwrap();
-    assert!(pending.answer(i16::MAX, -1).is_err());
-    let err = pending.committed().await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            notify_session::TxAckError::Ack(notify_session::AckError::NotAnswered { .. })
-        ),
-        "{err:?}"
-    );
+    // Answered with an error row: refused, handed again.
+    let statement = received.pg_ack_statement(&journal).unwrap();
+    assert!(statement.answer(i16::MAX, -1).await.is_err());
     let received = tokio::time::timeout(Duration::from_secs(60), consumer.recv())
         .await
         .expect("handed again")

@@ -14,7 +14,7 @@ use notify_journal::{PgJournal, PgOptions};
 /// (and concurrent test processes) can share it.
 // Named for the journal schema version: builds at different versions sharing a test
 // database never meet (and refuse) each other's tables.
-const SCHEMA: &str = "nj_conformance_v8";
+const SCHEMA: &str = "nj_conformance_v9";
 
 /// Connects, or returns `None` after saying plainly that the suite is skipped.
 #[expect(

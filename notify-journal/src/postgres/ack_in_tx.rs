@@ -174,8 +174,9 @@ impl PgJournal {
     /// a fenced or ended session and the numbering are judged as for any append.
     ///
     /// The append locks the session's row until `tx` ends: the journal's other appends
-    /// to that session wait for it, so keep the transaction short. On an error, roll
-    /// `tx` back.
+    /// to that session wait for it, and so does a takeover of the session's lease
+    /// (the lease row is locked `FOR KEY SHARE`; renewals are not held up), so keep
+    /// the transaction short. On an error, roll `tx` back.
     ///
     /// # Cancel safety
     ///

@@ -1,6 +1,9 @@
-//! Leases: a writer's epoch-fenced claim on a session, kept in the session's row;
-//! [`PgJournal`]'s [`JournalLeases`] implementation. The statements run on the lease
-//! connection (`lease_conn.rs`); lease changes are heard on a `LISTEN` connection
+//! Leases: a writer's epoch-fenced claim on a session, kept in the session's row of
+//! the `leases` table (schema version 9, `migration_9.rs`: appends lock it
+//! `FOR KEY SHARE`, renewals update it beside them, acquire and release lock it
+//! `FOR UPDATE`); [`PgJournal`]'s [`JournalLeases`] implementation. Renewals and lease
+//! reads run on the renewal connection, acquire and release on the change connection
+//! (`lease_conn.rs`); lease changes are heard on a `LISTEN` connection
 //! (`lease_listen.rs`).
 
 use std::time::Duration;
@@ -13,10 +16,6 @@ use super::lease_listen::Listener;
 use super::{PgJournal, lock, seq_u64};
 use crate::backend::BoxFuture;
 use crate::lease::{JournalLeases, Lease, LeaseError, LeaseInfo, Renewal};
-
-/// How many times `acquire_lease` retries when the lease it found held was freed
-/// before it could be reported.
-const ACQUIRE_ATTEMPTS: usize = 3;
 
 fn storage(op: &'static str) -> impl Fn(tokio_postgres::Error) -> LeaseError {
     move |e| LeaseError::Storage(sanitize(op, &e))
@@ -32,17 +31,19 @@ impl PgJournal {
     ///
     /// A free, released or expired lease is taken with a new epoch (one more than
     /// the last one handed out); a live lease this journal already holds is extended
-    /// under its current epoch. Appends made from now on check the lease.
+    /// under its current epoch. Appends made from now on check the lease. Runs on the
+    /// change connection: the statement locks the lease row `FOR UPDATE`, so it
+    /// waits for the appends in flight to the session (an application's transaction
+    /// holding one open, up to the operation timeout), which commit under the epoch
+    /// they carry before the new lease is handed out; expiry is judged once the lock
+    /// is held. Renewals, on a connection of their own, go on meanwhile.
     ///
     /// # Errors
     ///
     /// [`LeaseError::Held`] if another writer holds a live lease, naming it and its
-    /// time left. These are read by a second statement right after the refused one;
-    /// should the lease be freed in between, acquiring is retried (three times); if
-    /// the lease keeps changing hands that fast, `Held` may report one that is no
-    /// longer live: retry. [`LeaseError::Storage`] (also after the operation
-    /// timeout; retrying is safe), [`LeaseError::Closed`] or
-    /// [`LeaseError::SchemaTooNew`].
+    /// time left (read under the same lock as the refusal).
+    /// [`LeaseError::Storage`] (also after the operation timeout; retrying is safe),
+    /// [`LeaseError::Closed`] or [`LeaseError::SchemaTooNew`].
     ///
     /// # Cancel safety
     ///
@@ -51,40 +52,35 @@ impl PgJournal {
     pub async fn acquire_lease(&self, session: SessionId) -> Result<Lease, LeaseError> {
         let s = *session.as_uuid();
         let (holder, lease_ms) = (self.holder, self.lease_ms);
-        let mut held = LeaseInfo {
-            epoch: 0,
-            holder: None,
-            live: false,
-            expires_in: None,
+        let row = self
+            .lease_change("acquire lease", |c| async move {
+                c.client
+                    .query_one(&c.acquire, &[&s, &holder, &lease_ms])
+                    .await
+            })
+            .await?;
+        type Read = (bool, i64, Option<Uuid>, Option<f64>);
+        let read = || -> Result<Read, tokio_postgres::Error> {
+            Ok((
+                row.try_get(0)?,
+                row.try_get(1)?,
+                row.try_get(2)?,
+                row.try_get(3)?,
+            ))
         };
-        for _ in 0..ACQUIRE_ATTEMPTS {
-            let row = self
-                .lease_statement("acquire lease", |c| async move {
-                    c.client
-                        .query_opt(&c.acquire, &[&s, &holder, &lease_ms])
-                        .await
-                })
-                .await?;
-            if let Some(row) = row {
-                let epoch = row
-                    .try_get::<_, i64>(0)
-                    .map_err(storage("acquire lease"))
-                    .and_then(|v| seq_u64(v).map_err(LeaseError::Storage))?;
-                lock(&self.leases).insert(session, epoch);
-                lock(&self.lost).remove(&session);
-                return Ok(Lease::new(session, epoch));
-            }
-            held = self.lease_info(session).await?;
-            if held.live {
-                break;
-            }
+        let (taken, epoch, by, ms) = read().map_err(storage("acquire lease"))?;
+        let epoch = seq_u64(epoch).map_err(LeaseError::Storage)?;
+        if !taken {
+            return Err(LeaseError::Held {
+                session,
+                epoch,
+                holder: by,
+                expires_in: left(ms),
+            });
         }
-        Err(LeaseError::Held {
-            session,
-            epoch: held.epoch,
-            holder: held.holder,
-            expires_in: held.expires_in,
-        })
+        lock(&self.leases).insert(session, epoch);
+        lock(&self.lost).remove(&session);
+        Ok(Lease::new(session, epoch))
     }
 
     /// Extends this journal's live lease on `session` by the lease duration, under
@@ -93,7 +89,7 @@ impl PgJournal {
     /// # Errors
     ///
     /// [`LeaseError::Lost`] if this journal holds no lease on the session, or it
-    /// expired (judged once the session row lock is held) or was taken over
+    /// expired (judged once its lease row is locked) or was taken over
     /// (appends stay fenced: acquire a new lease); [`LeaseError::Storage`] (also
     /// after the operation timeout; retrying is safe), [`LeaseError::Closed`] or
     /// [`LeaseError::SchemaTooNew`].
@@ -115,13 +111,11 @@ impl PgJournal {
                     .await
             })
             .await?;
-        let renewed_by = match row {
-            Some(row) => row
-                .try_get::<_, Option<Uuid>>(0)
-                .map_err(storage("renew lease"))?,
-            None => None,
+        let renewed = match row {
+            Some(row) => row.try_get::<_, bool>(0).map_err(storage("renew lease"))?,
+            None => false,
         };
-        if renewed_by == Some(self.holder) {
+        if renewed {
             Ok(Lease::new(session, epoch))
         } else {
             self.mark_lost(session, epoch);
@@ -130,15 +124,16 @@ impl PgJournal {
     }
 
     /// Renews every lease this journal believes live in one statement (one round
-    /// trip on the lease connection, whatever their number; none when it holds
+    /// trip on the renewal connection, whatever their number; none when it holds
     /// none). Each is extended if it is still this journal's under the same epoch
-    /// and unexpired by the database's clock once its row lock is held; the others
+    /// and unexpired by the database's clock once its lease row is locked; the others
     /// are listed in [`Renewal::lost`] (each by the first renewal that finds it
     /// lost), announced on the lease channel, and stay fenced until acquired again.
-    /// A session whose row another transaction holds locked (an application's
-    /// transaction with a transactional ack open) is not waited for: if it still
-    /// reads as ours and unexpired it is in neither list (not judged this round, its
-    /// lease unchanged), so one slow transaction never holds up the other renewals.
+    /// Every lease is judged every round: the statement locks lease rows in a mode
+    /// the appends' lock (`FOR KEY SHARE`) does not conflict with, so it never waits
+    /// for an append to a busy session, nor for an application's transaction holding
+    /// a transactional ack open (only, for a moment, for an acquire or release of the
+    /// same row).
     ///
     /// # Errors
     ///
@@ -188,17 +183,13 @@ impl PgJournal {
             })
             .await?;
         let mut renewed = std::collections::HashSet::with_capacity(rows.len());
-        let mut not_judged = std::collections::HashSet::new();
         for row in rows {
-            let (session, ok, judged): (Uuid, bool, bool) = (
+            let (session, ok): (Uuid, bool) = (
                 row.try_get(0).map_err(storage("renew leases"))?,
                 row.try_get(1).map_err(storage("renew leases"))?,
-                row.try_get(2).map_err(storage("renew leases"))?,
             );
             if ok {
                 renewed.insert(SessionId::from_uuid(session));
-            } else if !judged {
-                not_judged.insert(SessionId::from_uuid(session));
             }
         }
         let leases = lock(&self.leases);
@@ -206,9 +197,6 @@ impl PgJournal {
         for (session, epoch) in held {
             if renewed.contains(&session) {
                 renewal.renewed.push(Lease::new(session, epoch));
-            } else if not_judged.contains(&session) {
-                // Its row was locked by another transaction: not judged this round,
-                // its lease unchanged; the next renewal judges it.
             } else if leases.get(&session) == Some(&epoch) && lost.insert(session) {
                 // Still the lease the statement judged (not released or acquired
                 // anew meanwhile), and not reported before.
@@ -226,10 +214,14 @@ impl PgJournal {
     /// is announced on the lease channel when it commits. Releasing when this
     /// journal holds no lease on the session is not an error.
     ///
+    /// Runs on the change connection, locking the lease row `FOR UPDATE`: it waits
+    /// for this journal's appends in flight to the session, which commit under the
+    /// lease before it is freed.
+    ///
     /// # Errors
     ///
     /// [`LeaseError::Lost`] if the lease was no longer live: it expired (judged by
-    /// the database's clock once the session row lock is held) or was taken over (a
+    /// the database's clock once the lease row lock is held) or was taken over (a
     /// higher epoch, or another holder). Every append made since it was lost was
     /// fenced, and **the journal stays fenced on the session** until it acquires a
     /// new lease: fencing is sticky, so a writer that lost its lease never goes back
@@ -263,14 +255,15 @@ impl PgJournal {
         let s = *session.as_uuid();
         let holder = self.holder;
         let channel = &self.sql.lease_channel;
-        let released = self
-            .lease_statement("release lease", |c| async move {
+        let row = self
+            .lease_change("release lease", |c| async move {
                 c.client
-                    .execute(&c.release, &[&s, &holder, &epoch_i, channel])
+                    .query_one(&c.release, &[&s, &holder, &epoch_i, channel])
                     .await
             })
             .await?;
-        if released == 0 {
+        let released: bool = row.try_get(0).map_err(storage("release lease"))?;
+        if !released {
             // A retried release whose first attempt did commit (its answer was lost to
             // a timeout or a broken connection) matches nothing either: the lease is
             // still at our epoch with no holder. An expired lease still names us as
@@ -288,7 +281,9 @@ impl PgJournal {
     }
 
     /// The session's lease as the database sees it now (its time left by the
-    /// database's clock).
+    /// database's clock): its holder, epoch and expiry, one row read by its primary
+    /// key on the renewal connection, never waiting for a lock. Who holds a session
+    /// a renewal found lost, say.
     ///
     /// # Errors
     ///
@@ -333,7 +328,7 @@ impl PgJournal {
 
     /// Up to `limit` sessions neither ended nor purged whose lease is not live
     /// (never leased or released first, then the longest expired), read on the
-    /// read connection by one statement (a range scan of the `sessions_orphans`
+    /// read connection by one statement (a range scan of the `leases_orphans`
     /// index).
     ///
     /// # Errors
@@ -382,7 +377,7 @@ impl PgJournal {
         listener.as_ref().map(Listener::subscribe)
     }
 
-    /// How many lease statements this journal has sent on its lease connection
+    /// How many lease statements this journal has sent on its lease connections
     /// since [`connect`](Self::connect): acquire, renew (one per
     /// [`renew_leases`](Self::renew_leases), whatever the number of leases),
     /// release and lease reads.

@@ -1,7 +1,14 @@
-//! The lease connection: a connection of its own for the lease statements (acquire,
-//! renew, release, read a lease), opened on first use, so a slow read or a full
-//! write queue never holds up a renewal. Reopened like the read connection
-//! (`read_conn.rs`).
+//! The lease connections, each of its own, opened on first use and reopened like the
+//! read connection (`read_conn.rs`):
+//!
+//! * the **renewal** connection ([`LeaseConn`]): renewals and lease reads, statements
+//!   that never wait for an append, so a slow read, a full write queue or an
+//!   application's open transaction never holds up a renewal;
+//! * the **change** connection ([`LeaseChangeConn`]): acquire and release, which lock
+//!   the lease row `FOR UPDATE` and so wait for the appends in flight (an
+//!   application's transaction holding one open, up to the operation timeout): a
+//!   takeover waiting there delays other acquires and releases of this handle, never
+//!   a renewal.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,13 +21,16 @@ use super::read_conn::{Prepared, ReadFailure};
 use super::sql::Sql;
 use crate::error::StorageError;
 
-/// The lease connection's prepared statements.
+/// Prepares `q` on `client`.
+async fn prepare(client: &Client, q: &str) -> Result<Statement, StorageError> {
+    client.prepare(q).await.map_err(|e| sanitize("prepare", &e))
+}
+
+/// The renewal connection's prepared statements.
 pub(super) struct LeaseConn {
     pub(super) client: Client,
-    pub(super) acquire: Statement,
     pub(super) renew: Statement,
     pub(super) renew_all: Statement,
-    pub(super) release: Statement,
     pub(super) lease_info: Statement,
 }
 
@@ -30,29 +40,43 @@ impl Prepared for LeaseConn {
     }
 
     async fn prepare(client: Client, sql: &Sql) -> Result<Self, StorageError> {
-        let p = |q: &str| {
-            let q = q.to_owned();
-            let c = &client;
-            async move { c.prepare(&q).await.map_err(|e| sanitize("prepare", &e)) }
-        };
-        let acquire = p(&sql.acquire).await?;
-        let renew = p(&sql.renew).await?;
-        let renew_all = p(&sql.renew_all).await?;
-        let release = p(&sql.release).await?;
-        let lease_info = p(&sql.lease_info).await?;
+        let renew = prepare(&client, &sql.renew).await?;
+        let renew_all = prepare(&client, &sql.renew_all).await?;
+        let lease_info = prepare(&client, &sql.lease_info).await?;
         Ok(Self {
             client,
-            acquire,
             renew,
             renew_all,
-            release,
             lease_info,
         })
     }
 }
 
+/// The change connection's prepared statements.
+pub(super) struct LeaseChangeConn {
+    pub(super) client: Client,
+    pub(super) acquire: Statement,
+    pub(super) release: Statement,
+}
+
+impl Prepared for LeaseChangeConn {
+    fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn prepare(client: Client, sql: &Sql) -> Result<Self, StorageError> {
+        let acquire = prepare(&client, &sql.acquire).await?;
+        let release = prepare(&client, &sql.release).await?;
+        Ok(Self {
+            client,
+            acquire,
+            release,
+        })
+    }
+}
+
 impl PgJournal {
-    /// Runs one lease statement on the lease connection within the operation
+    /// Runs one renewal or lease read on the renewal connection within the operation
     /// timeout, counted in [`lease_round_trips`](Self::lease_round_trips).
     pub(super) async fn lease_statement<T, F, Fut>(
         &self,
@@ -64,6 +88,21 @@ impl PgJournal {
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         self.run_on(&self.lease_conn, &self.lease_round_trips, op, f)
+            .await
+    }
+
+    /// Runs one acquire or release on the change connection within the operation
+    /// timeout, counted in [`lease_round_trips`](Self::lease_round_trips).
+    pub(super) async fn lease_change<T, F, Fut>(
+        &self,
+        op: &'static str,
+        f: F,
+    ) -> Result<T, ReadFailure>
+    where
+        F: FnOnce(Arc<LeaseChangeConn>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        self.run_on(&self.lease_change_conn, &self.lease_round_trips, op, f)
             .await
     }
 }

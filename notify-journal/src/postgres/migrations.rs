@@ -3,6 +3,7 @@
 //! `docs/postgres.md` for the layout they build).
 
 use super::migration_7::MIGRATION_7;
+use super::migration_9::MIGRATION_9;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`. `{s}` is the schema.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -528,4 +529,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // does not, and cost about a quarter of a batch's server time. Nothing else
     // changes.
     "ALTER TABLE {s}.frames DROP CONSTRAINT IF EXISTS frames_session_fkey;",
+    // 9: leases in a table of their own, locked by appends in a mode a renewal does
+    // not conflict with (`migration_9.rs`).
+    MIGRATION_9,
 ];

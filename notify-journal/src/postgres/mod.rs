@@ -31,19 +31,22 @@
 //!   batches never wait for each other's session row locks; writers of different
 //!   sessions commit in parallel.
 //! * **Many processes, one session.** Every append transaction locks its sessions'
-//!   rows (`SELECT ... FOR UPDATE`) before reading `last_seq` and the index, so
-//!   writers on any host are totally ordered, sequences stay gap-free, and a retry
-//!   from another host finds the first host's frame and deduplicates.
+//!   rows (`SELECT ... FOR UPDATE`), then their lease rows (`FOR KEY SHARE`), before
+//!   reading `last_seq` and the index, so writers on any host are totally ordered,
+//!   sequences stay gap-free, and a retry from another host finds the first host's
+//!   frame and deduplicates.
 //! * **Fencing.** A writer may hold an epoch lease per session
 //!   ([`PgJournal::acquire_lease`], [`renew_lease`](PgJournal::renew_lease),
-//!   [`release_lease`](PgJournal::release_lease)). Leases live in the `sessions`
-//!   row, expire by the database's clock and survive connection turnover (no
-//!   advisory locks); epochs only grow. An append made while this journal holds a
-//!   lease checks holder, epoch and expiry after the session row lock is granted,
-//!   in the same transaction that would write the frame: a writer whose lease expired or was
-//!   taken over gets [`AppendError::Fenced`] and writes nothing, and stays fenced
-//!   until it acquires a new lease (fencing is sticky: releasing the lost lease
-//!   does not lift it). Without a lease of its own, [`LeasePolicy`] decides.
+//!   [`release_lease`](PgJournal::release_lease)). Leases live in a table of
+//!   their own (`leases`, one row per session), expire by the database's clock and
+//!   survive connection turnover (no advisory locks); epochs only grow. An append
+//!   made while this journal holds a lease checks holder, epoch and expiry once it
+//!   holds the session row and the lease row (`FOR KEY SHARE`: renewals go on
+//!   beside it, a takeover waits for it), in the same transaction that would write
+//!   the frame: a writer whose lease expired or was taken over gets
+//!   [`AppendError::Fenced`] and writes nothing, and stays fenced until it acquires
+//!   a new lease (fencing is sticky: releasing the lost lease does not lift it).
+//!   Without a lease of its own, [`LeasePolicy`] decides.
 //! * **No secrets in errors.** The connection string is parsed once and never
 //!   echoed; driver errors become a [`StorageError`] holding the operation and the
 //!   SQLSTATE only. Values are always bind parameters.
@@ -76,6 +79,7 @@ mod lease;
 mod lease_conn;
 mod lease_listen;
 mod migration_7;
+mod migration_9;
 mod migrations;
 mod open;
 mod options;
@@ -109,7 +113,7 @@ pub use tls::{PgSslMode, PgTls};
 pub use version::PG_SCHEMA_VERSION;
 
 use connect::Connector;
-use lease_conn::LeaseConn;
+use lease_conn::{LeaseChangeConn, LeaseConn};
 use lease_listen::Listener;
 use read_conn::{ConnSlot, ReaderSlot};
 use sql::Sql;
@@ -128,13 +132,15 @@ use crate::retention::{PurgeStep, SessionState};
 /// at version [`PG_SCHEMA_VERSION`] (recorded in `schema_version`; migrations run on
 /// connect under an advisory lock held while migrating, or are only validated):
 ///
-/// * `sessions(session uuid PK, last_seq, lease_epoch, lease_holder, lease_expires_at,
-///   ended_at, purged_at, purge_done)`: a session's head, lease and life; once its
-///   purge began, its tombstone;
+/// * `sessions(session uuid PK, last_seq, ended_at, purged_at, purge_done)`: a
+///   session's head and life; once its purge began, its tombstone;
+/// * `leases(session uuid PK, epoch, holder, expires_at, holder_url, ended)`: a
+///   session's lease, in a row of its own so that renewing it never waits for the
+///   session's appends;
 /// * `frames(session, seq, key, kind, bytes, checksum, committed_at)`, primary key
 ///   `(session, seq)`, unique `(session, key)`: the idempotency index.
 ///
-/// A batch locks its sessions' rows, checks leases, resolves keys, inserts frames
+/// A batch locks its sessions' rows and their lease rows, checks leases, resolves keys, inserts frames
 /// and advances `last_seq` in one transaction: one call of the schema's
 /// `append_batch` function, sent as one statement (one round trip) whose implicit
 /// transaction commits before the server answers. An append resolves after that
@@ -175,17 +181,21 @@ use crate::retention::{PurgeStep, SessionState};
 ///   lease -> [`LeaseError::Held`](crate::LeaseError::Held).
 /// * [`renew_lease`](Self::renew_lease): extends our live lease, same epoch;
 ///   [`renew_leases`](Self::renew_leases) extends all of them in one statement on
-///   the lease connection (a connection of its own) and lists the lost ones; an
+///   the renewal connection (a connection of its own) and lists the lost ones; an
 ///   expired or taken-over lease cannot be renewed ([`LeaseError::Lost`](crate::LeaseError::Lost)).
+///   Renewals never wait for an append or an application's transaction (the
+///   appends lock the lease row `FOR KEY SHARE`, which a renewal's update does not
+///   conflict with); acquire and release run on a connection of their own and lock
+///   the lease row `FOR UPDATE`, so a takeover waits for the appends in flight.
 /// * [`release_lease`](Self::release_lease): frees our live lease; the epoch stays,
 ///   so the next holder's is higher. Releasing a lease that was already lost
 ///   (expired or taken over) is
 ///   [`LeaseError::Lost`](crate::LeaseError::Lost).
 /// * Expiry is judged by the database's clock (`clock_timestamp()`), never ours,
-///   and only once the session row lock is held: a writer whose lease expired while
+///   and only once the lease row lock is held: a writer whose lease expired while
 ///   it waited for the row is fenced (or, renewing, has lost it).
 /// * Appends to a session on which this journal acquired a lease check holder, epoch
-///   and expiry under the session row lock, in the transaction that writes the
+///   and expiry under the session and lease row locks, in the transaction that writes the
 ///   frame; if the lease is gone they are [`AppendError::Fenced`] and write nothing,
 ///   and stay fenced until a lease is acquired again. Fencing is sticky: releasing
 ///   a lost lease answers [`LeaseError::Lost`](crate::LeaseError::Lost) and does not lift it, so a handle
@@ -230,8 +240,9 @@ use crate::retention::{PurgeStep, SessionState};
 /// # Connections
 ///
 /// Uses one connection per group-commit writer ([`PgOptions::writers`], default
-/// 3; all but the first opened on first use) and a shared one for reads and lease
-/// statements (pipelined), all at `READ COMMITTED` and with `lock_timeout`
+/// 3; all but the first opened on first use), a shared one for reads (pipelined),
+/// one for renewals and lease reads and one for acquire and release (each opened on
+/// first use), all at `READ COMMITTED` and with `lock_timeout`
 /// set to the operation timeout, all over TLS as [`PgOptions::tls`] decides
 /// ([`ssl_mode`](Self::ssl_mode) tells which mode is in force). A broken connection is not retried within the call
 /// that meets it: that call fails with a retryable storage error, and the next call
@@ -279,9 +290,13 @@ pub struct PgJournal {
     /// The sessions of `leases` whose lease is known lost (not renewed again, and
     /// reported lost once); never locked before `leases`.
     lost: Mutex<HashSet<SessionId>>,
-    /// The lease connection (opened on first use; never locked across an await).
+    /// The renewal connection: renewals and lease reads (opened on first use; never
+    /// locked across an await).
     lease_conn: Mutex<ConnSlot<LeaseConn>>,
-    /// Statements sent on the lease connection, for [`lease_round_trips`](Self::lease_round_trips).
+    /// The change connection: acquire and release, which may wait for row locks
+    /// (opened on first use; never locked across an await).
+    lease_change_conn: Mutex<ConnSlot<LeaseChangeConn>>,
+    /// Statements sent on the lease connections, for [`lease_round_trips`](Self::lease_round_trips).
     lease_round_trips: AtomicU64,
     /// The `LISTEN` task of [`lease_changes`](Self::lease_changes), once asked for.
     listener: Mutex<Option<Listener>>,

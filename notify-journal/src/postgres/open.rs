@@ -133,6 +133,7 @@ impl PgJournal {
             leases: Mutex::new(HashMap::new()),
             lost: Mutex::new(HashSet::new()),
             lease_conn: Mutex::new(ConnSlot::default()),
+            lease_change_conn: Mutex::new(ConnSlot::default()),
             lease_round_trips: AtomicU64::new(0),
             listener: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -178,7 +179,7 @@ impl PgJournal {
     }
 
     /// Stops accepting appends, waits until every append already queued has been
-    /// answered, and closes its connections (writers, reads, leases, `LISTEN`). Later calls get `Closed` errors. Each
+    /// answered, and closes its connections (writers, reads, the two lease connections, `LISTEN`). Later calls get `Closed` errors. Each
     /// batch still queued is bounded by the operation timeout, so this returns even
     /// when the database stopped answering.
     ///
@@ -201,6 +202,10 @@ impl PgJournal {
         slot.pending = None;
         drop(slot);
         let mut slot = lock(&self.lease_conn);
+        slot.current = None;
+        slot.pending = None;
+        drop(slot);
+        let mut slot = lock(&self.lease_change_conn);
         slot.current = None;
         slot.pending = None;
         drop(slot);

@@ -4,14 +4,19 @@
 //! Layout (all in one PostgreSQL schema, `notify_journal` by default):
 //!
 //! * `schema_version(version, applied_at)`: one row per applied migration.
-//! * `sessions(session, last_seq, lease_epoch, lease_holder, lease_expires_at,
-//!   ended_at, purged_at, purge_done)`: one row per session that was written or
-//!   leased. `last_seq` is the session's highest frame; appends lock this row
-//!   (`FOR UPDATE`), which totally orders every writer of the session, in any
-//!   process, and makes the lease check, the end check and the frame insert one
-//!   atomic step. `ended_at` is set by the commit of the session's end marker;
+//! * `sessions(session, last_seq, ended_at, purged_at, purge_done)`: one row per
+//!   session that was written. `last_seq` is the session's highest frame; appends
+//!   lock this row (`FOR UPDATE`), which totally orders every writer of the session,
+//!   in any process, and makes the lease check, the end check and the frame insert
+//!   one atomic step. `ended_at` is set by the commit of the session's end marker;
 //!   `purged_at` by the first purge step, from which the row is the session's
 //!   tombstone; `purge_done` once no frame is left.
+//! * `leases(session, epoch, holder, expires_at, holder_url, ended)` (version 9,
+//!   `migration_9.rs`): one row per session written or leased. Appends lock it
+//!   `FOR KEY SHARE` after the session's row and judge the lease from it; a renewal
+//!   updates `expires_at` alone (`FOR NO KEY UPDATE`, which does not conflict with
+//!   the appends'); acquire and release lock it `FOR UPDATE`, so a takeover waits
+//!   for the appends in flight. Lock order: a session's row, then its lease row.
 //! * `frames(session, seq, key, kind, bytes, checksum, committed_at)`: primary key
 //!   `(session, seq)`, unique `(session, key)` (the idempotency index). A frame, its
 //!   index entry and the session's `last_seq` commit in one transaction.

@@ -110,16 +110,24 @@ impl Sql {
                 "SELECT o_session, o_removed, o_finished FROM {s}.purge_step($1, $2, $3)"
             ),
             // Finished tombstones purged before $1, oldest first, at most $2; never a
-            // row with a live lease, nor one another transaction holds.
+            // row with a live lease, nor one another transaction holds. Their lease
+            // rows go with them (session row first, then lease row, as appends lock
+            // them); a lease row made live meanwhile stays.
             drop_tombstones: format!(
-                "DELETE FROM {s}.sessions x USING (
-                     SELECT session FROM {s}.sessions
-                     WHERE purge_done AND purged_at < $1
-                       AND NOT coalesce(lease_expires_at > clock_timestamp(), false)
-                     ORDER BY purged_at LIMIT $2
-                     FOR UPDATE SKIP LOCKED
-                 ) d
-                 WHERE x.session = d.session"
+                "WITH d AS MATERIALIZED (
+                     SELECT x.session FROM {s}.sessions x
+                     LEFT JOIN {s}.leases l ON l.session = x.session
+                     WHERE x.purge_done AND x.purged_at < $1
+                       AND NOT coalesce(l.expires_at > clock_timestamp(), false)
+                     ORDER BY x.purged_at LIMIT $2
+                     FOR UPDATE OF x SKIP LOCKED
+                 ),
+                 gone AS (
+                     DELETE FROM {s}.leases l USING d
+                     WHERE l.session = d.session
+                       AND NOT coalesce(l.expires_at > clock_timestamp(), false)
+                 )
+                 DELETE FROM {s}.sessions x USING d WHERE x.session = d.session"
             ),
             // The page, the session's head and whether it is purged, in one
             // snapshot: a row with NULL frame columns when the page is empty, none
@@ -156,117 +164,69 @@ impl Sql {
                  WHERE session > $1 AND purged_at IS NULL ORDER BY session LIMIT $2"
             ),
             last_seq: format!("SELECT last_seq FROM {s}.sessions WHERE session = $1"),
-            // A free or expired lease starts a new epoch; our own live lease is
-            // extended under its current epoch. Another writer's live lease: no row.
-            // ON CONFLICT DO UPDATE locks the existing row first and only then
-            // evaluates its WHERE and SET, so expiry is judged (and the new expiry
-            // computed) after any wait for the row lock.
+            // The lease statements (migration 9): each locks lease rows only, never
+            // a session row, so none waits for an append's session row lock.
+            //
+            // Acquire: the schema's `acquire_lease` locks the lease row `FOR UPDATE`
+            // (waiting for the appends in flight, which hold it `FOR KEY SHARE`),
+            // then judges expiry by the clock: a free or expired lease starts a new
+            // epoch, our own live lease is extended under its epoch, another
+            // holder's live lease is refused, answered with its epoch, holder and
+            // milliseconds left in the same row.
             acquire: format!(
-                "INSERT INTO {s}.sessions AS x (session, lease_epoch, lease_holder, lease_expires_at)
-                 VALUES ($1, 1, $2, clock_timestamp() + $3::float8 * interval '1 millisecond')
-                 ON CONFLICT (session) DO UPDATE SET
-                     lease_epoch = CASE
-                         WHEN x.lease_holder = excluded.lease_holder
-                              AND x.lease_expires_at > clock_timestamp()
-                         THEN x.lease_epoch ELSE x.lease_epoch + 1 END,
-                     lease_holder = excluded.lease_holder,
-                     lease_expires_at =
-                         clock_timestamp() + $3::float8 * interval '1 millisecond'
-                 WHERE x.lease_holder IS NULL
-                    OR x.lease_expires_at <= clock_timestamp()
-                    OR x.lease_holder = excluded.lease_holder
-                 RETURNING lease_epoch"
+                "SELECT o_taken, o_epoch, o_holder, o_left_ms
+                 FROM {s}.acquire_lease($1::uuid, $2::uuid, $3::float8)"
             ),
-            // An upsert rather than an UPDATE for the same reason as `acquire`: the
-            // WHERE (with the expiry check) runs after the row lock is held. The
-            // row exists for any session ever leased; were it missing, a blank row
-            // (no lease) is inserted and its NULL holder reads as "lost".
+            // The schema's `renew_leases` (migration 9) for one lease, nothing
+            // announced: see `renew_all`.
             renew: format!(
-                "INSERT INTO {s}.sessions AS x (session) VALUES ($1)
-                 ON CONFLICT (session) DO UPDATE SET
-                     lease_expires_at =
-                         clock_timestamp() + $4::float8 * interval '1 millisecond'
-                 WHERE x.lease_holder = $2 AND x.lease_epoch = $3
-                   AND x.lease_expires_at > clock_timestamp()
-                 RETURNING lease_holder"
+                "SELECT o_renewed FROM {s}.renew_leases(
+                     ARRAY[$1::uuid], ARRAY[$3::int8], $2::uuid, $4::float8, NULL)"
             ),
             // Every lease this handle believes live ($1 sessions, $2 their epochs), in
-            // one statement: the rows are locked in session order (as appends lock
-            // them, so the two never deadlock) with SKIP LOCKED, then each is extended
-            // if it is still ours under that epoch and unexpired, judged once its lock
-            // is held (by the primary key: no scan, whatever the number of leases). A
-            // row locked by another transaction (an application's transaction holding
-            // a transactional ack open) is not waited for: if the statement's snapshot
-            // (`seen`, read without locking) still shows it ours and unexpired, it is
-            // not judged this round (neither renewed nor lost); otherwise it is lost.
-            // Answers one row per input: renewed, judged; a judged lease not renewed
-            // is announced on the lease channel ($5) as lost.
+            // one statement: the schema's `renew_leases` locks the rows still ours
+            // under that epoch `FOR NO KEY UPDATE` in session order (by the primary
+            // key: no scan, whatever the number of leases), then, in a statement of
+            // its own (the clock read once the locks are held), extends each one
+            // unexpired. Nothing an append or an application's transaction holds
+            // conflicts with that mode (an UPDATE of a non-key column), so it never
+            // waits for them; only an acquire or a release of the same row, each one
+            // short statement, can make it wait. Answers one row per input:
+            // renewed; a lease not renewed is announced on the lease channel ($5)
+            // as lost.
             renew_all: format!(
-                "WITH held AS (
-                     SELECT h.session, h.epoch FROM unnest($1::uuid[], $2::int8[]) AS h(session, epoch)
-                 ),
-                 seen AS MATERIALIZED (
-                     SELECT x.session FROM {s}.sessions x JOIN held h ON h.session = x.session
-                     WHERE x.lease_holder = $3 AND x.lease_epoch = h.epoch
-                       AND x.lease_expires_at > clock_timestamp()
-                 ),
-                 locked AS MATERIALIZED (
-                     SELECT x.session FROM {s}.sessions x JOIN held h ON h.session = x.session
-                     WHERE x.lease_holder = $3 AND x.lease_epoch = h.epoch
-                     ORDER BY x.session
-                     FOR UPDATE OF x SKIP LOCKED
-                 ),
-                 renewed AS (
-                     UPDATE {s}.sessions x SET lease_expires_at =
-                         clock_timestamp() + $4::float8 * interval '1 millisecond'
-                     FROM locked l
-                     WHERE x.session = l.session AND x.lease_expires_at > clock_timestamp()
-                     RETURNING x.session
-                 ),
-                 judged AS MATERIALIZED (
-                     SELECT h.session, r.session IS NOT NULL AS renewed,
-                            (l.session IS NOT NULL OR v.session IS NULL) AS judged
-                     FROM held h
-                     LEFT JOIN renewed r ON r.session = h.session
-                     LEFT JOIN locked l ON l.session = h.session
-                     LEFT JOIN seen v ON v.session = h.session
-                 )
-                 SELECT j.session, j.renewed, j.judged,
-                        CASE WHEN j.judged AND NOT j.renewed
-                             THEN pg_notify($5, j.session::text)::text END
-                 FROM judged j"
+                "SELECT o_session, o_renewed
+                 FROM {s}.renew_leases($1::uuid[], $2::int8[], $3::uuid, $4::float8, $5::text)"
             ),
-            // Only a live lease is released: an expired one was lost (the caller
-            // stays fenced). Expiry is judged after any wait for the row lock (the
-            // qualification is evaluated again on the locked row). The release is
-            // announced on the lease channel ($4) when the statement commits.
-            release: format!(
-                "WITH r AS (
-                     UPDATE {s}.sessions SET lease_holder = NULL, lease_expires_at = NULL
-                     WHERE session = $1 AND lease_holder = $2 AND lease_epoch = $3
-                       AND lease_expires_at > clock_timestamp()
-                     RETURNING session
-                 )
-                 SELECT pg_notify($4, r.session::text) FROM r"
-            ),
-            // Epoch, holder, live, and the live lease's milliseconds left.
+            // The schema's `release_lease`: only a live lease is released (an expired
+            // one was lost: the caller stays fenced), judged once the row is locked
+            // `FOR UPDATE` (after this holder's appends in flight); announced on the
+            // lease channel ($4) when the statement commits.
+            release: format!("SELECT {s}.release_lease($1::uuid, $2::uuid, $3::int8, $4::text)"),
+            // Epoch, holder, live, and the live lease's milliseconds left: one row by
+            // the primary key, never waiting for a lock.
             lease_info: format!(
-                "SELECT lease_epoch, lease_holder,
-                        coalesce(lease_expires_at > clock_timestamp(), false),
-                        CASE WHEN lease_expires_at > clock_timestamp() THEN
-                             extract(epoch FROM lease_expires_at - clock_timestamp())::float8
+                "SELECT epoch, holder,
+                        coalesce(expires_at > clock_timestamp(), false),
+                        CASE WHEN expires_at > clock_timestamp() THEN
+                             extract(epoch FROM expires_at - clock_timestamp())::float8
                                  * 1000 END
-                 FROM {s}.sessions WHERE session = $1"
+                 FROM {s}.leases WHERE session = $1"
             ),
-            // Neither ended nor purged, lease not live (never leased or released:
-            // no expiry, first; then the longest expired), at most $1: a range scan
-            // of the `sessions_orphans` index (migration 6) in its order. `now()`,
-            // not `clock_timestamp()`: an index condition must be stable.
+            // Lease not live (never leased or released: no expiry, first; then the
+            // longest expired), session neither ended nor purged, at most $1: a
+            // range scan of the `leases_orphans` index (migration 9: lease rows not
+            // known ended) in its order, each row's session read by its primary key
+            // (a lease row whose session ended without a lease statement seeing it
+            // is passed over). `now()`, not `clock_timestamp()`: an index condition
+            // must be stable.
             orphans: format!(
-                "SELECT session FROM {s}.sessions
-                 WHERE ended_at IS NULL AND purged_at IS NULL
-                   AND coalesce(lease_expires_at, '-infinity'::timestamptz) <= now()
-                 ORDER BY coalesce(lease_expires_at, '-infinity'::timestamptz), session
+                "SELECT l.session FROM {s}.leases l
+                 LEFT JOIN {s}.sessions x ON x.session = l.session
+                 WHERE NOT l.ended
+                   AND coalesce(l.expires_at, '-infinity'::timestamptz) <= now()
+                   AND x.ended_at IS NULL AND x.purged_at IS NULL
+                 ORDER BY coalesce(l.expires_at, '-infinity'::timestamptz), l.session
                  LIMIT $1"
             ),
             // `{s}` is a quoted identifier free of single quotes (see `quoted`).
@@ -275,11 +235,12 @@ impl Sql {
                         (SELECT count(*) FROM {s}.frames),
                         (SELECT coalesce(sum(octet_length(bytes)), 0)::int8 FROM {s}.frames),
                         (pg_total_relation_size('{s}.frames')
-                         + pg_total_relation_size('{s}.sessions'))::int8,
+                         + pg_total_relation_size('{s}.sessions')
+                         + pg_total_relation_size('{s}.leases'))::int8,
                         (SELECT max(version) FROM {s}.schema_version)"
             ),
             // Plain VACUUM: online (no exclusive lock), makes purged rows' space reusable.
-            vacuum: format!("VACUUM (ANALYZE) {s}.frames, {s}.sessions"),
+            vacuum: format!("VACUUM (ANALYZE) {s}.frames, {s}.sessions, {s}.leases"),
             // `append_batch` for one append, every parameter a scalar (any driver binds
             // those): holder, session, key, kind, bytes, epoch, checksum.
             append_one: format!(

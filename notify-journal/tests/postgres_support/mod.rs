@@ -49,15 +49,45 @@ pub async fn drop_schema(url: &str, schema: &str) {
     }
 }
 
-/// Sets `schema` back to schema version `version`: runs `undo` (what the later
-/// versions added, taken away) and forgets the later versions' records.
+/// Sets `schema` back to schema version `version`: below version 9, first takes back
+/// what version 9 changed ([`undo_leases_table`]); then runs `undo` (what the other
+/// later versions added, taken away) and forgets the later versions' records.
 pub async fn back_to(raw: &tokio_postgres::Client, schema: &str, version: u32, undo: &str) {
+    let leases = if version < 9 {
+        undo_leases_table(schema)
+    } else {
+        String::new()
+    };
     raw.batch_execute(&format!(
-        "{undo}
+        "{leases}
+         {undo}
          DELETE FROM \"{schema}\".schema_version WHERE version > {version};"
     ))
     .await
     .unwrap();
+}
+
+/// What migration 9 changed, taken back: the lease columns of `sessions` (as
+/// migration 1 made them) filled from the `leases` table, migration 6's
+/// `sessions_orphans` index, and no `leases` table or lease functions. Version 9's
+/// `append_batch` and `purge_step` stay (the migration replaces them in place).
+pub fn undo_leases_table(schema: &str) -> String {
+    let q = format!("\"{schema}\"");
+    format!(
+        "ALTER TABLE {q}.sessions
+             ADD COLUMN lease_epoch bigint NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
+             ADD COLUMN lease_holder uuid,
+             ADD COLUMN lease_expires_at timestamptz,
+             ADD CHECK ((lease_holder IS NULL) = (lease_expires_at IS NULL));
+         UPDATE {q}.sessions x SET lease_epoch = l.epoch, lease_holder = l.holder,
+                                   lease_expires_at = l.expires_at
+         FROM {q}.leases l WHERE l.session = x.session;
+         CREATE INDEX sessions_orphans ON {q}.sessions
+             ((coalesce(lease_expires_at, '-infinity'::timestamptz)), session)
+             WHERE ended_at IS NULL AND purged_at IS NULL;
+         DROP FUNCTION {q}.acquire_lease, {q}.release_lease, {q}.renew_leases;
+         DROP TABLE {q}.leases;"
+    )
 }
 
 /// Opens the journal on `schema` (the connect migrates it) and checks that the schema

@@ -1,12 +1,17 @@
-//! Adopting orphaned sessions: on every poll interval, and at once when the engine
-//! announces a lease released or lost, this host opens sessions whose owner is gone,
-//! up to its capacity. Each host tries the listed orphans from a point of the list
-//! derived from its holder ID, so that hosts polling at once mostly go for different
-//! sessions. When two hosts race for one session the lease decides: the loser's
-//! acquisition is refused `Held` and it moves on.
+//! Adopting orphaned sessions: on a fixed poll schedule (announcements handled in
+//! between never push a poll back: an expired lease is found only by a poll), and at
+//! once when the engine announces a lease released or lost (several announced
+//! sessions opening at once, none waited for), this host opens sessions whose owner
+//! is gone, up to its capacity. Each host tries the listed orphans from a
+//! point of the list derived from its holder ID, so that hosts polling at once mostly
+//! go for different sessions, and passes over the ones it leaves alone (given up or
+//! lost lately, or backing off after failed starts), asking the engine for as many
+//! more, so that those never hide a real orphan. When two hosts race for one session
+//! the lease decides: the loser's acquisition is refused `Held` and it moves on.
 
 use std::sync::{Arc, Weak};
-use tokio::time::Instant;
+use std::time::Duration;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use notify_journal::JournalLeases;
 use notify_types::{SessionId, Uuid};
@@ -16,23 +21,26 @@ use super::error::HostError;
 use super::inner::Inner;
 use super::open::open_session;
 
-/// The adopter task: polls every `adopt_every` and listens to the engine's lease
-/// changes (subscribed before the host's first poll, so that the engine starts
-/// listening early), until the host shuts down or is dropped.
+/// The adopter task: polls every `adopt_every` on a fixed schedule and listens to the
+/// engine's lease changes (subscribed before the host's first poll, so that the
+/// engine starts listening early), until the host shuts down or is dropped.
 pub(crate) async fn run<J: JournalLeases + 'static>(
     host: Weak<Inner<J>>,
     changes: Option<broadcast::Receiver<SessionId>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let Some(mut changes) = changes else {
-        return poll_only(host, shutdown).await;
+    let Some(mut polls) = host.upgrade().map(|h| schedule(h.options.adopt_every)) else {
+        return;
     };
+    let Some(mut changes) = changes else {
+        return poll_only(host, polls, shutdown).await;
+    };
+    // The opens of announced sessions, a few at a time; the adopter does not wait for
+    // them (a slow start holds back neither the next announcement nor a poll).
+    let announced_opens = Arc::new(Semaphore::new(PARALLEL_ADOPTIONS));
     loop {
-        let Some(every) = host.upgrade().map(|h| h.options.adopt_every) else {
-            return;
-        };
         let announced = tokio::select! {
-            () = tokio::time::sleep(every) => None,
+            _ = polls.tick() => None,
             change = changes.recv() => match change {
                 Ok(session) => Some(session),
                 // Missed announcements: the orphans are still there, poll for them.
@@ -45,25 +53,31 @@ pub(crate) async fn run<J: JournalLeases + 'static>(
             return;
         };
         match announced {
-            Some(session) => adopt_one(&inner, session).await,
+            Some(session) => adopt_one(&inner, session, &announced_opens).await,
             None => adopt_once(&inner).await,
         }
     }
     // The engine stopped announcing: poll alone.
-    poll_only(host, shutdown).await;
+    poll_only(host, polls, shutdown).await;
+}
+
+/// Polls every `every`, the first one interval from now; a poll that runs late (the
+/// adopter was busy) is followed by the next one a whole interval later.
+fn schedule(every: Duration) -> Interval {
+    let mut polls = tokio::time::interval_at(Instant::now() + every, every);
+    polls.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    polls
 }
 
 /// The adopter of an engine that announces nothing: polls alone.
 async fn poll_only<J: JournalLeases + 'static>(
     host: Weak<Inner<J>>,
+    mut polls: Interval,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        let Some(every) = host.upgrade().map(|h| h.options.adopt_every) else {
-            return;
-        };
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            _ = polls.tick() => {}
             _ = shutdown.wait_for(|down| *down) => return,
         }
         let Some(inner) = host.upgrade() else {
@@ -73,24 +87,31 @@ async fn poll_only<J: JournalLeases + 'static>(
     }
 }
 
-/// Adopts the announced `session` if it has room and did not give it up itself
-/// lately (then the announcement is its own release, meant for other hosts).
-async fn adopt_one<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>, session: SessionId) {
+/// Adopts the announced `session` if it has room and does not leave it alone (given
+/// up lately: then the announcement is its own release, meant for other hosts; or
+/// backing off after failed starts): once one of `permits` is free, as a recorded
+/// open task (see `spawn_open`) that the adopter does not wait for.
+async fn adopt_one<J: JournalLeases + 'static>(
+    inner: &Arc<Inner<J>>,
+    session: SessionId,
+    permits: &Arc<Semaphore>,
+) {
     if inner.table.room(inner.options.capacity) == 0
         || inner
             .table
-            .recently_gone(session, Instant::now(), inner.options.readopt_after)
+            .held_off(session, Instant::now(), inner.options.readopt_after)
     {
         return;
     }
-    // As a recorded open task (see `spawn_open`), waited for here.
-    let permits = Arc::new(Semaphore::new(1));
-    open_when_free(inner, session, &permits).await;
-    let _ = permits.acquire().await;
+    open_when_free(inner, session, permits).await;
 }
 
 /// How many adoptions one host runs at once (each a few round trips).
 const PARALLEL_ADOPTIONS: usize = 16;
+
+/// The most orphans one poll asks for beyond twice its room, to pass over the
+/// sessions this host leaves alone.
+const MAX_HELD_OFF_ASKED: usize = 1024;
 
 /// One poll: adopts orphans up to the room left, a few at a time.
 pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>) {
@@ -98,10 +119,16 @@ pub(crate) async fn adopt_once<J: JournalLeases + 'static>(inner: &Arc<Inner<J>>
     if room == 0 {
         return;
     }
-    // Ask for more than the room: some may be ones this host just gave up.
+    // Ask for more than the room: some may be taken by other hosts first, and the
+    // ones this host leaves alone (given up lately, backing off) are passed over, so
+    // as many more are asked for (they may all be listed first).
+    let held_off = inner
+        .table
+        .held_off_count(Instant::now(), inner.options.readopt_after)
+        .min(MAX_HELD_OFF_ASKED);
     let orphans = match inner
         .journal
-        .orphaned_sessions(room.saturating_mul(2))
+        .orphaned_sessions(room.saturating_mul(2).saturating_add(held_off))
         .await
     {
         Ok(orphans) => start_at_holder(orphans, inner.journal.holder_id()),
@@ -151,8 +178,8 @@ async fn open_when_free<J: JournalLeases + 'static>(
     }
 }
 
-/// Opens `session` as a task recorded among the host's opens (unless it was given up
-/// here lately), holding `permit` until it ends.
+/// Opens `session` as a task recorded among the host's opens (unless this host leaves
+/// it alone), holding `permit` until it ends.
 fn spawn_open<J: JournalLeases + 'static>(
     inner: &Arc<Inner<J>>,
     session: SessionId,
@@ -160,7 +187,7 @@ fn spawn_open<J: JournalLeases + 'static>(
 ) {
     if inner
         .table
-        .recently_gone(session, Instant::now(), inner.options.readopt_after)
+        .held_off(session, Instant::now(), inner.options.readopt_after)
     {
         return;
     }

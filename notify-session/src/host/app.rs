@@ -25,8 +25,9 @@ pub enum StopReason {
     /// the lease is released.
     ShutDown,
     /// The host lost the session's lease: a renewal found it taken over or expired, or
-    /// renewals kept failing past the lease's deadline. `owner` is the new holder,
-    /// when known.
+    /// renewals kept failing past the lease's deadline (a host resumed past its
+    /// lease, a database it cannot reach). `owner` is the new holder, when known: the
+    /// host asks the engine as it stops the session.
     LeaseLost {
         /// The holder that took the lease, when the host could learn it.
         owner: Option<Uuid>,
@@ -109,7 +110,9 @@ pub trait HostApp: Send + Sync + 'static {
     ///
     /// Any [`AppError`]: the host then stops the session again (its loops shut, its
     /// lease released) and answers the open with
-    /// [`HostError::Start`](crate::HostError::Start).
+    /// [`HostError::Start`](crate::HostError::Start); it does not adopt the session
+    /// again for a backoff (the lease duration, doubled with each failure in a row,
+    /// up to 32 times).
     ///
     /// # Cancel safety
     ///
@@ -121,7 +124,10 @@ pub trait HostApp: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), AppError>>;
 
     /// The host stopped serving `session` (its loops are shut and nothing more is
-    /// appended through it here), and why. The default does nothing.
+    /// appended through it here), and why: once per placement that
+    /// [`started`](Self::started). A stop that a shutdown's grace cut short is told
+    /// too (nothing more is appended; its loops may still be shutting). The default
+    /// does nothing.
     fn stopped(&self, session: SessionId, why: StopReason) {
         let _ = (session, why);
     }

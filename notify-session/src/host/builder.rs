@@ -3,15 +3,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use notify_journal::{JournalBackend, JournalLeases};
-use tokio::sync::watch;
+use notify_journal::JournalLeases;
+use tokio::sync::{Semaphore, watch};
 
 use super::adopt;
 use super::app::{HostApp, NoApp};
 use super::error::HostError;
-use super::fence::Fence;
 use super::handle::SessionHost;
-use super::inner::{Inner, Task};
+use super::inner::{Inner, PARALLEL_STOPS, Task};
 use super::keeper;
 use super::options::{HostOptions, RetentionSchedule};
 use super::retention;
@@ -99,7 +98,7 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
     }
 
     /// How often the host looks for orphaned sessions to adopt (besides the engine's
-    /// announcements); default the lease duration.
+    /// announcements, which never push a poll back); default the lease duration.
     pub fn adopt_every(mut self, every: Duration) -> Self {
         self.adopt_every = Some(every);
         self
@@ -136,9 +135,10 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
         self
     }
 
-    /// Starts the host: adopts the orphans it finds now (up to its capacity; on redb,
-    /// every live session in the file), then renews, adopts and retires in the
-    /// background.
+    /// Starts the host: starts renewing, adopts the orphans it finds now (up to its
+    /// capacity; on redb, every live session in the file: their leases are renewed
+    /// while the application starts them, however long that takes), then adopts and
+    /// retires in the background.
     ///
     /// # Errors
     ///
@@ -151,8 +151,9 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
     ///
     /// # Cancel safety
     ///
-    /// If dropped during the first adoption, the host is dropped: sessions it
-    /// adopted are stopped by no one and their leases expire.
+    /// If dropped during the first adoption, the host is dropped (its keeper ends at
+    /// its next step): sessions it adopted are stopped by no one and their leases
+    /// expire.
     pub async fn start(self) -> Result<SessionHost<J>, HostError> {
         let lease_duration = self.journal.lease_duration();
         let renew_every = self.renew_every.unwrap_or(lease_duration / 3);
@@ -183,12 +184,9 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
             });
         }
         let table = Arc::new(LeaseTable::default());
-        let fenced: Arc<dyn JournalBackend> =
-            Arc::new(Fence::new(Arc::clone(&self.journal), Arc::clone(&table)));
         let (shutdown, _) = watch::channel(false);
         let inner = Arc::new(Inner {
             journal: self.journal,
-            fenced,
             table,
             app: self.app,
             options: HostOptions {
@@ -206,7 +204,21 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
             tasks: Mutex::new(Vec::new()),
             shutdown_done: tokio::sync::Mutex::new(false),
             opens: Mutex::new(Vec::new()),
+            stops: Mutex::new(Vec::new()),
+            stop_permits: Semaphore::new(PARALLEL_STOPS),
         });
+        let weak = Arc::downgrade(&inner);
+        let cooperative = |handle| Task {
+            handle,
+            abort_at_once: false,
+        };
+        // The keeper first: the leases the first adoption takes are renewed while it
+        // goes on, however long the application's starts take.
+        let mut tasks = vec![cooperative(tokio::spawn(keeper::run(
+            weak.clone(),
+            inner.shutdown.subscribe(),
+        )))];
+        *inner.tasks.lock().unwrap_or_else(|p| p.into_inner()) = std::mem::take(&mut tasks);
         let changes = if inner.options.adopt {
             let changes = inner.journal.lease_changes();
             adopt::adopt_once(&inner).await;
@@ -214,15 +226,6 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
         } else {
             None
         };
-        let weak = Arc::downgrade(&inner);
-        let cooperative = |handle| Task {
-            handle,
-            abort_at_once: false,
-        };
-        let mut tasks = vec![cooperative(tokio::spawn(keeper::run(
-            weak.clone(),
-            inner.shutdown.subscribe(),
-        )))];
         if inner.options.adopt {
             tasks.push(cooperative(tokio::spawn(adopt::run(
                 weak.clone(),
@@ -236,7 +239,11 @@ impl<J: JournalLeases + 'static> HostBuilder<J> {
                 abort_at_once: true,
             });
         }
-        *inner.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
+        inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(tasks);
         Ok(SessionHost { inner })
     }
 }

@@ -1,11 +1,15 @@
 //! The journal a hosted session appends through: the host's journal, refusing every
-//! append for a session whose lease this host does not hold right now.
+//! append unless the placement it was built for holds the session's lease right now.
 //!
 //! **Architecture Invariant:** every [`Session`](crate::Session) a host builds appends
-//! through a [`Fence`], which refuses (`AppendError::Fenced`, nothing written) any
-//! session not in the host's lease table or past its renewal deadline. The engine's
-//! own check (PostgreSQL's in-transaction epoch check, the memory journal's fence)
-//! stands behind it for an append already past the fence when the lease is lost.
+//! through a [`Fence`] of its own placement (one open of the session on this host),
+//! which refuses (`AppendError::Fenced`, nothing written) any append for another
+//! session, or once that placement is not in the host's lease table (released, lost,
+//! stopped, or replaced by a later placement of the same session) or is past its
+//! renewal deadline. The same check tells the session's consumers to receive nothing
+//! more. The engine's own check (PostgreSQL's in-transaction epoch check, the memory
+//! journal's fence) stands behind it for an append already past the fence when the
+//! lease is lost.
 
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -15,20 +19,37 @@ use notify_journal::{AppendError, AppendOutcome, BoxFuture, JournalBackend};
 use notify_types::{JournalRecord, SessionId};
 
 use super::table::LeaseTable;
+use crate::shared::Placement;
 
-/// A host's journal behind its lease table.
+/// One placement of a session on a host: the session, its generation, and the
+/// host's lease table that says whether it is still held.
+#[derive(Debug)]
+pub(crate) struct HostPlacement {
+    pub(crate) session: SessionId,
+    pub(crate) generation: u64,
+    pub(crate) table: Arc<LeaseTable>,
+}
+
+impl Placement for HostPlacement {
+    fn serving(&self) -> bool {
+        self.table
+            .may_append(self.session, self.generation, Instant::now())
+    }
+}
+
+/// A host's journal behind one placement's lease.
 pub(crate) struct Fence<J: ?Sized> {
     journal: Arc<J>,
-    table: Arc<LeaseTable>,
+    placement: Arc<HostPlacement>,
 }
 
 impl<J: ?Sized> Fence<J> {
-    pub(crate) fn new(journal: Arc<J>, table: Arc<LeaseTable>) -> Self {
-        Self { journal, table }
+    pub(crate) fn new(journal: Arc<J>, placement: Arc<HostPlacement>) -> Self {
+        Self { journal, placement }
     }
 
     fn check(&self, session: SessionId) -> Result<(), AppendError> {
-        if self.table.may_append(session, Instant::now()) {
+        if session == self.placement.session && self.placement.serving() {
             Ok(())
         } else {
             Err(AppendError::Fenced { session })

@@ -21,10 +21,12 @@ use crate::session::Session;
 /// Built with [`SessionHost::builder`]. It opens sessions in one call
 /// ([`open`](Self::open): lease, restore, [`HostApp::started`](crate::HostApp::started)),
 /// renews all their leases with one statement per interval, stops a session at once
-/// when its lease is lost, adopts orphaned sessions up to its capacity, hands
-/// sessions off gracefully ([`release`](Self::release), [`shutdown`](Self::shutdown))
-/// and runs retention in the background. Every [`Session`] it hands out appends
-/// through its fence: only while this host holds the session's lease.
+/// when its lease is lost or past its deadline, adopts orphaned sessions up to its
+/// capacity, hands sessions off gracefully ([`release`](Self::release),
+/// [`shutdown`](Self::shutdown)) and runs retention in the background. Every
+/// [`Session`] it hands out appends through the fence of its placement: only while
+/// this host holds the session's lease under that very open (a handle kept from
+/// before a release and a new open writes nothing).
 ///
 /// Cloning is cheap; clones share the host. Dropping every handle without
 /// [`shutdown`](Self::shutdown) ends its background tasks but releases nothing: the
@@ -150,8 +152,9 @@ impl<J: JournalLeases + 'static> SessionHost<J> {
     }
 
     /// Shuts the host down gracefully: stops adopting and opening, releases every
-    /// session as [`release`](Self::release) does (with [`StopReason::ShutDown`]) so
-    /// other hosts adopt them at once, lets the background work finish the step it is
+    /// session as [`release`](Self::release) does (with [`StopReason::ShutDown`];
+    /// every one fenced at once, then many stopped at a time) so other hosts adopt
+    /// them at once, lets the background work finish the step it is
     /// in (an adoption in flight finds its session stopped, shuts the loops the
     /// application registered and gives up; a stop in flight completes), then stops
     /// renewing. The [shutdown grace](crate::HostBuilder::shutdown_grace) (default
@@ -159,7 +162,8 @@ impl<J: JournalLeases + 'static> SessionHost<J> {
     /// past it (an application's `started` that does not return, a stop waiting for
     /// an append in flight or a release waiting for a row an application transaction
     /// holds) is aborted; the leases an aborted task may have left are released, a
-    /// stop cut short leaves its lease to expire. Shutdown returns within the grace
+    /// stop cut short leaves its lease to expire (the application is told of it all
+    /// the same). Shutdown returns within the grace
     /// plus one renewal interval. Every clone of this handle sees the host shut down;
     /// later opens answer [`HostError::ShutDown`]; a shutdown called from another
     /// clone meanwhile returns once this one has finished.

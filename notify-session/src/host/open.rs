@@ -9,6 +9,7 @@ use notify_types::SessionId;
 
 use super::app::StopReason;
 use super::error::HostError;
+use super::fence::{Fence, HostPlacement};
 use super::inner::Inner;
 use super::metrics;
 use super::stop::stop_session;
@@ -37,8 +38,24 @@ impl Drop for Undo<'_> {
 }
 
 /// Opens `session` here: the one path for [`SessionHost::open`](crate::SessionHost::open)
-/// and for adoption (`adopted`). A session served here already is answered as is.
+/// and for adoption (`adopted`). A session served here already is answered as is. A
+/// failed restore or start holds the session off this host's adoption for a backoff
+/// that doubles with each failure in a row.
 pub(crate) async fn open_session<J: JournalLeases + 'static>(
+    inner: &Arc<Inner<J>>,
+    session: SessionId,
+    adopted: bool,
+) -> Result<Session, HostError> {
+    let opened = open_placement(inner, session, adopted).await;
+    if let Err(HostError::Restore { .. } | HostError::Start { .. }) = &opened {
+        inner
+            .table
+            .start_failed(session, Instant::now(), inner.options.readopt_after);
+    }
+    opened
+}
+
+async fn open_placement<J: JournalLeases + 'static>(
     inner: &Arc<Inner<J>>,
     session: SessionId,
     adopted: bool,
@@ -93,10 +110,23 @@ pub(crate) async fn open_session<J: JournalLeases + 'static>(
         .acquire_lease(session)
         .await
         .map_err(|e| HostError::from_lease(session, e))?;
-    let hosted = Session::new(session, Arc::clone(&inner.fenced));
-    hosted.shared.mark_hosted();
+    // The placement: its own fence, refusing appends once it is no longer the one the
+    // table holds (a handle kept from it stays refused after a later open).
+    let generation = inner.table.next_generation();
+    let placement = Arc::new(HostPlacement {
+        session,
+        generation,
+        table: Arc::clone(&inner.table),
+    });
+    let fenced: Arc<dyn notify_journal::JournalBackend> = Arc::new(Fence::new(
+        Arc::clone(&inner.journal),
+        Arc::clone(&placement),
+    ));
+    let hosted = Session::new(session, Arc::clone(&fenced));
+    hosted.shared.mark_hosted(placement);
     let recorded = inner.table.insert(Held {
         session: hosted.clone(),
+        generation,
         epoch: lease.epoch(),
         renewed: t0,
         deadline: t0 + inner.keep_for(),
@@ -109,7 +139,7 @@ pub(crate) async fn open_session<J: JournalLeases + 'static>(
         return Err(HostError::ShutDown);
     }
     metrics::leases_held(inner.table.len());
-    let report = match restore(session, inner.fenced.as_ref()).await {
+    let report = match restore(session, fenced.as_ref()).await {
         Ok(report) => report,
         Err(source) => {
             undo.armed = false;

@@ -1,10 +1,12 @@
 //! Shutting a host down, cooperatively and within a bound: nothing more opens, every
-//! session held (those being opened too) is stopped and its lease released, the
-//! background tasks finish the step they are in, and whatever is still running when
-//! the shutdown grace has passed (counted from the start of shutdown) is cut short:
-//! a task is aborted (then the leases it may have left are released), a stop still
+//! session held (those being opened too) is fenced off at once and then stopped,
+//! many at a time, and its lease released; the background tasks (and the stops the
+//! keeper began) finish the step they are in, and whatever is still running when the
+//! shutdown grace has passed (counted from the start of shutdown) is cut short: a
+//! task is aborted (then the leases it may have left are released), a stop still
 //! waiting (for an append in flight, a loop, or a release waiting for a lock another
-//! transaction holds) is abandoned and its lease left to expire.
+//! transaction holds) is abandoned and its lease left to expire. The application is
+//! told of every session it started, a stop cut short included.
 //!
 //! **Architecture Invariant:** when shutdown returns, no session is served here, no
 //! loop a stopped session registered here still runs (unless the application
@@ -12,25 +14,28 @@
 //! grace, or shutting a loop took past the grace), and every lease this host's
 //! journal handle held was released, or its release failed (reported) or was cut
 //! short by the grace (left to expire); no background task of the host runs. It
-//! returns within the grace plus one renewal interval (the listing of the leases
-//! left) and the aborted tasks' own unwinding.
+//! returns within the grace plus one renewal interval (the listing and the releases
+//! of the leases left) and the aborted tasks' own unwinding.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use notify_journal::{JournalLeases, LeaseError};
 
 use super::app::StopReason;
-use super::inner::{Inner, Task};
-use super::stop::stop_session;
+use super::inner::{Inner, PARALLEL_STOPS, Task};
+use super::stop::{begin_stop, finish_stop};
 use crate::session::Session;
 
 /// Shuts the host down (see [`SessionHost::shutdown`](crate::SessionHost::shutdown));
 /// answers the first release that failed. A second shutdown (from a clone of the
 /// handle) waits for the first to finish, then answers `Ok`.
 pub(crate) async fn shut_down<J: JournalLeases + 'static>(
-    inner: &Inner<J>,
+    inner: &Arc<Inner<J>>,
 ) -> Result<(), LeaseError> {
     let mut done = inner.shutdown_done.lock().await;
     if *done {
@@ -44,25 +49,36 @@ pub(crate) async fn shut_down<J: JournalLeases + 'static>(
     let tasks = std::mem::take(&mut *inner.tasks.lock().unwrap_or_else(|p| p.into_inner()));
     // Stop every session held, including one whose open is in flight: its lease is
     // released now, and the open, when it goes on, finds its session gone and shuts
-    // the loops the application registered.
-    let mut first = None;
+    // the loops the application registered. Every fence closes first, at once; the
+    // stops then run many at a time, each cut short at the deadline (the session is
+    // no longer served here, the application is told, its lease expires).
     let mut stopped: Vec<Session> = Vec::new();
+    let mut stops = JoinSet::new();
+    let permits = Arc::new(Semaphore::new(PARALLEL_STOPS));
     for session in held {
-        if let Some(h) = inner.table.get(session) {
-            stopped.push(h.session);
-        }
-        // Removed from the table (fenced) at its first step: cut short, the session
-        // is no longer served here and its lease expires.
-        match tokio::time::timeout_at(deadline, stop_session(inner, session, StopReason::ShutDown))
-            .await
-        {
-            Ok(Err(e)) => {
-                first.get_or_insert(e);
+        let Some(stopping) = begin_stop(inner, session, StopReason::ShutDown) else {
+            continue;
+        };
+        stopped.push(stopping.handle());
+        let (inner, permits) = (Arc::clone(inner), Arc::clone(&permits));
+        stops.spawn(async move {
+            let stop = async {
+                let _permit = permits.acquire().await;
+                finish_stop(&inner, stopping).await
+            };
+            match tokio::time::timeout_at(deadline, stop).await {
+                Ok(released) => released,
+                Err(_) => {
+                    tracing::warn!(%session, "stopping the session took past the shutdown grace: its lease is left to expire");
+                    Ok(())
+                }
             }
-            Ok(Ok(_)) => {}
-            Err(_) => {
-                tracing::warn!(%session, "stopping the session took past the shutdown grace: its lease is left to expire");
-            }
+        });
+    }
+    let mut first = None;
+    while let Some(stop) = stops.join_next().await {
+        if let Ok(Err(e)) = stop {
+            first.get_or_insert(e);
         }
     }
     let mut aborted = join(tasks, deadline).await;
@@ -74,6 +90,20 @@ pub(crate) async fn shut_down<J: JournalLeases + 'static>(
         abort_at_once: false,
     });
     aborted |= join(opens.collect(), deadline).await;
+    // The keeper's stops (and stray releases) in flight: each finishes, or is cut
+    // short at the deadline (the application is told all the same).
+    let keepers = std::mem::take(&mut *inner.stops.lock().unwrap_or_else(|p| p.into_inner()));
+    aborted |= join(
+        keepers
+            .into_iter()
+            .map(|handle| Task {
+                handle,
+                abort_at_once: false,
+            })
+            .collect(),
+        deadline,
+    )
+    .await;
     // Loops registered by an open cut short after its session was stopped.
     for session in &stopped {
         for loop_id in session.loops() {
@@ -135,21 +165,38 @@ async fn join(tasks: Vec<Task>, deadline: Instant) -> bool {
 }
 
 /// Releases every lease the engine still holds for this host's handle.
-async fn release_strays<J: JournalLeases + 'static>(inner: &Inner<J>) -> Result<(), LeaseError> {
-    let bound = inner.options.renew_every.max(Duration::from_millis(1));
-    let renewal = match tokio::time::timeout(bound, inner.journal.renew_leases()).await {
+async fn release_strays<J: JournalLeases + 'static>(
+    inner: &Arc<Inner<J>>,
+) -> Result<(), LeaseError> {
+    // The listing and the releases together take at most one renewal interval.
+    let until = Instant::now() + inner.options.renew_every.max(Duration::from_millis(1));
+    let renewal = match tokio::time::timeout_at(until, inner.journal.renew_leases()).await {
         Ok(renewal) => renewal?,
         Err(_) => {
             tracing::warn!("listing the leases left after shutdown timed out");
             return Ok(());
         }
     };
-    let mut first = Ok(());
+    let permits = Arc::new(Semaphore::new(PARALLEL_STOPS));
+    let mut releases = JoinSet::new();
     for lease in renewal.renewed {
-        if let Err(e) = inner.journal.release_lease(lease.session()).await
-            && first.is_ok()
-        {
-            first = Err(e);
+        let (inner, permits) = (Arc::clone(inner), Arc::clone(&permits));
+        releases.spawn(async move {
+            let _permit = permits.acquire().await;
+            inner.journal.release_lease(lease.session()).await
+        });
+    }
+    let mut first = Ok(());
+    loop {
+        match tokio::time::timeout_at(until, releases.join_next()).await {
+            Ok(Some(Ok(Err(e)))) if first.is_ok() => first = Err(e),
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(_) => {
+                tracing::warn!("releasing the leases left after shutdown timed out: they expire");
+                releases.shutdown().await;
+                break;
+            }
         }
     }
     first

@@ -1,12 +1,14 @@
-//! The leases a host holds, as the host sees them: each one's epoch, when it was last
-//! renewed and by when it must be renewed again. The fence, the keeper, the opener and
-//! the status all read it.
+//! The leases a host holds, as the host sees them: each one's placement (a generation
+//! unique to one open), epoch, when it was last renewed and by when it must be renewed
+//! again. The fences, the consumers, the keeper, the opener and the status all read it.
 //!
-//! **Architecture Invariant:** a session is in the table exactly while this host may
-//! append to it: it is inserted once its lease is acquired and removed (before
-//! anything else happens) when the lease is lost, past its deadline, released or the
-//! host shuts down. The fence refuses every append for a session that is not in it,
-//! or whose deadline has passed.
+//! **Architecture Invariant:** a placement is in the table exactly while this host may
+//! append to its session: it is inserted once its lease is acquired and removed
+//! (before anything else happens) when the lease is lost, past its deadline, released
+//! or the host shuts down. A placement's fence refuses every append unless that very
+//! placement (not merely its session) is in the table with its deadline ahead, and a
+//! deadline once passed is never moved again: the session is stopped, however a
+//! renewal answers afterwards.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -16,6 +18,7 @@ use tokio::time::Instant;
 
 use notify_types::SessionId;
 
+use super::holdoff::HoldOff;
 use crate::session::Session;
 
 /// One lease this host holds.
@@ -23,6 +26,9 @@ use crate::session::Session;
 pub(crate) struct Held {
     /// The session, as handed to the application (cloned out for `session()`).
     pub(crate) session: Session,
+    /// The placement: unique to this open of the session on this host (a handle from
+    /// an earlier placement is refused by its fence).
+    pub(crate) generation: u64,
     /// The lease's epoch.
     pub(crate) epoch: u64,
     /// When the last successful renewal (or the acquisition) started.
@@ -39,9 +45,10 @@ struct State {
     held: HashMap<SessionId, Held>,
     /// Sessions being opened (lease being acquired, restore, application start).
     opening: HashSet<SessionId>,
-    /// Sessions this host gave up or lost, and when: not adopted again by this host
-    /// for a while, so that another host takes them over.
-    gone: HashMap<SessionId, Instant>,
+    /// Sessions this host leaves alone for a while (given up, lost, failing to start).
+    hold_off: HoldOff,
+    /// The last placement generation handed out.
+    generation: u64,
     /// Set once by shutdown: nothing more is opened.
     closed: bool,
 }
@@ -70,13 +77,20 @@ impl LeaseTable {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether this host may append to `session` now: it holds the lease and its
-    /// deadline has not passed.
-    pub(crate) fn may_append(&self, session: SessionId, now: Instant) -> bool {
+    /// Whether placement `generation` of `session` may append now: it is the
+    /// placement held here and its deadline has not passed.
+    pub(crate) fn may_append(&self, session: SessionId, generation: u64, now: Instant) -> bool {
         self.lock()
             .held
             .get(&session)
-            .is_some_and(|h| h.deadline > now)
+            .is_some_and(|h| h.generation == generation && h.deadline > now)
+    }
+
+    /// A new placement generation, for a session about to be opened.
+    pub(crate) fn next_generation(&self) -> u64 {
+        let mut state = self.lock();
+        state.generation += 1;
+        state.generation
     }
 
     /// Reserves a place for opening `session`, within `capacity`.
@@ -116,7 +130,7 @@ impl LeaseTable {
         if state.closed {
             return false;
         }
-        state.gone.remove(&id);
+        state.hold_off.taken(id);
         state.held.insert(id, held);
         true
     }
@@ -133,9 +147,11 @@ impl LeaseTable {
 
     /// Marks `session` started; `false` if it is no longer held (lost meanwhile).
     pub(crate) fn mark_started(&self, session: SessionId) -> bool {
-        match self.lock().held.get_mut(&session) {
+        let mut state = self.lock();
+        match state.held.get_mut(&session) {
             Some(h) => {
                 h.started = true;
+                state.hold_off.started(session);
                 true
             }
             None => false,
@@ -147,12 +163,13 @@ impl LeaseTable {
     pub(crate) fn remove(&self, session: SessionId, now: Instant) -> Option<Held> {
         let mut state = self.lock();
         let held = state.held.remove(&session)?;
-        state.gone.insert(session, now);
+        state.hold_off.gone(session, now);
         Some(held)
     }
 
     /// Records a successful renewal of `session` under `epoch` that started at
-    /// `started`; `false` if the table holds another epoch (or no lease) for it.
+    /// `started`; `false` if the table holds another epoch (or no lease) for it. A
+    /// deadline already passed is not moved: that session is being stopped.
     pub(crate) fn renewed(
         &self,
         session: SessionId,
@@ -162,7 +179,7 @@ impl LeaseTable {
     ) -> bool {
         match self.lock().held.get_mut(&session) {
             Some(h) if h.epoch == epoch => {
-                if started > h.renewed {
+                if started > h.renewed && h.deadline > Instant::now() {
                     h.renewed = started;
                     h.deadline = started + keep_for;
                 }
@@ -176,13 +193,6 @@ impl LeaseTable {
     pub(crate) fn knows(&self, session: SessionId) -> bool {
         let state = self.lock();
         state.held.contains_key(&session) || state.opening.contains(&session)
-    }
-
-    /// Closes the fence on `session` at once (its deadline is now), ahead of its stop.
-    pub(crate) fn fence_off(&self, session: SessionId) {
-        if let Some(h) = self.lock().held.get_mut(&session) {
-            h.deadline = Instant::now();
-        }
     }
 
     /// The sessions whose deadline has passed at `now`.
@@ -225,11 +235,21 @@ impl LeaseTable {
         capacity.saturating_sub(state.held.len() + state.opening.len())
     }
 
-    /// Whether this host gave `session` up or lost it less than `window` ago.
-    pub(crate) fn recently_gone(&self, session: SessionId, now: Instant, window: Duration) -> bool {
-        let mut state = self.lock();
-        state.gone.retain(|_, at| now.duration_since(*at) < window);
-        state.gone.contains_key(&session)
+    /// Whether this host leaves `session` alone at `now`: it gave it up or lost it
+    /// less than `window` ago, or its start failed and its backoff has not passed.
+    pub(crate) fn held_off(&self, session: SessionId, now: Instant, window: Duration) -> bool {
+        self.lock().hold_off.holds(session, now, window)
+    }
+
+    /// How many sessions this host leaves alone at `now` (see [`held_off`](Self::held_off)).
+    pub(crate) fn held_off_count(&self, now: Instant, window: Duration) -> usize {
+        self.lock().hold_off.count(now, window)
+    }
+
+    /// Records a failed start of `session` at `now`: it is left alone for a backoff
+    /// that doubles with each failure in a row, from `base`.
+    pub(crate) fn start_failed(&self, session: SessionId, now: Instant, base: Duration) {
+        self.lock().hold_off.failed(session, now, base);
     }
 
     /// Refuses every later open; answers the sessions held now.

@@ -1,8 +1,9 @@
 //! The hosts' consumers: one per session's loop. A plain consumer acks what it
 //! receives, several acks in flight at once; a transactional one (a third of the
-//! sessions, [`transactional`]) writes an application row and appends the
-//! consumption in one transaction of its own (`ack_in_pg`), so that "consumed
-//! exactly once" is checked against the application's rows too.
+//! sessions, [`transactional`]) appends the consumption (`ack_in_pg`) and, unless an
+//! earlier transaction already committed it, writes an application row in the same
+//! transaction of its own, so that "consumed exactly once" is checked against the
+//! application's rows too.
 //!
 //! Each logs `DELIVER` when it receives a notification, `ACKED` once the ack
 //! committed, and `ACKREFUSED` when the ack was refused because this host no longer
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify_journal::{AppendError, PgJournal};
-use notify_session::{AckError, SessionConsumer, SessionReceived, TxAckError};
+use notify_session::{AckError, PgAck, SessionConsumer, SessionReceived, TxAckError};
 use notify_types::SessionId;
 use tokio::sync::Semaphore;
 
@@ -151,14 +152,17 @@ async fn ack_in_tx(
     let command = *got.command_id().as_uuid();
     let session = *session.as_uuid();
     let tx = app.transaction().await.map_err(|_| NotAcked::Connection)?;
-    tx.execute(insert, &[&command, &session])
-        .await
-        .map_err(|_| NotAcked::Connection)?;
+    // The consumption first: it answers whether to write the row.
     let pending = match got.ack_in_pg(journal, &tx).await {
-        Ok(pending) => pending,
+        Ok(PgAck::Write(pending)) => pending,
+        // Committed earlier with its row: write nothing.
+        Ok(PgAck::AlreadyConsumed) => return Ok(()),
         Err(TxAckError::Ack(e)) if fenced(&e) => return Err(NotAcked::Fenced),
         Err(_) => return Err(NotAcked::Other),
     };
+    tx.execute(insert, &[&command, &session])
+        .await
+        .map_err(|_| NotAcked::Connection)?;
     // On a failed commit, dropping `pending` hands the notification back.
     tx.commit().await.map_err(|_| NotAcked::Connection)?;
     match pending.committed().await {

@@ -4,7 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use notify_journal::layer::{JournalLayer, JournalReadLayer};
@@ -36,6 +36,15 @@ pub(crate) struct Counting<J> {
     pub(crate) yield_releases: AtomicBool,
     /// Every release hangs (far past any grace).
     pub(crate) hang_releases: AtomicBool,
+    /// Every release first sleeps this many milliseconds (a round trip).
+    pub(crate) release_delay_ms: AtomicU64,
+    /// Releases tried.
+    pub(crate) releases: AtomicUsize,
+    /// Renewals succeed but report nothing (neither renewed nor lost: the rows "not
+    /// judged", as a renewal skipping locked rows does).
+    pub(crate) hide_renewals: AtomicBool,
+    /// Orphan listings asked for.
+    pub(crate) listings: AtomicUsize,
 }
 
 impl<J> Counting<J> {
@@ -47,6 +56,10 @@ impl<J> Counting<J> {
             hang_once: AtomicBool::new(false),
             yield_releases: AtomicBool::new(false),
             hang_releases: AtomicBool::new(false),
+            release_delay_ms: AtomicU64::new(0),
+            releases: AtomicUsize::new(0),
+            hide_renewals: AtomicBool::new(false),
+            listings: AtomicUsize::new(0),
         }
     }
 }
@@ -87,12 +100,23 @@ impl<J: JournalLeases> JournalLeases for Counting<J> {
                 )))
             });
         }
+        if self.hide_renewals.load(Ordering::SeqCst) {
+            return Box::pin(async {
+                self.inner.renew_leases().await?;
+                Ok(Renewal::default())
+            });
+        }
         self.inner.renew_leases()
     }
     fn release_lease(&self, session: SessionId) -> BoxFuture<'_, Result<(), LeaseError>> {
         let hang = self.hang_releases.load(Ordering::SeqCst);
         let yields = self.yield_releases.load(Ordering::SeqCst);
+        let delay = Duration::from_millis(self.release_delay_ms.load(Ordering::SeqCst));
+        self.releases.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             if hang {
                 tokio::time::sleep(Duration::from_secs(3_600)).await;
             }
@@ -106,6 +130,7 @@ impl<J: JournalLeases> JournalLeases for Counting<J> {
         self.inner.lease_info(session)
     }
     fn orphaned_sessions(&self, limit: usize) -> BoxFuture<'_, Result<Vec<SessionId>, LeaseError>> {
+        self.listings.fetch_add(1, Ordering::SeqCst);
         self.inner.orphaned_sessions(limit)
     }
     fn lease_changes(&self) -> Option<broadcast::Receiver<SessionId>> {

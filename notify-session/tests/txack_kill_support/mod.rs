@@ -1,7 +1,9 @@
 //! What the two kill tests of transactional acknowledgements (`txack_kill_redb`,
 //! `txack_kill_postgres`) share: the fixed session and loop every child run restores,
-//! the child's restore and endless notifier, the rounds of killed children, what the
-//! journal records afterwards, and the checks of the application's rows.
+//! the child's restore and endless notifier, the rounds of killed children (each kill
+//! proven to land mid-work), what the journal records afterwards, the final phase
+//! (restore hands back exactly journaled - consumed, drained to one row each), and the
+//! checks of the application's rows.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{HashMap, HashSet};
@@ -99,7 +101,10 @@ pub(crate) fn say_acked(id: u128) {
 }
 
 /// Runs `kills` children (the test `child`, with `env`), each killed after a random
-/// number of acknowledgements drawn from `seed`; the IDs they acknowledged.
+/// number (1 to 12) of acknowledgements drawn from `seed`; the IDs they acknowledged.
+/// Every kill must land mid-work: the child acknowledged that many, was still running
+/// when killed and died of the SIGKILL (a child that panicked or hung fails the test,
+/// never counts as a kill).
 pub(crate) fn kill_rounds(
     child: &str,
     env: [(&str, &str); 2],
@@ -107,14 +112,85 @@ pub(crate) fn kill_rounds(
     seed: &mut u64,
 ) -> HashSet<u128> {
     let mut acked = HashSet::new();
-    for _ in 0..kills {
-        let wanted = next(seed) % 12;
-        let lines = kill::run_and_kill(child, env, &[ACK], wanted).unwrap();
-        for line in lines {
+    let mut after_wanted = 0;
+    for round in 0..kills {
+        let wanted = 1 + next(seed) % 12;
+        let killed = kill::run_and_kill_mid_work(child, env, &[ACK], wanted)
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        after_wanted += killed.lines.len() - killed.before_kill;
+        for line in killed.lines {
             acked.insert(line[ACK.len()..].parse::<u128>().unwrap());
         }
     }
+    eprintln!(
+        "{kills} kills, each while running, after 1 to 12 acknowledgements; \
+         {after_wanted} acknowledgements came between the wanted one and the kill"
+    );
     acked
+}
+
+/// The final phase: what restore hands back is exactly what the journal records as
+/// notified and not consumed (no notification the kills left pending is lost, none is
+/// handed back twice). A session (no notifier) whose loop is seeded with it, its
+/// consumer, how many to drain, and the notifications journaled.
+pub(crate) async fn restored_for_the_final_drain<J>(
+    fixed: Fixed,
+    journal: J,
+) -> (Session, SessionConsumer, usize, HashSet<u128>)
+where
+    J: JournalBackend + Clone + 'static,
+{
+    let (notified, consumed) = journaled(&journal, fixed.session).await;
+    assert!(
+        consumed.is_subset(&notified),
+        "a consumption of nothing notified"
+    );
+    let mut report = restore(fixed.session, &journal).await.unwrap();
+    let pending = report.take_pending(fixed.loop_id);
+    assert!(report.pending.is_empty(), "pending on another loop");
+    let handed: HashSet<u128> = pending
+        .iter()
+        .map(|n| n.command_id().as_uuid().as_u128())
+        .collect();
+    assert_eq!(handed.len(), pending.len(), "restore hands one back twice");
+    let left: HashSet<u128> = notified.difference(&consumed).copied().collect();
+    assert_eq!(
+        handed, left,
+        "restore's pending must be exactly journaled - consumed"
+    );
+    let n = pending.len();
+    let session = Session::new(fixed.session, journal);
+    let consumer = session
+        .register_loop(LoopConfig::new(fixed.session, fixed.loop_id).seed(pending))
+        .unwrap();
+    eprintln!(
+        "final phase: {} journaled, {} consumed, {n} left pending, drained",
+        notified.len(),
+        consumed.len()
+    );
+    (session, consumer, n, notified)
+}
+
+/// After the final drain: nothing is pending, and the application's rows are exactly
+/// the journaled notifications, one each.
+pub(crate) async fn assert_drained_to_one_row_each(
+    journal: &impl JournalRead,
+    fixed: Fixed,
+    notified: &HashSet<u128>,
+    rows: &[u128],
+) {
+    let report = restore(fixed.session, journal).await.unwrap();
+    assert_eq!(report.pending_count(), 0, "pending after the drain");
+    let (_, consumed) = journaled(journal, fixed.session).await;
+    assert_eq!(&consumed, notified, "consumed after the drain");
+    let counts = counts(rows);
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "rows written twice: {twice:?}");
+    let with_rows: HashSet<u128> = counts.keys().copied().collect();
+    assert_eq!(
+        &with_rows, notified,
+        "rows and journaled notifications differ"
+    );
 }
 
 /// What the journal records of `session`: the notifications journaled, and those
