@@ -36,22 +36,77 @@ pub(crate) fn cli() -> clap::Command {
                         ),
                 ),
         )
-        .subcommand(
-            clap::Command::new("soak")
-                .about("Run the model-based test with many more cases than CI runs")
-                .arg(
-                    Arg::new("cases")
-                        .long("cases")
-                        .value_name("N")
-                        .value_parser(value_parser!(u64).range(1..))
-                        .default_value("10000")
-                        .help("How many cases"),
-                ),
-        )
+        .subcommand(soak_command())
         .subcommand(
             clap::Command::new("ci")
                 .about("Run .ci/run: formatting, lints, layering, tests, packaging, the demo"),
         )
+}
+
+/// `soak`'s arguments.
+fn soak_command() -> clap::Command {
+    clap::Command::new("soak")
+        .about("Run the model-based test with many more cases than CI runs, or (--hosts) the host runtime's soak")
+        .long_about(
+            "Run the model-based test with many more cases than CI runs. With --hosts, run \
+             the host runtime's soak instead: the host chaos test at full size, three host \
+             processes on PostgreSQL (NOTIFY_TEST_DATABASE_URL, default the local test \
+             database) with the default lease and poll, 64 concurrent appenders over 24 hot \
+             sessions, transactional consumers, sessions ending and opening; a fault-free \
+             phase first (no lease lost, no NotOwner), then SIGKILLs, SIGSTOPs past the \
+             lease and graceful shutdowns (every accepted notification consumed exactly \
+             once, every session owned again within lease + one poll). It prints the \
+             takeover and answer latencies (p50/p99/max) and the throughput.",
+        )
+        .arg(
+            Arg::new("cases")
+                .long("cases")
+                .value_name("N")
+                .value_parser(value_parser!(u64).range(1..))
+                .default_value("10000")
+                .conflicts_with("hosts")
+                .help("How many cases"),
+        )
+        .arg(
+            Arg::new("hosts")
+                .long("hosts")
+                .action(ArgAction::SetTrue)
+                .help("Run the host runtime's soak on PostgreSQL instead"),
+        )
+        .arg(
+            Arg::new("minutes")
+                .long("minutes")
+                .value_name("N")
+                .value_parser(value_parser!(u64).range(1..=24 * 60))
+                .requires("hosts")
+                .help("Minutes of traffic at least (default 5; the last fault's takeover may run past them)"),
+        )
+        .arg(
+            Arg::new("no-faults")
+                .long("no-faults")
+                .action(ArgAction::SetTrue)
+                .requires("hosts")
+                .help("Only the fault-free phase"),
+        )
+}
+
+/// What `soak --hosts` was asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SoakHostsArgs {
+    /// Minutes of traffic at least.
+    pub(crate) minutes: u64,
+    /// Whether faults follow the fault-free phase.
+    pub(crate) faults: bool,
+}
+
+impl SoakHostsArgs {
+    /// `None` unless `--hosts` was given.
+    pub(crate) fn from_matches(m: &ArgMatches) -> Option<Self> {
+        m.get_flag("hosts").then(|| Self {
+            minutes: m.get_one::<u64>("minutes").copied().unwrap_or(5),
+            faults: !m.get_flag("no-faults"),
+        })
+    }
 }
 
 /// `demo`'s arguments.
@@ -163,6 +218,10 @@ mod tests {
             &["bench", "--now"],
             &["soak", "--cases", "many"],
             &["soak", "--cases", "0"],
+            &["soak", "--minutes", "3"],
+            &["soak", "--no-faults"],
+            &["soak", "--hosts", "--cases", "5"],
+            &["soak", "--hosts", "--minutes", "0"],
             &["deploy"],
             &[],
         ] {
@@ -201,5 +260,32 @@ mod tests {
             panic!("not demo")
         };
         assert_eq!(DemoArgs::from_matches(m).hosts, Some(3));
+    }
+
+    #[test]
+    fn soak_takes_the_host_soak_flags() {
+        let soak = |args: &[&str]| {
+            let m = parse(args).unwrap();
+            let Some(("soak", m)) = m.subcommand() else {
+                panic!("not soak")
+            };
+            SoakHostsArgs::from_matches(m)
+        };
+        assert_eq!(soak(&["soak"]), None);
+        assert_eq!(soak(&["soak", "--cases", "5"]), None);
+        assert_eq!(
+            soak(&["soak", "--hosts"]),
+            Some(SoakHostsArgs {
+                minutes: 5,
+                faults: true
+            })
+        );
+        assert_eq!(
+            soak(&["soak", "--hosts", "--minutes", "2", "--no-faults"]),
+            Some(SoakHostsArgs {
+                minutes: 2,
+                faults: false
+            })
+        );
     }
 }

@@ -9,6 +9,13 @@
 //!   table (each rate beside its same-run baseline and the ratio to the target), also
 //!   written as markdown to `target/bench-summary.md`.
 //! * `soak [--cases N]`: the model-based test with many more cases than CI runs.
+//!   `soak --hosts [--minutes N] [--no-faults]`: the host runtime's soak (`soak.rs`),
+//!   the host chaos test at full size: three host processes on PostgreSQL with the
+//!   default lease and poll, 64 appenders over 24 hot sessions, transactional
+//!   consumers, sessions ending and opening, at least N minutes (default 5): a
+//!   fault-free phase (no lease lost, no `NotOwner`), then SIGKILLs, SIGSTOPs past the
+//!   lease and graceful shutdowns (exactly-once consumption, takeover within lease +
+//!   poll); it prints the takeover and answer latencies and the throughput.
 //! * `ci`: what `.ci/run` does.
 //!
 //! Every task takes `--help`; a help flag never starts a task. Errors are printed once:
@@ -25,15 +32,15 @@ mod bench;
 mod cli;
 mod demo_postgres;
 mod demo_serve;
+mod soak;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Instant;
 
 use anyhow::Context as _;
 
-use crate::cli::{DemoArgs, cli};
+use crate::cli::{DemoArgs, SoakHostsArgs, cli};
 
 /// Why a task failed.
 pub(crate) enum Failure {
@@ -60,7 +67,10 @@ fn main() -> ExitCode {
             measure: !m.get_flag("no-run"),
             postgres: m.get_flag("postgres"),
         }),
-        Some(("soak", m)) => soak(m.get_one::<u64>("cases").copied().unwrap_or(10_000)),
+        Some(("soak", m)) => match SoakHostsArgs::from_matches(m) {
+            Some(args) => soak::hosts(args),
+            None => soak::model(m.get_one::<u64>("cases").copied().unwrap_or(10_000)),
+        },
         Some(("ci", _)) => root()
             .map_err(Failure::from)
             .and_then(|root| run(Command::new("bash").arg(root.join(".ci/run")))),
@@ -149,28 +159,6 @@ fn demo(args: &DemoArgs) -> TaskResult {
         cmd.arg("--journal-at-crash").arg(from_caller(copy)?);
     }
     run(&mut cmd)
-}
-
-fn soak(cases: u64) -> TaskResult {
-    let started = Instant::now();
-    run(cargo()?
-        .env("PROPTEST_CASES", cases.to_string())
-        .env("NOTIFY_MODEL_CASES", cases.to_string())
-        .args([
-            "test",
-            "--release",
-            "-p",
-            "notify-testkit",
-            "--test",
-            "model",
-            "--",
-            "--nocapture",
-        ]))?;
-    println!(
-        "soak: {cases} model-test cases passed in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
 }
 
 #[cfg(test)]

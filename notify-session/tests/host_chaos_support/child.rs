@@ -1,16 +1,21 @@
 //! The host role: one host runtime (`SessionHost`) on the shared PostgreSQL journal,
-//! one loop per session whose consumer acks what it receives, driven by lines on
-//! standard input and answering on standard output:
+//! one loop per session with its consumer (`consumer.rs`), driven by numbered lines
+//! on standard input (`<id> <request>`) and answering `A <id> <answer>` on standard
+//! output, many requests at once:
 //!
-//! * `O <session>` opens a session here: `OPENED <session> ok|err:<why>`;
+//! * `O <session>` opens a session here: `ok` or `err:<why>`;
 //! * `N <session> <command>` sends that notification to the session if this host
-//!   serves it: `R <command> accepted|duplicate|notowner|stopped|fenced|unavailable:…`
-//!   (retryable) or `error:…` (a test failure);
-//! * `STATUS`: `S <session>,<session>,…` (`-` for none), the sessions it serves;
-//! * `DIAG`: `D holder=<id> <status>`, the host's whole status (for a failure's report);
+//!   serves it: `accepted`, `duplicate`, or a refusal to retry (`notserved`,
+//!   `notowner:…`, `full`, `stopped`, `fenced`, `unavailable:…`), or `ended` /
+//!   `error:…` (a test failure);
+//! * `E <session>` ends the session if this host serves it (refused while
+//!   notifications are pending): `ok`, `pending:<n>`, `notserved` or `err:<why>`;
+//! * `STATUS`: `<session>:<epoch>:<pending>,…` (`-` for none), the sessions it serves;
+//! * `DIAG`: the host's whole status (for a failure's report);
 //! * `QUIT` shuts the host down gracefully (leases released): `BYE`.
 //!
-//! It logs its events (`log.rs`) to the file the parent named.
+//! It logs its events (`log.rs`) to the file the parent named, among them every
+//! lease it lost (`HostApp::stopped`) and every `NotOwner` it answered.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,23 +23,24 @@ use std::time::Duration;
 use notify_journal::{JournalLeases, LeaseError, PgJournal, PgOptions};
 use notify_loop::LoopConfig;
 use notify_session::notify_journal::BoxFuture;
-use notify_session::{AppError, HostApp, HostError, RestoreReport, Session, SessionHost};
-use notify_testkit::kill::{say, xorshift};
+use notify_session::{
+    AppError, EndError, HostApp, HostError, IfPending, RestoreReport, Session, SessionHost,
+    StopReason,
+};
+use notify_testkit::kill::say;
 use notify_testkit::postgres::DATABASE_URL_VAR;
 use notify_types::{
     CommandId, JournalFailureKind, LoopId, Notified, NotifyError, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessTerminalReason, SessionId,
+    ProcessLifecycleState, ProcessTerminalReason, SessionId, StopCause,
 };
 
-use super::log::{Event, EventLog};
+use super::config::{LEASE_VAR, POLL_VAR};
+use super::consumer::{self, Ctx};
+use super::log::{Event, EventLog, StopKind};
 use super::procs::{ROLE_VAR, SCHEMA_VAR};
 
-/// The hosts' lease duration: short, so a stopped host loses its leases quickly.
-pub(crate) const LEASE: Duration = Duration::from_millis(1500);
-/// How often a host looks for orphans (besides the engine's announcements).
-const ADOPT_EVERY: Duration = Duration::from_millis(500);
-/// Sessions a host serves at most: two hosts can hold all 30 between them.
-const CAPACITY: usize = 20;
+/// Sessions a host serves at most: any one host can hold them all.
+const CAPACITY: usize = 256;
 
 /// Each session's one loop.
 pub(crate) fn loop_of(s: SessionId) -> LoopId {
@@ -53,10 +59,10 @@ pub(crate) fn notification(s: SessionId, c: CommandId) -> ProcessCompletionNotif
     }
 }
 
-/// The application: registers the loop, seeds it, logs and acks.
+/// The application: registers the loop, seeds it, runs its consumer; logs what it
+/// is told.
 struct App {
-    journal: Arc<PgJournal>,
-    log: Arc<EventLog>,
+    ctx: Ctx,
 }
 
 impl HostApp for App {
@@ -72,48 +78,42 @@ impl HostApp for App {
             // The epoch this host holds: read while it holds the lease. Had it lost
             // the lease already, it logs nothing for this placement (a later epoch
             // takes the session over, and the checker follows that one).
-            let info = JournalLeases::lease_info(&*self.journal, s).await?;
-            let epoch = (info.live
-                && info.holder == Some(JournalLeases::holder_id(&*self.journal)))
-            .then_some(info.epoch);
+            let journal = &*self.ctx.journal;
+            let info = JournalLeases::lease_info(journal, s).await?;
+            let epoch = (info.live && info.holder == Some(JournalLeases::holder_id(journal)))
+                .then_some(info.epoch);
             if let Some(epoch) = epoch {
-                self.log.log(&Event::Open {
+                self.ctx.log.log(&Event::Open {
                     session: s,
                     epoch,
                     last_seq: report.last_seq,
                     pending: pending.iter().map(|p| p.command_id()).collect(),
                 });
             }
-            let mut consumer = session.register_loop(LoopConfig::new(s, l).seed(pending))?;
-            let log = Arc::clone(&self.log);
-            tokio::spawn(async move {
-                let mut rng = (s.as_uuid().as_u128() as u64) | 1;
-                while let Some(got) = consumer.recv().await {
-                    let command = got.command_id();
-                    if let Some(epoch) = epoch {
-                        log.log(&Event::Deliver {
-                            session: s,
-                            epoch,
-                            command,
-                        });
-                    }
-                    // Some notifications stay pending a while, so faults find some.
-                    tokio::time::sleep(Duration::from_millis(xorshift(&mut rng) % 150)).await;
-                    if got.ack().await.is_err() {
-                        break;
-                    }
-                    if let Some(epoch) = epoch {
-                        log.log(&Event::Acked {
-                            session: s,
-                            epoch,
-                            command,
-                        });
-                    }
-                }
-            });
+            let consumer = session.register_loop(LoopConfig::new(s, l).seed(pending))?;
+            consumer::spawn(self.ctx.clone(), consumer, s, epoch);
             Ok(())
         })
     }
+
+    fn stopped(&self, session: SessionId, why: StopReason) {
+        let (why, named) = match why {
+            StopReason::LeaseLost { owner } => (StopKind::Lost, owner.is_some()),
+            StopReason::ShutDown => (StopKind::ShutDown, false),
+            StopReason::Ended => (StopKind::Ended, false),
+            _ => (StopKind::Other, false),
+        };
+        self.ctx.log.log(&Event::Stopped {
+            session,
+            why,
+            named,
+        });
+    }
+}
+
+fn ms_var(name: &str) -> Option<Duration> {
+    let v = std::env::var(name).ok()?;
+    Some(Duration::from_millis(v.parse().unwrap()))
 }
 
 /// The host process's main: serves until `QUIT` (or until its parent goes away).
@@ -121,18 +121,24 @@ pub(crate) async fn host() {
     let log = Arc::new(EventLog::create(std::env::var_os(ROLE_VAR).unwrap().as_ref()).unwrap());
     let url = std::env::var(DATABASE_URL_VAR).unwrap();
     let schema = std::env::var(SCHEMA_VAR).unwrap();
-    let options = PgOptions::default().schema(&schema).lease_duration(LEASE);
+    let lease = ms_var(LEASE_VAR).unwrap();
+    let options = PgOptions::default().schema(&schema).lease_duration(lease);
     let journal = Arc::new(PgJournal::connect(&url, options).await.unwrap());
-    let host = SessionHost::builder(Arc::clone(&journal))
+    let mut builder = SessionHost::builder(Arc::clone(&journal))
         .capacity(CAPACITY)
-        .adopt_every(ADOPT_EVERY)
         .app(App {
-            journal: Arc::clone(&journal),
-            log: Arc::clone(&log),
-        })
-        .start()
-        .await
-        .unwrap();
+            ctx: Ctx {
+                log: Arc::clone(&log),
+                journal: Arc::clone(&journal),
+                url,
+                schema,
+                lease,
+            },
+        });
+    if let Some(poll) = ms_var(POLL_VAR) {
+        builder = builder.adopt_every(poll);
+    }
+    let host = builder.start().await.unwrap();
     let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         for line in std::io::stdin().lines().map_while(Result::ok) {
@@ -143,35 +149,49 @@ pub(crate) async fn host() {
     });
     say(&format!("READY {}", host.holder_id())).unwrap();
     while let Some(line) = lines.recv().await {
-        let words: Vec<&str> = line.split(' ').collect();
-        match words.as_slice() {
-            ["O", s] => {
-                let s = SessionId::from_uuid(s.parse().unwrap());
-                let answer = match host.open(s).await {
-                    Ok(_) => "ok".to_owned(),
-                    Err(e) => format!("err:{e}"),
-                };
-                say(&format!("OPENED {s} {answer}")).unwrap();
-            }
+        let (id, request) = line.split_once(' ').unwrap();
+        let id = id.to_owned();
+        let words: Vec<String> = request.split(' ').map(str::to_owned).collect();
+        let answer = move |a: String| say(&format!("A {id} {a}")).unwrap();
+        match words
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
             ["N", s, c] => {
-                let s = SessionId::from_uuid(s.parse().unwrap());
-                let c = CommandId::from_uuid(c.parse().unwrap());
-                let answer = notify(&host, &log, s, c).await;
-                say(&format!("R {c} {answer}")).unwrap();
+                let (s, c) = (session_id(s), CommandId::from_uuid(c.parse().unwrap()));
+                let (host, log) = (host.clone(), Arc::clone(&log));
+                tokio::spawn(async move { answer(notify(&host, &log, s, c).await) });
+            }
+            ["O", s] => {
+                let (s, host) = (session_id(s), host.clone());
+                tokio::spawn(async move {
+                    answer(match host.open(s).await {
+                        Ok(_) => "ok".to_owned(),
+                        Err(e) => format!("err:{e}"),
+                    });
+                });
+            }
+            ["E", s] => {
+                let (s, host, log) = (session_id(s), host.clone(), Arc::clone(&log));
+                tokio::spawn(async move { answer(end(&host, &log, s).await) });
             }
             ["STATUS"] => {
-                let owned: Vec<String> = host.sessions().iter().map(ToString::to_string).collect();
-                let list = if owned.is_empty() {
+                let owned: Vec<String> = host
+                    .status()
+                    .sessions
+                    .iter()
+                    .filter(|st| st.started)
+                    .map(|st| format!("{}:{}:{}", st.session, st.epoch, st.pending))
+                    .collect();
+                answer(if owned.is_empty() {
                     "-".to_owned()
                 } else {
                     owned.join(",")
-                };
-                say(&format!("S {list}")).unwrap();
+                });
             }
-            ["DIAG"] => {
-                let st = host.status();
-                say(&format!("D holder={} {:?}", st.holder, st.sessions)).unwrap();
-            }
+            ["DIAG"] => answer(format!("{:?}", host.status())),
             ["QUIT"] => {
                 // A lease that ran out before its release (a renewal stalled on the
                 // loaded machine, another host took it) is answered `Lost`: the
@@ -180,12 +200,16 @@ pub(crate) async fn host() {
                     Ok(()) | Err(HostError::Lease(LeaseError::Lost { .. })) => {}
                     Err(e) => panic!("shutting down: {e}"),
                 }
-                say("BYE").unwrap();
+                answer("BYE".to_owned());
                 return;
             }
             other => panic!("unknown request {other:?}"),
         }
     }
+}
+
+fn session_id(s: &str) -> SessionId {
+    SessionId::from_uuid(s.parse().unwrap())
 }
 
 /// The epoch this host holds on `s`, if it serves it.
@@ -205,7 +229,7 @@ async fn notify(
     c: CommandId,
 ) -> String {
     let Some(session) = host.session(s) else {
-        return "notowner:not served here".to_owned();
+        return "notserved".to_owned();
     };
     let before = epoch_of(host, s);
     let answer = session.notify_process_completion(notification(s, c)).await;
@@ -222,14 +246,42 @@ async fn notify(
             "accepted".to_owned()
         }
         Ok(Notified::Duplicate) => "duplicate".to_owned(),
-        Err(e @ NotifyError::NotOwner { .. }) => {
-            format!("notowner:{e:?} (served here, epoch {before:?})")
+        Err(NotifyError::NotOwner { owner, .. }) => {
+            log.log(&Event::NotOwner {
+                session: s,
+                named: owner.is_some(),
+            });
+            format!("notowner:{owner:?} (served here, epoch {before:?})")
         }
+        Err(NotifyError::DeliveryStopped {
+            cause: StopCause::Full,
+            ..
+        }) => "full".to_owned(),
         Err(NotifyError::DeliveryStopped { .. }) => "stopped".to_owned(),
         Err(NotifyError::Journal(f)) if f.kind() == JournalFailureKind::Fenced => {
+            log.log(&Event::NotOwner {
+                session: s,
+                named: false,
+            });
             "fenced".to_owned()
         }
         Err(NotifyError::Journal(f)) => format!("unavailable:{f}"),
+        Err(NotifyError::SessionEnded { .. }) => "ended".to_owned(),
         Err(e) => format!("error:{e}"),
+    }
+}
+
+/// Ends `s` if this host serves it and nothing is pending.
+async fn end(host: &SessionHost<PgJournal>, log: &EventLog, s: SessionId) -> String {
+    let Some(session) = host.session(s) else {
+        return "notserved".to_owned();
+    };
+    match session.end(IfPending::Refuse).await {
+        Ok(_) => {
+            log.log(&Event::Ended { session: s });
+            "ok".to_owned()
+        }
+        Err(EndError::Pending { count }) => format!("pending:{count}"),
+        Err(e) => format!("err:{e}"),
     }
 }

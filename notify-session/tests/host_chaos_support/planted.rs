@@ -1,14 +1,31 @@
 //! The checker earns trust: a consistent history passes, and each planted violation
 //! of the kind it exists for (a stale host's write, a redelivery after an ack, a
 //! pending notification nobody redelivered, a restore that missed one, a
-//! notification journaled twice, two owners) is caught.
+//! notification journaled twice, two owners, too few frames judged, an application
+//! row written twice or without its consumption, a retry answered `Accepted` again)
+//! is caught.
 
 use std::collections::BTreeSet;
 
 use notify_types::{CommandId, SessionId};
 
 use super::checker::{Figures, Frame, History, check};
-use super::log::Event;
+use super::log::{Event, HostLog, Logged};
+
+/// `events` as host `host`'s log, one millisecond apart.
+pub(super) fn host_log(host: usize, events: Vec<Event>) -> HostLog {
+    HostLog {
+        host,
+        events: events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| Logged {
+                at: 1000 + i as u64,
+                event,
+            })
+            .collect(),
+    }
+}
 
 struct Story {
     s: SessionId,
@@ -70,7 +87,7 @@ impl Story {
         let b = vec![self.open(2, 3, &[1]), self.deliver(2, 1), self.acked(2, 1)];
         let [c0, c1, _] = self.c;
         History {
-            logs: vec![a, b],
+            logs: vec![host_log(0, a), host_log(1, b)],
             journal: [(
                 self.s,
                 vec![
@@ -84,18 +101,20 @@ impl Story {
             answered: [(c0, self.s), (c1, self.s)].into(),
             owners: vec![BTreeSet::new(), [self.s].into()],
             live: [self.s].into(),
+            transactional: [self.s].into(),
+            app_rows: [(c0, 1), (c1, 1)].into(),
+            ..History::default()
         }
     }
 }
 
 fn caught(h: &History, what: &str) {
-    match check(h) {
-        Ok(f) => panic!("the checker missed {what}: {f:?}"),
-        Err(v) => assert!(
-            v.iter().any(|v| v.contains(what)),
-            "expected `{what}` among {v:#?}"
-        ),
-    }
+    let (f, v) = check(h);
+    assert!(!v.is_empty(), "the checker missed {what}: {f:?}");
+    assert!(
+        v.iter().any(|v| v.contains(what)),
+        "expected `{what}` among {v:#?}"
+    );
 }
 
 #[test]
@@ -103,12 +122,16 @@ fn a_consistent_history_passes() {
     let st = Story::new();
     assert_eq!(
         check(&st.history()),
-        Ok(Figures {
-            takeovers: 1,
-            redelivered: 1,
-            frames_with_epoch: 4,
-            frames: 4,
-        })
+        (
+            Figures {
+                takeovers: 1,
+                redelivered: 1,
+                frames_with_epoch: 4,
+                frames: 4,
+                rows_checked: 2,
+            },
+            Vec::new()
+        )
     );
 }
 
@@ -117,8 +140,8 @@ fn a_stale_hosts_write_is_caught() {
     let st = Story::new();
     let mut h = st.history();
     // A, stopped past its lease, appends 2 after B restored: a fencing failure.
-    h.logs[0].push(st.accepted(1, 2));
-    h.logs[1].extend([st.deliver(2, 2), st.acked(2, 2)]);
+    push(&mut h.logs[0], [st.accepted(1, 2)]);
+    push(&mut h.logs[1], [st.deliver(2, 2), st.acked(2, 2)]);
     let frames = h.journal.get_mut(&st.s).unwrap();
     frames.extend([(5, Frame::Command(st.c[2])), (6, Frame::Consumed(st.c[2]))]);
     h.answered.insert(st.c[2], st.s);
@@ -144,13 +167,31 @@ fn a_stale_hosts_write_is_caught() {
 }
 
 #[test]
+fn a_stale_hosts_ack_answered_as_a_duplicate_passes() {
+    let st = Story::new();
+    let mut h = st.history();
+    // A, stopped with its ack of 1 in flight, resumes after B acked 1: its ack is
+    // answered as a duplicate, and logged last.
+    push(&mut h.logs[0], [st.acked(1, 1)]);
+    let (_, v) = check(&h);
+    assert_eq!(v, Vec::<String>::new());
+    // Logged in the other order (A's file read after B's): the same.
+    h.logs.swap(0, 1);
+    let (_, v) = check(&h);
+    assert_eq!(v, Vec::<String>::new());
+}
+
+#[test]
 fn a_redelivery_after_an_ack_is_caught() {
     let st = Story::new();
     let mut h = st.history();
-    h.logs[1].push(st.deliver(2, 0));
-    caught(&h, "acked under epoch 1 and delivered again under epoch 2");
+    push(&mut h.logs[1], [st.deliver(2, 0)]);
+    caught(
+        &h,
+        "consumed at seq 2 and delivered again under epoch 2, which restored the log at seq 3",
+    );
     let mut h = st.history();
-    h.logs[0].push(st.deliver(1, 0));
+    push(&mut h.logs[0], [st.deliver(1, 0)]);
     caught(&h, "delivered again after its ack");
 }
 
@@ -158,10 +199,12 @@ fn a_redelivery_after_an_ack_is_caught() {
 fn a_pending_notification_not_redelivered_is_caught() {
     let st = Story::new();
     let mut h = st.history();
-    h.logs[1].retain(|e| !matches!(e, Event::Deliver { .. }));
+    h.logs[1]
+        .events
+        .retain(|e| !matches!(e.event, Event::Deliver { .. }));
     caught(&h, "pending and never delivered it");
     let mut h = st.history();
-    h.logs[1][0] = st.open(2, 3, &[]);
+    h.logs[1].events[0].event = st.open(2, 3, &[]);
     caught(&h, "restored pending []");
 }
 
@@ -188,4 +231,50 @@ fn two_owners_or_none_at_the_end_are_caught() {
     let mut h = st.history();
     h.owners[1].clear();
     caught(&h, "owned by 0 hosts");
+}
+
+/// Appends `events` to `log`, after its last.
+fn push(log: &mut HostLog, events: impl IntoIterator<Item = Event>) {
+    for event in events {
+        let at = log.events.last().map_or(1000, |l| l.at + 1);
+        log.events.push(Logged { at, event });
+    }
+}
+
+#[test]
+fn too_few_judged_frames_are_caught() {
+    let st = Story::new();
+    let mut h = st.history();
+    // The frames' epochs unknown: nothing to judge them by.
+    for log in &mut h.logs {
+        log.events
+            .retain(|e| !matches!(e.event, Event::Accepted { .. } | Event::Acked { .. }));
+    }
+    caught(&h, "only 0 of 4 frames could be judged");
+}
+
+#[test]
+fn an_application_row_twice_or_without_its_consumption_is_caught() {
+    let st = Story::new();
+    let mut h = st.history();
+    h.app_rows.insert(st.c[0], 2);
+    caught(&h, "is consumed, with 2 application rows");
+    let mut h = st.history();
+    h.app_rows.remove(&st.c[1]);
+    caught(&h, "is consumed, with 0 application rows");
+    let mut h = st.history();
+    h.app_rows.insert(st.c[2], 1);
+    caught(&h, "has 1 application rows and no consumption journaled");
+}
+
+#[test]
+fn a_retry_accepted_again_or_an_ended_session_still_served_is_caught() {
+    let st = Story::new();
+    let mut h = st.history();
+    h.reaccepted.push(st.c[0]);
+    caught(&h, "a retry was answered Accepted again");
+    let mut h = st.history();
+    h.live.clear();
+    h.ended.insert(st.s);
+    caught(&h, "is still served by 1 hosts at the end");
 }
