@@ -14,7 +14,7 @@ use super::{PgJournal, lock};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 
-/// `append_batch`'s status codes (see `migrations.rs`; a code
+/// `append_batch`'s status codes (see `migration_9.rs`; a code
 /// never changes meaning, as the writer's `batch.rs` relies on too).
 const APPENDED: i16 = 0;
 const DUPLICATE: i16 = 1;
