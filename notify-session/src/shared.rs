@@ -48,6 +48,10 @@ pub(crate) trait Placement: Send + Sync {
     /// Whether this placement still holds the session's lease here, its deadline
     /// ahead.
     fn serving(&self) -> bool;
+
+    /// Who holds the session's lease instead, as the engine last said when an append
+    /// was refused here (`None`: not known).
+    fn owner(&self) -> Option<Uuid>;
 }
 
 /// One session's shared state.
@@ -155,8 +159,12 @@ impl Shared {
     /// fence refused before the host stopped the session) "not the owner" with the
     /// owner unknown. `None` for a session no host runs.
     pub(crate) fn not_owner(&self) -> Option<Option<Uuid>> {
-        self.hosted.get()?;
-        Some(self.stopped_by_host().flatten())
+        let placement = self.hosted.get()?;
+        Some(
+            self.stopped_by_host()
+                .flatten()
+                .or_else(|| placement.owner()),
+        )
     }
 
     /// `Some(new owner, if known)` once a host runtime stopped serving the session

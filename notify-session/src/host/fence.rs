@@ -11,12 +11,13 @@
 //! journal's fence) stands behind it for an append already past the fence when the
 //! lease is lost.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::time::Instant;
 
 use notify_journal::layer::{JournalLayer, JournalReadLayer};
-use notify_journal::{AppendError, AppendOutcome, BoxFuture, JournalBackend};
-use notify_types::{JournalRecord, SessionId};
+use notify_journal::{AppendError, AppendOutcome, BoxFuture, JournalBackend, JournalLeases};
+use notify_types::{JournalRecord, SessionId, Uuid};
 
 use super::table::LeaseTable;
 use crate::shared::Placement;
@@ -28,12 +29,42 @@ pub(crate) struct HostPlacement {
     pub(crate) session: SessionId,
     pub(crate) generation: u64,
     pub(crate) table: Arc<LeaseTable>,
+    /// Who holds the session's lease, as the engine last said when an append was
+    /// refused here, and when it was asked (`None`: not asked yet).
+    pub(crate) owner: Mutex<Option<(Option<Uuid>, Instant)>>,
+}
+
+/// How long an owner learnt at a refusal is taken as current before a later refusal
+/// asks the engine again (refusals come in bursts: one question per burst).
+const OWNER_FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// How long a refusal waits for the engine to say who holds the lease.
+const OWNER_LOOKUP_LIMIT: Duration = Duration::from_millis(500);
+
+impl HostPlacement {
+    /// A placement of `session` under `generation` in `table`.
+    pub(crate) fn new(session: SessionId, generation: u64, table: Arc<LeaseTable>) -> Self {
+        Self {
+            session,
+            generation,
+            table,
+            owner: Mutex::new(None),
+        }
+    }
+
+    fn owner_slot(&self) -> std::sync::MutexGuard<'_, Option<(Option<Uuid>, Instant)>> {
+        self.owner.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Placement for HostPlacement {
     fn serving(&self) -> bool {
         self.table
             .may_append(self.session, self.generation, Instant::now())
+    }
+
+    fn owner(&self) -> Option<Uuid> {
+        self.owner_slot().and_then(|(owner, _)| owner)
     }
 }
 
@@ -57,6 +88,43 @@ impl<J: ?Sized> Fence<J> {
     }
 }
 
+impl<J: JournalLeases + ?Sized> Fence<J> {
+    /// Refuses an append (`AppendError::Fenced`), first learning from the engine who
+    /// holds the session's lease now (at most once per [`OWNER_FRESH_FOR`], bounded by
+    /// [`OWNER_LOOKUP_LIMIT`]), so the session's `NotOwner` answer can name the owner
+    /// even before the host's stop has asked.
+    async fn refuse(&self, e: AppendError) -> Result<AppendOutcome, AppendError> {
+        self.learn_owner().await;
+        Err(e)
+    }
+
+    async fn learn_owner(&self) {
+        let placement = &self.placement;
+        {
+            let mut slot = placement.owner_slot();
+            let now = Instant::now();
+            if slot.is_some_and(|(_, at)| now.duration_since(at) < OWNER_FRESH_FOR) {
+                return;
+            }
+            // Claimed before the lookup: the refusals of one burst ask once.
+            let known = slot.and_then(|(owner, _)| owner);
+            *slot = Some((known, now));
+        }
+        let me = self.journal.holder_id();
+        let asked = tokio::time::timeout(
+            OWNER_LOOKUP_LIMIT,
+            self.journal.lease_info(placement.session),
+        )
+        .await;
+        if let Ok(Ok(info)) = asked {
+            let owner = info.holder.filter(|h| info.live && *h != me);
+            if owner.is_some() {
+                *placement.owner_slot() = Some((owner, Instant::now()));
+            }
+        }
+    }
+}
+
 impl<J: JournalBackend + ?Sized> JournalReadLayer for Fence<J> {
     type Inner = J;
     fn inner(&self) -> &J {
@@ -64,14 +132,14 @@ impl<J: JournalBackend + ?Sized> JournalReadLayer for Fence<J> {
     }
 }
 
-impl<J: JournalBackend + ?Sized> JournalLayer for Fence<J> {
+impl<J: JournalLeases + ?Sized> JournalLayer for Fence<J> {
     fn append(
         &self,
         session: SessionId,
         record: JournalRecord,
     ) -> BoxFuture<'_, Result<AppendOutcome, AppendError>> {
         if let Err(e) = self.check(session) {
-            return Box::pin(async move { Err(e) });
+            return Box::pin(self.refuse(e));
         }
         JournalBackend::append(&*self.journal, session, record)
     }
@@ -83,7 +151,10 @@ impl<J: JournalBackend + ?Sized> JournalLayer for Fence<J> {
         if_head: Option<u64>,
     ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
         if let Err(e) = self.check(session) {
-            return Box::pin(async move { Err(e) });
+            return Box::pin(async move {
+                self.learn_owner().await;
+                Err(e)
+            });
         }
         JournalBackend::append_all(&*self.journal, session, records, if_head)
     }

@@ -113,11 +113,11 @@ async fn open_placement<J: JournalLeases + 'static>(
     // The placement: its own fence, refusing appends once it is no longer the one the
     // table holds (a handle kept from it stays refused after a later open).
     let generation = inner.table.next_generation();
-    let placement = Arc::new(HostPlacement {
+    let placement = Arc::new(HostPlacement::new(
         session,
         generation,
-        table: Arc::clone(&inner.table),
-    });
+        Arc::clone(&inner.table),
+    ));
     let fenced: Arc<dyn notify_journal::JournalBackend> = Arc::new(Fence::new(
         Arc::clone(&inner.journal),
         Arc::clone(&placement),
