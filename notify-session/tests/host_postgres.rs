@@ -150,8 +150,12 @@ async fn many_leases_are_renewed_by_one_statement_per_interval() {
     let calls = counting.renewals.load(Ordering::SeqCst) - calls;
     let statements = pg.lease_round_trips() - statements;
     assert!(calls >= 5);
+    // Neither pair of reads is atomic: a renewal counted as called but not yet sent when
+    // the first pair was read lands its statement inside the window (one more statement
+    // than calls), and one called but not yet sent at the second pair one fewer. One
+    // statement per lease would be 50 a call.
     assert!(
-        statements == calls as u64 || statements + 1 == calls as u64,
+        statements.abs_diff(calls as u64) <= 1,
         "{statements} lease statements for {calls} renewals of 50 leases"
     );
     assert_eq!(host.status().sessions.len(), 50);
