@@ -97,7 +97,7 @@ async fn a_version_3_schema_is_migrated_forward() {
 /// The `append_batch` a version-4 schema has: migration 4's, as this build's source
 /// holds it (migrations never change once shipped).
 fn version_4_append_batch() -> String {
-    let source = include_str!("../src/postgres/migrations.rs");
+    let source = include_str!("../src/postgres/migrations/0004_session_end_and_purge.sql");
     let start = source
         .find("CREATE OR REPLACE FUNCTION {s}.append_batch(")
         .expect("migration 4 replaces append_batch");

@@ -14,7 +14,8 @@ use super::{PgJournal, lock};
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 
-/// `append_batch`'s status codes (see `migration_9.rs`; a code
+/// `append_batch`'s status codes (the live one is in
+/// `migrations/0009_leases_table.sql`; a code
 /// never changes meaning, as the writer's `batch.rs` relies on too).
 const APPENDED: i16 = 0;
 const DUPLICATE: i16 = 1;

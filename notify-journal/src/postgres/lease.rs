@@ -1,7 +1,7 @@
 //! Leases: a writer's epoch-fenced claim on a session, kept in the session's row of
-//! the `leases` table (schema version 9, `migration_9.rs`: appends lock it
-//! `FOR KEY SHARE`, renewals update it beside them, acquire and release lock it
-//! `FOR UPDATE`); [`PgJournal`]'s [`JournalLeases`] implementation. Renewals and lease
+//! the `leases` table (schema version 9, `migrations/0009_leases_table.sql`: appends
+//! lock it `FOR KEY SHARE`, renewals update it beside them, acquire and release lock
+//! it `FOR UPDATE`); [`PgJournal`]'s [`JournalLeases`] implementation. Renewals and lease
 //! reads run on the renewal connection, acquire and release on the change connection
 //! (`lease_conn.rs`); lease changes are heard on a `LISTEN` connection
 //! (`lease_listen.rs`).

@@ -14,8 +14,8 @@
 //! * `read_conn.rs`: the shared read connection; `reads.rs`: lookup, replay,
 //!   `last_seq`, the listing; `verify.rs`: the deep check; `frame.rs`: a stored
 //!   frame's checksum and decoding, shared by reads, verify and the writer;
-//! * `schema.rs` (tables, [`MigrationMode`], applying migrations), `migrations.rs`
-//!   (the DDL), `version.rs` (the version and the reconnect check), `sql.rs` (every
+//! * `schema.rs` (tables, [`MigrationMode`], applying migrations), `migrations/`
+//!   (the DDL, one numbered `.sql` file per version), `version.rs` (the version and the reconnect check), `sql.rs` (every
 //!   statement), `schema_name.rs` (the schema's name, checked and quoted);
 //! * `lease.rs`: leases; `retention.rs`: session end, purge, tombstones, imported
 //!   states; `stats.rs`: counts and compaction;
@@ -78,8 +78,6 @@ mod frame;
 mod lease;
 mod lease_conn;
 mod lease_listen;
-mod migration_7;
-mod migration_9;
 mod migrations;
 mod open;
 mod options;

@@ -1,4 +1,4 @@
-//! The journal's tables and applying their versioned migrations (`migrations.rs`)
+//! The journal's tables and applying their versioned migrations (`migrations/`)
 //! at connect: [`MigrationMode`], the advisory lock, the migration's bounds.
 //!
 //! Layout (all in one PostgreSQL schema, `notify_journal` by default):
@@ -12,7 +12,7 @@
 //!   `purged_at` by the first purge step, from which the row is the session's
 //!   tombstone; `purge_done` once no frame is left.
 //! * `leases(session, epoch, holder, expires_at, holder_url, ended)` (version 9,
-//!   `migration_9.rs`): one row per session written or leased. Appends lock it
+//!   `migrations/0009_leases_table.sql`): one row per session written or leased. Appends lock it
 //!   `FOR KEY SHARE` after the session's row and judge the lease from it; a renewal
 //!   updates `expires_at` alone (`FOR NO KEY UPDATE`, which does not conflict with
 //!   the appends'); acquire and release lock it `FOR UPDATE`, so a takeover waits

@@ -12,7 +12,7 @@ use crate::postgres::error::sanitize;
 use crate::postgres::frame::decode_row;
 use crate::postgres::version::{PG_SCHEMA_VERSION, SchemaGuard, VersionCheck};
 
-/// The batch's status codes from `append_batch` (see `migration_9.rs`). A code
+/// The batch's status codes from `append_batch` (the live one is in `migrations/0009_leases_table.sql`). A code
 /// never changes meaning in a later schema version; a later version may add codes,
 /// which this build answers as [`AppendError::SchemaTooNew`] (see [`transact`]).
 const APPENDED: i16 = 0;
