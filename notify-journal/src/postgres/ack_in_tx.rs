@@ -10,20 +10,10 @@ use tokio_postgres::types::ToSql;
 use super::error::sanitize;
 use super::frame::pg_checksum;
 use super::options::LeasePolicy;
+use super::status::AppendStatus;
 use super::{PgJournal, lock};
 use crate::backend::AppendOutcome;
-use crate::error::{AppendError, Corruption, StorageError};
-
-/// `append_batch`'s status codes (the live one is in
-/// `migrations/0009_leases_table.sql`; a code
-/// never changes meaning, as the writer's `batch.rs` relies on too).
-const APPENDED: i16 = 0;
-const DUPLICATE: i16 = 1;
-const COLLISION: i16 = 2;
-const FENCED: i16 = 3;
-const DAMAGED: i16 = 4;
-const ENDED: i16 = 5;
-const PURGED: i16 = 6;
+use crate::error::{AppendError, StorageError};
 
 /// One append as a statement and its parameters, to run inside the application's own
 /// transaction with any PostgreSQL driver. Run [`sql`](Self::sql) with the seven
@@ -97,33 +87,11 @@ impl PgAppendStatement {
                 )))
             })
         };
-        match status {
-            APPENDED => Ok(AppendOutcome {
-                seq: seq_u64()?,
-                appended: true,
-            }),
-            DUPLICATE => Ok(AppendOutcome {
-                seq: seq_u64()?,
-                appended: false,
-            }),
-            COLLISION => Err(AppendError::Collision {
-                key: self.key,
-                seq: seq_u64()?,
-            }),
-            FENCED => Err(AppendError::Fenced { session }),
-            ENDED | PURGED => Err(AppendError::SessionEnded {
-                session,
-                purged: status == PURGED,
-            }),
-            DAMAGED => Err(AppendError::Corrupt {
-                session,
-                seq: seq_u64()?,
-                source: Corruption::Inconsistent(
-                    "the stored frame's bytes and its checksum disagree".to_owned(),
-                ),
-            }),
-            unknown => Err(AppendError::Storage(StorageError::msg(format!(
-                "postgres: append answered status {unknown}, unknown to this build \
+        // The codes and their meaning: `postgres/status.rs`.
+        match AppendStatus::from_code(status) {
+            Some(known) => known.answer(session, self.key, seq_u64()?),
+            None => Err(AppendError::Storage(StorageError::msg(format!(
+                "postgres: append answered status {status}, unknown to this build \
                  (a newer schema?)"
             )))),
         }

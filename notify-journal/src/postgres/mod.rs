@@ -89,6 +89,7 @@ mod schema;
 mod schema_name;
 mod sql;
 mod stats;
+mod status;
 mod tls;
 mod verify;
 mod version;

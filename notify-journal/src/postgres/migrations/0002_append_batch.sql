@@ -12,7 +12,8 @@
 --      appends of the batch, numbers the new frames from `last_seq`, inserts
 --      them, advances `last_seq`, and answers one row per input, in input order:
 --      `o_status` 0 appended, 1 duplicate, 2 collision (`o_seq`: the original),
---      3 fenced.
+--      3 fenced. (Every code, and what the journal makes of it:
+--      `postgres/status.rs`.)
 -- `p_epoch[i]` is the epoch of the caller's lease on `p_session[i]`, NULL when it
 -- holds none (then only another holder's live lease fences it).
 --

@@ -42,7 +42,8 @@
 -- * `append_batch` replaced in place (same signature and statuses): after the
 --   sessions' rows it locks their lease rows `FOR KEY SHARE` (registering a missing
 --   one, as it registers a missing session) and judges the lease from them. This is
---   the live `append_batch` until a later migration replaces it.
+--   the live `append_batch` until a later migration replaces it; its status codes
+--   are listed, with what the journal makes of them, in `postgres/status.rs`.
 --
 -- Never edit this file: add a migration (see README.md in this folder).
 

@@ -13,7 +13,12 @@
 //! [`PG_SCHEMA_VERSION`](super::PG_SCHEMA_VERSION) (`schema.rs` fails the build when
 //! the two disagree). The live body of a function is the newest file that defines
 //! it: `append_batch` and the lease functions are in `0009_leases_table.sql` today.
-//! See `README.md` in this folder.
+//! `frozen.sha256` holds every file's SHA-256, and a test (`frozen.rs`) fails when a
+//! file no longer matches it. The status codes `append_batch` answers with are
+//! listed in `../status.rs`. See `README.md` in this folder.
+
+#[cfg(test)]
+mod frozen;
 
 /// Migration `i` (0-based) takes the schema from version `i` to `i + 1`. `{s}` is
 /// the schema.

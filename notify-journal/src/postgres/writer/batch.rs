@@ -7,21 +7,11 @@ use super::conn::WriterConn;
 use super::failure::{Failure, classify, to_u64};
 use super::queue::AppendReq;
 use crate::backend::AppendOutcome;
-use crate::error::{AppendError, Corruption, StorageError};
+use crate::error::{AppendError, StorageError};
 use crate::postgres::error::sanitize;
 use crate::postgres::frame::decode_row;
+use crate::postgres::status::AppendStatus;
 use crate::postgres::version::{PG_SCHEMA_VERSION, SchemaGuard, VersionCheck};
-
-/// The batch's status codes from `append_batch` (the live one is in `migrations/0009_leases_table.sql`). A code
-/// never changes meaning in a later schema version; a later version may add codes,
-/// which this build answers as [`AppendError::SchemaTooNew`] (see [`transact`]).
-const APPENDED: i16 = 0;
-const DUPLICATE: i16 = 1;
-const COLLISION: i16 = 2;
-const FENCED: i16 = 3;
-const DAMAGED: i16 = 4;
-const ENDED: i16 = 5;
-const PURGED: i16 = 6;
 
 /// A collision as the batch answered it, unless the stored row's bytes fail their
 /// checksum: then the row was changed behind the journal's back, and the append is
@@ -104,37 +94,17 @@ pub(super) async fn transact(
             Ok((row.try_get(0)?, row.try_get(1)?))
         };
         let (status, seq) = read().map_err(|e| Failure::Commit(sanitize("journal batch", &e)))?;
-        out.push(match status {
-            APPENDED => Ok(AppendOutcome {
-                seq: to_u64(seq)?,
-                appended: true,
-            }),
-            DUPLICATE => Ok(AppendOutcome {
-                seq: to_u64(seq)?,
-                appended: false,
-            }),
-            COLLISION => Err(judge_collision(conn, req, to_u64(seq)?).await),
-            FENCED => Err(AppendError::Fenced {
-                session: SessionId::from_uuid(req.session),
-            }),
-            ENDED | PURGED => Err(AppendError::SessionEnded {
-                session: SessionId::from_uuid(req.session),
-                purged: status == PURGED,
-            }),
-            DAMAGED => Err(AppendError::Corrupt {
-                session: SessionId::from_uuid(req.session),
-                seq: to_u64(seq)?,
-                source: Corruption::Inconsistent(
-                    "the stored frame's bytes and its checksum disagree".to_owned(),
-                ),
-            }),
-            unknown => {
+        // The codes and their meaning: `postgres/status.rs`.
+        out.push(match AppendStatus::from_code(status) {
+            Some(AppendStatus::Collision) => Err(judge_collision(conn, req, to_u64(seq)?).await),
+            Some(known) => known.answer(SessionId::from_uuid(req.session), req.key, to_u64(seq)?),
+            None => {
                 if newer.is_none() {
                     newer = Some(match guard.check(&conn.client).await {
                         Err(VersionCheck::TooNew(found)) => Ok(found),
                         Err(VersionCheck::Failed(e)) => Err(e),
                         Ok(()) => Err(StorageError::msg(format!(
-                            "postgres: journal batch answered status {unknown}, unknown \
+                            "postgres: journal batch answered status {status}, unknown \
                              to schema version {PG_SCHEMA_VERSION}, which the database \
                              still records"
                         ))),
