@@ -17,7 +17,8 @@
 //! * `schema.rs` (tables, [`MigrationMode`], applying migrations), `migrations/`
 //!   (the DDL, one numbered `.sql` file per version), `version.rs` (the version and the reconnect check), `sql.rs` (every
 //!   statement), `schema_name.rs` (the schema's name, checked and quoted);
-//! * `lease.rs`: leases; `retention.rs`: session end, purge, tombstones, imported
+//! * `lease/`: leases (acquire and release, renewal, reads, their connections, the
+//!   `LISTEN` for lease changes); `retention.rs`: session end, purge, tombstones, imported
 //!   states; `stats.rs`: counts and compaction;
 //! * `connect.rs`: opening connections; `tls/`: TLS settings, conninfo keys, the
 //!   mode in force, the rustls config, verifiers, refusals; `passfile.rs`:
@@ -76,8 +77,6 @@ mod connect;
 mod error;
 mod frame;
 mod lease;
-mod lease_conn;
-mod lease_listen;
 mod migrations;
 mod open;
 mod options;
@@ -112,8 +111,7 @@ pub use tls::{PgSslMode, PgTls};
 pub use version::PG_SCHEMA_VERSION;
 
 use connect::Connector;
-use lease_conn::{LeaseChangeConn, LeaseConn};
-use lease_listen::Listener;
+use lease::{LeaseChangeConn, LeaseConn, Listener};
 use read_conn::{ConnSlot, ReaderSlot};
 use sql::Sql;
 

@@ -1,6 +1,6 @@
 //! The shared read connection: its prepared statements, the reconnect that
 //! concurrent callers share ([`Prepared`], [`ConnSlot`]: also used by the lease
-//! connections, `lease_conn.rs`), and running one bounded statement on it
+//! connections, `lease/conn.rs`), and running one bounded statement on it
 //! ([`PgJournal::read`]).
 
 use std::future::Future;
@@ -22,7 +22,7 @@ use crate::lease::LeaseError;
 type Pending<C> = Arc<OnceCell<Result<Arc<C>, ReadFailure>>>;
 
 /// A connection with its prepared statements: the read connection ([`ReaderConn`])
-/// or the lease connections (`lease_conn.rs`).
+/// or the lease connections (`lease/conn.rs`).
 pub(super) trait Prepared: Sized + Send + Sync + 'static {
     /// Prepares the connection's statements on a freshly opened `client`.
     fn prepare(

@@ -14,8 +14,9 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 use tokio_postgres::Notification;
 
-use super::connect::{Connector, Notifications};
-use super::error::sanitize;
+use crate::postgres::connect::{Connector, Notifications};
+use crate::postgres::error::sanitize;
+use crate::postgres::{PgJournal, lock};
 
 /// Announcements a slow receiver may fall behind by before it misses some.
 const CAPACITY: usize = 4096;
@@ -26,7 +27,7 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
 /// The listening task and the broadcast it feeds; the task stops when this is
 /// dropped.
-pub(super) struct Listener {
+pub(in crate::postgres) struct Listener {
     tx: broadcast::Sender<SessionId>,
     task: JoinHandle<()>,
 }
@@ -39,11 +40,7 @@ impl Drop for Listener {
 
 impl Listener {
     /// Starts listening on `channel`; `None` outside a tokio runtime.
-    pub(super) fn start(
-        connector: Arc<Connector>,
-        channel: String,
-        op_timeout: Duration,
-    ) -> Option<Self> {
+    fn start(connector: Arc<Connector>, channel: String, op_timeout: Duration) -> Option<Self> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let (tx, _) = broadcast::channel(CAPACITY);
         let task = runtime.spawn(listen(connector, channel, op_timeout, tx.clone()));
@@ -51,8 +48,29 @@ impl Listener {
     }
 
     /// A new receiver of the sessions announced from now on.
-    pub(super) fn subscribe(&self) -> broadcast::Receiver<SessionId> {
+    fn subscribe(&self) -> broadcast::Receiver<SessionId> {
         self.tx.subscribe()
+    }
+}
+
+impl PgJournal {
+    /// Sessions whose lease any holder released or lost, as announced on the
+    /// schema's lease channel; the first call opens the `LISTEN` connection
+    /// (reopened whenever it drops). `None` outside a tokio runtime or once closed.
+    #[must_use]
+    pub fn lease_changes(&self) -> Option<broadcast::Receiver<SessionId>> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        let mut listener = lock(&self.listener);
+        if listener.is_none() {
+            *listener = Listener::start(
+                std::sync::Arc::clone(&self.connector),
+                self.sql.lease_channel.clone(),
+                self.op_timeout,
+            );
+        }
+        listener.as_ref().map(Listener::subscribe)
     }
 }
 

@@ -1,5 +1,5 @@
 //! The lease connections, each of its own, opened on first use and reopened like the
-//! read connection (`read_conn.rs`):
+//! read connection (`../read_conn.rs`):
 //!
 //! * the **renewal** connection ([`LeaseConn`]): renewals and lease reads, statements
 //!   that never wait for an append, so a slow read, a full write queue or an
@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use tokio_postgres::{Client, Statement};
 
-use super::PgJournal;
-use super::error::sanitize;
-use super::read_conn::{Prepared, ReadFailure};
-use super::sql::Sql;
 use crate::error::StorageError;
+use crate::postgres::PgJournal;
+use crate::postgres::error::sanitize;
+use crate::postgres::read_conn::{Prepared, ReadFailure};
+use crate::postgres::sql::Sql;
 
 /// Prepares `q` on `client`.
 async fn prepare(client: &Client, q: &str) -> Result<Statement, StorageError> {
@@ -27,7 +27,7 @@ async fn prepare(client: &Client, q: &str) -> Result<Statement, StorageError> {
 }
 
 /// The renewal connection's prepared statements.
-pub(super) struct LeaseConn {
+pub(in crate::postgres) struct LeaseConn {
     pub(super) client: Client,
     pub(super) renew: Statement,
     pub(super) renew_all: Statement,
@@ -53,7 +53,7 @@ impl Prepared for LeaseConn {
 }
 
 /// The change connection's prepared statements.
-pub(super) struct LeaseChangeConn {
+pub(in crate::postgres) struct LeaseChangeConn {
     pub(super) client: Client,
     pub(super) acquire: Statement,
     pub(super) release: Statement,
