@@ -92,8 +92,9 @@ impl<J: JournalLeases + ?Sized> Fence<J> {
     /// Refuses an append (`AppendError::Fenced`), first learning from the engine who
     /// holds the session's lease now (at most once per [`OWNER_FRESH_FOR`], bounded by
     /// [`OWNER_LOOKUP_LIMIT`]), so the session's `NotOwner` answer can name the owner
-    /// even before the host's stop has asked.
-    async fn refuse(&self, e: AppendError) -> Result<AppendOutcome, AppendError> {
+    /// even before the host's stop has asked. The one refusal of both
+    /// [`append`](JournalLayer::append) and [`append_all`](JournalLayer::append_all).
+    async fn refuse<T>(&self, e: AppendError) -> Result<T, AppendError> {
         self.learn_owner().await;
         Err(e)
     }
@@ -151,10 +152,7 @@ impl<J: JournalLeases + ?Sized> JournalLayer for Fence<J> {
         if_head: Option<u64>,
     ) -> BoxFuture<'_, Result<Vec<AppendOutcome>, AppendError>> {
         if let Err(e) = self.check(session) {
-            return Box::pin(async move {
-                self.learn_owner().await;
-                Err(e)
-            });
+            return Box::pin(self.refuse(e));
         }
         JournalBackend::append_all(&*self.journal, session, records, if_head)
     }
