@@ -22,12 +22,9 @@ use notify_journal::{
 };
 use notify_types::{SessionId, Uuid};
 use postgres_support::{
-    StallingProxy, back_to, command, conninfo_with, database_url, drop_schema, fresh_schema,
-    journal, migrated, raw_client,
+    HANG_GUARD, StallingProxy, back_to, command, conninfo_with, database_url, drop_schema,
+    fresh_schema, journal, migrated, raw_client,
 };
-
-/// Guards against hangs: far above any configured timeout (never a timing assertion).
-const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// Many appends of one key at once (they share batches): exactly one is written,
 /// identical retries are duplicates of it, other bytes collide with it, and the

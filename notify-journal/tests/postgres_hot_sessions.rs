@@ -16,10 +16,9 @@ use std::time::Duration;
 
 use notify_journal::{AppendOutcome, JournalBackend, JournalRead, PgOptions, replay_all};
 use notify_types::{SessionId, Uuid};
-use postgres_support::{command, database_url, drop_schema, fresh_schema, journal, raw_client};
-
-/// Guards against hangs: far above any configured timeout (never a timing assertion).
-const HANG_GUARD: Duration = Duration::from_secs(60);
+use postgres_support::{
+    HANG_GUARD, command, database_url, drop_schema, fresh_schema, journal, raw_client,
+};
 
 /// Another connection holds a session's row lock while as many appends to that
 /// session as the journal has writers wait for it: appends to other sessions still

@@ -19,13 +19,9 @@ use notify_journal::{
 };
 use notify_types::{CommandId, SessionId, Uuid, consumed_event_id};
 use postgres_support::{
-    StallingProxy, command, conninfo_with, consumed, database_url, drop_schema, fresh_schema,
-    journal, not_over_tcp, raw_client,
+    HANG_GUARD, StallingProxy, command, conninfo_with, consumed, database_url, drop_schema,
+    fresh_schema, journal, not_over_tcp, raw_client,
 };
-
-/// Guards against hangs in tests of bounded waits: far above any configured timeout,
-/// so hitting it means the code hung (never a timing assertion).
-const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// The tests' shared schema (each test uses fresh sessions in it).
 // Named for the journal schema version: builds at different versions sharing a test

@@ -24,13 +24,16 @@
 mod postgres_support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use notify_journal::{AppendError, JournalBackend, JournalRead, PgJournal, PgOptions, replay_all};
+use notify_journal::{AppendError, JournalBackend, JournalRead, PgOptions, replay_all};
 use notify_types::{CommandId, SessionId, Uuid};
+use postgres_support::traffic::{
+    Appends, hammer, hammer_in_tx, renew_until, stop_and_join, stop_appenders,
+};
 use postgres_support::{
-    command, conninfo_with, consumed, database_url, drop_schema, fresh_schema, journal,
+    HANG_GUARD, command, conninfo_with, consumed, database_url, drop_schema, fresh_schema, journal,
     not_over_tcp, raw_client,
 };
 
@@ -43,127 +46,6 @@ const APPENDERS: usize = 64;
 
 /// How long the appenders hammer the session.
 const RUN: Duration = Duration::from_secs(15);
-
-/// Guards against hangs: far above any wait a correct run has (never a timing
-/// assertion on speed).
-const HANG_GUARD: Duration = Duration::from_secs(60);
-
-/// What the renewal rounds of one run found for the session.
-#[derive(Debug, Default)]
-struct Rounds {
-    rounds: u64,
-    renewed: u64,
-    /// In neither list: not judged this round.
-    not_judged: u64,
-    lost: u64,
-    failed: u64,
-}
-
-/// Renews `j`'s leases every third of the lease until `stop`, classifying what each
-/// round said about `session`.
-async fn renew_until(j: Arc<PgJournal>, session: SessionId, stop: Arc<AtomicBool>) -> Rounds {
-    let mut rounds = Rounds::default();
-    let mut tick = tokio::time::interval(LEASE / 3);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    while !stop.load(Ordering::SeqCst) {
-        tick.tick().await;
-        rounds.rounds += 1;
-        match j.renew_leases().await {
-            Ok(r) if r.renewed.iter().any(|l| l.session() == session) => rounds.renewed += 1,
-            Ok(r) if r.lost.contains(&session) => rounds.lost += 1,
-            Ok(_) => rounds.not_judged += 1,
-            Err(e) => {
-                eprintln!("renewal failed: {e}");
-                rounds.failed += 1;
-            }
-        }
-    }
-    rounds
-}
-
-/// Appends counted by outcome.
-#[derive(Debug, Default)]
-struct Appends {
-    ok: AtomicU64,
-    fenced: AtomicU64,
-    other: AtomicU64,
-}
-
-/// `n` appenders to `session` until `stop`.
-fn hammer(
-    j: &Arc<PgJournal>,
-    session: SessionId,
-    n: usize,
-    stop: &Arc<AtomicBool>,
-    counts: &Arc<Appends>,
-) -> tokio::task::JoinSet<()> {
-    let mut set = tokio::task::JoinSet::new();
-    for a in 0..n {
-        let (j, stop, counts) = (Arc::clone(j), Arc::clone(stop), Arc::clone(counts));
-        set.spawn(async move {
-            let variant = u32::try_from(a).unwrap();
-            while !stop.load(Ordering::SeqCst) {
-                match j
-                    .append(session, command(session, Uuid::now_v7(), variant))
-                    .await
-                {
-                    Ok(_) => counts.ok.fetch_add(1, Ordering::Relaxed),
-                    Err(AppendError::Fenced { .. }) => {
-                        counts.fenced.fetch_add(1, Ordering::Relaxed)
-                    }
-                    Err(e) => {
-                        eprintln!("append failed: {e}");
-                        counts.other.fetch_add(1, Ordering::Relaxed)
-                    }
-                };
-            }
-        });
-    }
-    set
-}
-
-/// `n` transactional appenders to `session` until `stop`, each on a connection of
-/// its own: an application transaction holding one `append_in` for `hold` before it
-/// commits (counted once committed).
-async fn hammer_in_tx(
-    url: &str,
-    j: &Arc<PgJournal>,
-    session: SessionId,
-    n: usize,
-    hold: Duration,
-    stop: &Arc<AtomicBool>,
-    counts: &Arc<Appends>,
-) -> tokio::task::JoinSet<()> {
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..n {
-        let mut app = raw_client(url).await;
-        let (j, stop, counts) = (Arc::clone(j), Arc::clone(stop), Arc::clone(counts));
-        set.spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                let tx = app.transaction().await.unwrap();
-                let cause = CommandId::from_uuid(Uuid::now_v7());
-                match j.append_in(&tx, session, &consumed(session, cause)).await {
-                    Ok(out) => {
-                        assert!(out.appended);
-                        tokio::time::sleep(hold).await;
-                        tx.commit().await.unwrap();
-                        counts.ok.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(AppendError::Fenced { .. }) => {
-                        tx.rollback().await.unwrap();
-                        counts.fenced.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        eprintln!("append in a transaction failed: {e}");
-                        counts.other.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        });
-    }
-    set
-}
 
 /// One hot session, 64 appenders for 15 s, a renewal every third of a 3 s lease:
 /// every round renews the session's lease and no append is fenced.
@@ -180,38 +62,15 @@ async fn a_hot_session_keeps_its_lease_while_64_appenders_hammer_it() {
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Appends::default());
     let mut appenders = hammer(&j, s, APPENDERS, &stop, &counts);
-    let renewer = tokio::spawn(renew_until(Arc::clone(&j), s, Arc::clone(&stop)));
+    let renewer = tokio::spawn(renew_until(Arc::clone(&j), s, LEASE / 3, Arc::clone(&stop)));
     tokio::time::sleep(RUN).await;
-    stop.store(true, Ordering::SeqCst);
-    let rounds = tokio::time::timeout(HANG_GUARD, renewer)
-        .await
-        .expect("hang guard: the renewals")
-        .unwrap();
-    while let Some(done) = tokio::time::timeout(HANG_GUARD, appenders.join_next())
-        .await
-        .expect("hang guard: the appenders")
-    {
-        done.unwrap();
-    }
-    let (ok, fenced, other) = (
-        counts.ok.load(Ordering::SeqCst),
-        counts.fenced.load(Ordering::SeqCst),
-        counts.other.load(Ordering::SeqCst),
-    );
+    let rounds = stop_and_join(&stop, renewer, &mut [&mut appenders]).await;
+    let (ok, fenced, other) = counts.totals();
     eprintln!("hot session: {rounds:?}; appends: {ok} ok, {fenced} fenced, {other} failed");
     // Real traffic ran the whole time (a floor far below any machine's rate).
     assert!(ok >= 1_000, "only {ok} appends in {RUN:?}");
     assert!(rounds.rounds >= 10, "{rounds:?}");
-    assert_eq!(
-        (
-            rounds.renewed,
-            rounds.not_judged,
-            rounds.lost,
-            rounds.failed
-        ),
-        (rounds.rounds, 0, 0, 0),
-        "every round renews the hot session's lease: {rounds:?}"
-    );
+    rounds.assert_all_renewed("of the hot session");
     assert_eq!((fenced, other), (0, 0), "no append fenced or failed");
     let info = j.lease_info(s).await.unwrap();
     assert!(info.live && info.epoch == lease.epoch() && info.holder == Some(j.holder_id()));
@@ -247,28 +106,14 @@ async fn an_open_application_transaction_holds_back_no_renewal() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Appends::default());
-    let renewer = tokio::spawn(renew_until(Arc::clone(&j), s, Arc::clone(&stop)));
+    let renewer = tokio::spawn(renew_until(Arc::clone(&j), s, LEASE / 3, Arc::clone(&stop)));
     let mut appenders = hammer(&j, s, 8, &stop, &counts);
     tokio::time::sleep(LEASE * 2).await;
     let during = counts.ok.load(Ordering::SeqCst);
     tx.commit().await.unwrap();
     tokio::time::sleep(LEASE).await;
-    stop.store(true, Ordering::SeqCst);
-    let rounds = tokio::time::timeout(HANG_GUARD, renewer)
-        .await
-        .expect("hang guard: the renewals")
-        .unwrap();
-    while let Some(done) = tokio::time::timeout(HANG_GUARD, appenders.join_next())
-        .await
-        .expect("hang guard: the appenders")
-    {
-        done.unwrap();
-    }
-    let (ok, fenced, other) = (
-        counts.ok.load(Ordering::SeqCst),
-        counts.fenced.load(Ordering::SeqCst),
-        counts.other.load(Ordering::SeqCst),
-    );
+    let rounds = stop_and_join(&stop, renewer, &mut [&mut appenders]).await;
+    let (ok, fenced, other) = counts.totals();
     eprintln!(
         "open transaction: {rounds:?}; appends: {during} while it was open, {ok} ok, \
          {fenced} fenced, {other} failed"
@@ -278,16 +123,7 @@ async fn an_open_application_transaction_holds_back_no_renewal() {
         "the appends queued behind the transaction's row lock"
     );
     assert!(rounds.rounds >= 8, "{rounds:?}");
-    assert_eq!(
-        (
-            rounds.renewed,
-            rounds.not_judged,
-            rounds.lost,
-            rounds.failed
-        ),
-        (rounds.rounds, 0, 0, 0),
-        "every round renews the lease, the transaction open or not: {rounds:?}"
-    );
+    rounds.assert_all_renewed("with the transaction open or not");
     assert!(ok > 0);
     assert_eq!((fenced, other), (0, 0), "no append fenced or failed");
     assert_eq!(j.last_seq(s).await.unwrap(), ok + 1);
@@ -468,20 +304,8 @@ async fn nothing_of_the_old_epoch_lands_after_a_takeover_of_a_hot_session() {
     let restored = replay_all(&new, s).await.unwrap().len();
     // The old holder keeps trying for a while: fenced, all of it.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, Ordering::SeqCst);
-    for set in [&mut appenders, &mut in_tx] {
-        while let Some(done) = tokio::time::timeout(HANG_GUARD, set.join_next())
-            .await
-            .expect("hang guard: the appenders")
-        {
-            done.unwrap();
-        }
-    }
-    let (ok, fenced, other) = (
-        counts.ok.load(Ordering::SeqCst),
-        counts.fenced.load(Ordering::SeqCst),
-        counts.other.load(Ordering::SeqCst),
-    );
+    stop_appenders(&stop, &mut [&mut appenders, &mut in_tx]).await;
+    let (ok, fenced, other) = counts.totals();
     eprintln!("takeover at head {head}: {ok} appended, {fenced} fenced, {other} failed");
     assert_eq!(taken.epoch(), first.epoch() + 1);
     assert!(ok >= 20, "the session was hot: {ok} appends");

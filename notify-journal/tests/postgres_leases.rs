@@ -17,11 +17,9 @@ use notify_journal::{
     PgOptions, replay_all,
 };
 use notify_types::{SessionId, Uuid};
-use postgres_support::{command, conninfo_with, database_url, journal, not_over_tcp, raw_client};
-
-/// Guards against hangs in tests of bounded waits: far above any configured timeout,
-/// so hitting it means the code hung (never a timing assertion).
-const HANG_GUARD: Duration = Duration::from_secs(60);
+use postgres_support::{
+    HANG_GUARD, command, conninfo_with, database_url, journal, not_over_tcp, raw_client,
+};
 
 /// Polls `probe` (bounded) until it returns true; panics with `what` otherwise.
 async fn poll_until<F, Fut>(what: &str, mut probe: F)

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use notify_types::{LoopId, SessionId};
 use reqwest::StatusCode;
-use serve_support::{Client, Server, Start, completion, journal_dir, new_secret, now, polled};
+use serve_support::one_loop::OneLoop;
+use serve_support::{Client, completion, now, polled};
 
 /// Reads SSE events (`event`, `id`, data JSON) until `n` notifications came.
 async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, u64)> {
@@ -66,21 +67,11 @@ async fn stream(c: &Client, s: SessionId, l: LoopId, query: &str) -> reqwest::Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_disconnects_hands_its_unacknowledged_out_again() {
-    let (_dir, journal) = journal_dir();
-    let secret = new_secret();
-    let server = Server::start(&Start::redb(&journal, &[&secret]));
-    let c = Client::new(&server.url, Some(&secret));
-    let (s, l) = (SessionId::new(), LoopId::new());
-    c.open(s).await;
-    c.register(s, l, 64).await;
-    let mut ids = Vec::new();
-    for _ in 0..10 {
-        let n = completion(s, l);
-        assert_eq!(c.deliver(&n).await.status, StatusCode::CREATED);
-        ids.push(n.command_id.to_string());
-    }
+    let one = OneLoop::start().await;
+    let (c, s, l) = (&one.c, one.s, one.l);
+    let ids = one.deliver(10).await;
     // A stream hands out at most max_in_flight (4) unacknowledged, in order.
-    let mut resp = stream(&c, s, l, "max_in_flight=4").await;
+    let mut resp = stream(c, s, l, "max_in_flight=4").await;
     let first = read_events(&mut resp, 4).await;
     assert_eq!(
         first,
@@ -125,22 +116,9 @@ async fn a_stream_that_disconnects_hands_its_unacknowledged_out_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poll_unacknowledged_past_its_visibility_is_handed_out_again() {
-    let (_dir, journal) = journal_dir();
-    let secret = new_secret();
-    let server = Server::start(&Start::redb(&journal, &[&secret]));
-    let c = Client::new(&server.url, Some(&secret));
-    let (s, l) = (SessionId::new(), LoopId::new());
-    c.open(s).await;
-    c.register(s, l, 64).await;
-    let ids: Vec<String> = {
-        let mut v = Vec::new();
-        for _ in 0..3 {
-            let n = completion(s, l);
-            c.deliver(&n).await;
-            v.push(n.command_id.to_string());
-        }
-        v
-    };
+    let one = OneLoop::start().await;
+    let (c, s, l) = (&one.c, one.s, one.l);
+    let ids = one.deliver(3).await;
     let r = c.poll(s, l, "max=2&visibility_ms=300").await;
     assert_eq!(polled(&r), vec![(ids[0].clone(), 1), (ids[1].clone(), 1)]);
     // Within the visibility timeout: only the third.
@@ -174,13 +152,8 @@ async fn a_poll_unacknowledged_past_its_visibility_is_handed_out_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_returns_as_soon_as_a_notification_is_accepted() {
-    let (_dir, journal) = journal_dir();
-    let secret = new_secret();
-    let server = Server::start(&Start::redb(&journal, &[&secret]));
-    let c = Client::new(&server.url, Some(&secret));
-    let (s, l) = (SessionId::new(), LoopId::new());
-    c.open(s).await;
-    c.register(s, l, 64).await;
+    let one = OneLoop::start().await;
+    let (c, s, l) = (&one.c, one.s, one.l);
     let n = completion(s, l);
     let poller = {
         let c = c.clone();
@@ -191,7 +164,7 @@ async fn a_long_poll_returns_as_soon_as_a_notification_is_accepted() {
     let r = poller.await.unwrap();
     assert_eq!(polled(&r), vec![(n.command_id.to_string(), 1)]);
     // Streams see deliveries made while they are open.
-    let mut resp = stream(&c, s, l, "").await;
+    let mut resp = stream(c, s, l, "").await;
     let n2 = completion(s, l);
     c.deliver(&n2).await;
     // n (unacknowledged, handed to the poll) comes after its visibility; n2 now.

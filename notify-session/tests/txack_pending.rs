@@ -15,7 +15,9 @@ mod host_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use host_support::{OneLoop, notification, opening_host, started, stop_of};
+use host_support::{
+    OneLoop, OneSession, notification, one_session, opening_host, started, stop_of,
+};
 use notify_journal::{
     JournalBackend, JournalLeases, PgJournal, PgOptions, RedbJournal, RedbOptions,
 };
@@ -24,8 +26,8 @@ use notify_session::{AckError, IfPending, PgAck, SessionHost, restore};
 use notify_testkit::MemoryJournal;
 use notify_testkit::postgres::database_url;
 use notify_types::{
-    CommandId, JournalRecord, LoopId, NotificationConsumed, Notified, NotifyError, SessionEvent,
-    SessionId, Uuid,
+    CommandId, JournalRecord, LoopId, NotificationConsumed, NotifyError, SessionEvent, SessionId,
+    Uuid,
 };
 
 /// Long enough that no renewal round (which gives up an ended session) runs while a
@@ -62,19 +64,14 @@ async fn journal_consumption(
 #[tokio::test]
 async fn plain_acks_a_retried_ack_and_the_end_keep_the_count_exact() {
     let journal = Arc::new(MemoryJournal::new().with_lease_duration(LEASE));
-    let loop_id = LoopId::new();
-    let (app, mut seen) = OneLoop::new(loop_id);
-    let host = opening_host(Arc::clone(&journal), |h| h.app(app)).await;
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let (_, _, mut consumer) = started(&mut seen).await;
-    for _ in 0..6 {
-        let n = notification(id, loop_id);
-        assert_eq!(
-            session.notify_process_completion(n).await.unwrap(),
-            Notified::Accepted
-        );
-    }
+    let OneSession {
+        host,
+        id,
+        loop_id,
+        session,
+        mut consumer,
+        seen: _seen,
+    } = one_session(Arc::clone(&journal), |h| h, 6).await;
     assert_eq!(pending(&host, id), 6);
 
     consumer.recv().await.unwrap().ack().await.unwrap();
@@ -129,18 +126,14 @@ async fn a_removed_loop_is_counted_until_its_consumer_acknowledges_what_it_held(
 #[tokio::test]
 async fn a_stopped_session_reopened_counts_what_restore_finds() {
     let journal = Arc::new(MemoryJournal::new().with_lease_duration(LEASE));
-    let loop_id = LoopId::new();
-    let (app, mut seen) = OneLoop::new(loop_id);
-    let host = opening_host(Arc::clone(&journal), |h| h.app(app)).await;
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let (_, _, mut consumer) = started(&mut seen).await;
-    for _ in 0..3 {
-        session
-            .notify_process_completion(notification(id, loop_id))
-            .await
-            .unwrap();
-    }
+    let OneSession {
+        host,
+        id,
+        mut consumer,
+        mut seen,
+        session: _session,
+        ..
+    } = one_session(Arc::clone(&journal), |h| h, 3).await;
     consumer.recv().await.unwrap().ack().await.unwrap();
     let held = consumer.recv().await.unwrap();
     assert_eq!(pending(&host, id), 2);
@@ -173,12 +166,14 @@ async fn under_traffic_the_count_ends_where_restore_does() {
     const LOOPS: usize = 4;
     const EACH: usize = 500;
     let journal = Arc::new(MemoryJournal::new().with_lease_duration(LEASE));
-    let first = LoopId::new();
-    let (app, mut seen) = OneLoop::new(first);
-    let host = opening_host(Arc::clone(&journal), |h| h.app(app)).await;
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let (_, _, consumer) = started(&mut seen).await;
+    let OneSession {
+        host,
+        id,
+        loop_id: first,
+        session,
+        consumer,
+        seen: _seen,
+    } = one_session(Arc::clone(&journal), |h| h, 0).await;
     let mut consumers = vec![consumer];
     let mut loops = vec![first];
     for _ in 1..LOOPS {
@@ -265,37 +260,31 @@ async fn ack_with_keeps_the_count_exact() {
     let journal = Arc::new(
         RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap(),
     );
-    let loop_id = LoopId::new();
-    let (app, mut seen) = OneLoop::new(loop_id);
-    let host = opening_host(Arc::clone(&journal), |h| h.app(app)).await;
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let (_, _, mut consumer) = started(&mut seen).await;
-    for _ in 0..4 {
-        session
-            .notify_process_completion(notification(id, loop_id))
-            .await
-            .unwrap();
-    }
-    assert_eq!(pending(&host, id), 4);
+    let mut one = one_session(Arc::clone(&journal), |h| h, 4).await;
+    let (id, loop_id) = (one.id, one.loop_id);
+    assert_eq!(pending(&one.host, id), 4);
     let write = |id: u128| {
         move |t: &notify_journal::AppTables<'_>| {
             t.open_table::<u128, u64>("app/rows")?.insert(id, 1)?;
             Ok(())
         }
     };
-    let received = consumer.recv().await.unwrap();
+    let received = one.consumer.recv().await.unwrap();
     let key = received.command_id().as_uuid().as_u128();
     received.ack_with(&journal, write(key)).await.unwrap();
-    assert_eq!(pending(&host, id), 3, "ack_with");
+    assert_eq!(pending(&one.host, id), 3, "ack_with");
 
     // Committed by an earlier, cancelled call: the retry writes nothing and releases.
-    let received = consumer.recv().await.unwrap();
+    let received = one.consumer.recv().await.unwrap();
     journal_consumption(journal.as_ref(), id, loop_id, received.command_id()).await;
     let key = received.command_id().as_uuid().as_u128();
     received.ack_with(&journal, write(key)).await.unwrap();
-    assert_eq!(pending(&host, id), 2, "ack_with of a journaled consumption");
-    host.shutdown().await.unwrap();
+    assert_eq!(
+        pending(&one.host, id),
+        2,
+        "ack_with of a journaled consumption"
+    );
+    one.host.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -316,33 +305,23 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    let loop_id = LoopId::new();
-    let (host_app, mut seen) = OneLoop::new(loop_id);
-    let host = opening_host(Arc::clone(&journal), |h| h.app(host_app)).await;
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let (_, _, mut consumer) = started(&mut seen).await;
-    for _ in 0..4 {
-        session
-            .notify_process_completion(notification(id, loop_id))
-            .await
-            .unwrap();
-    }
-    assert_eq!(pending(&host, id), 4);
+    let mut one = one_session(Arc::clone(&journal), |h| h, 4).await;
+    let (id, loop_id) = (one.id, one.loop_id);
+    assert_eq!(pending(&one.host, id), 4);
 
     // ack_in_pg, committed.
-    let received = consumer.recv().await.unwrap();
+    let received = one.consumer.recv().await.unwrap();
     let tx = app.transaction().await.unwrap();
     let PgAck::Write(acked) = received.ack_in_pg(&journal, &tx).await.unwrap() else {
         panic!("a new consumption answered AlreadyConsumed");
     };
-    assert_eq!(pending(&host, id), 4, "not released before the commit");
+    assert_eq!(pending(&one.host, id), 4, "not released before the commit");
     tx.commit().await.unwrap();
     acked.committed().await.unwrap();
-    assert_eq!(pending(&host, id), 3, "ack_in_pg");
+    assert_eq!(pending(&one.host, id), 3, "ack_in_pg");
 
     // The handed-out statement, answered, committed.
-    let received = consumer.recv().await.unwrap();
+    let received = one.consumer.recv().await.unwrap();
     let tx = app.transaction().await.unwrap();
     let statement = received.pg_ack_statement(&journal).unwrap();
     let st = statement.statement().clone();
@@ -352,22 +331,22 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
     };
     tx.commit().await.unwrap();
     acked.committed().await.unwrap();
-    assert_eq!(pending(&host, id), 2, "pg_ack_statement");
+    assert_eq!(pending(&one.host, id), 2, "pg_ack_statement");
 
     // Committed by an earlier transaction whose answer was lost: released at once,
     // on both paths.
-    let received = consumer.recv().await.unwrap();
+    let received = one.consumer.recv().await.unwrap();
     journal_consumption(journal.as_ref(), id, loop_id, received.command_id()).await;
     let tx = app.transaction().await.unwrap();
     let ack = received.ack_in_pg(&journal, &tx).await.unwrap();
     assert!(matches!(ack, PgAck::AlreadyConsumed), "{ack:?}");
     tx.rollback().await.unwrap();
     assert_eq!(
-        pending(&host, id),
+        pending(&one.host, id),
         1,
         "ack_in_pg of a journaled consumption"
     );
-    let received = consumer.recv().await.unwrap();
+    let received = one.consumer.recv().await.unwrap();
     journal_consumption(journal.as_ref(), id, loop_id, received.command_id()).await;
     let tx = app.transaction().await.unwrap();
     let statement = received.pg_ack_statement(&journal).unwrap();
@@ -377,12 +356,12 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
     assert!(matches!(ack, PgAck::AlreadyConsumed), "{ack:?}");
     tx.rollback().await.unwrap();
     assert_eq!(
-        pending(&host, id),
+        pending(&one.host, id),
         0,
         "the statement of a journaled consumption"
     );
 
-    host.shutdown().await.unwrap();
+    one.host.shutdown().await.unwrap();
     journal.close().await;
     app.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
         .await

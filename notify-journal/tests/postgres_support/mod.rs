@@ -4,6 +4,7 @@
 
 pub mod retention;
 pub mod tls_server;
+pub mod traffic;
 
 use notify_journal::{PG_SCHEMA_VERSION, PgJournal, PgOptions};
 use notify_types::{
@@ -33,6 +34,10 @@ pub fn not_over_tcp(test: &str) {
         "SKIPPED {test}: the test database is not reached over TCP"
     );
 }
+
+/// Guards against hangs: far above any wait a correct run has (never a timing
+/// assertion on speed).
+pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A fresh schema name, so tests sharing the database never see each other's tables.
 pub fn fresh_schema(tag: &str) -> String {

@@ -17,8 +17,8 @@ use notify_session::{
     SessionHost, SessionReceived, StopReason,
 };
 use notify_types::{
-    CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState, ProcessTerminalReason,
-    SessionId, Uuid,
+    CommandId, LoopId, Notified, ProcessCompletionNotification, ProcessLifecycleState,
+    ProcessTerminalReason, SessionId, Uuid,
 };
 use tokio::sync::{broadcast, mpsc};
 
@@ -269,6 +269,53 @@ where
     start_host(journal, |h| configure(h.adopt_every(every))).await
 }
 
+/// One session a host opened and serves, on one loop: see [`one_session`].
+pub(crate) struct OneSession<J: JournalLeases + 'static> {
+    pub(crate) host: SessionHost<J>,
+    pub(crate) id: SessionId,
+    /// The loop [`OneLoop`] registered for the session.
+    pub(crate) loop_id: LoopId,
+    pub(crate) session: Session,
+    /// The loop's consumer.
+    pub(crate) consumer: SessionConsumer,
+    /// What the application saw after the start.
+    pub(crate) seen: mpsc::UnboundedReceiver<Seen>,
+}
+
+/// A host on `journal` (adopting nothing, application [`OneLoop`], then `configure`)
+/// that opened a session and started it, and `notified` completion notifications
+/// delivered to its loop (each asserted `Accepted`), none received yet.
+pub(crate) async fn one_session<J>(
+    journal: Arc<J>,
+    configure: impl FnOnce(HostBuilder<J>) -> HostBuilder<J>,
+    notified: usize,
+) -> OneSession<J>
+where
+    J: JournalLeases + 'static,
+{
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = opening_host(journal, |h| configure(h.app(app))).await;
+    let id = SessionId::new();
+    let session = host.open(id).await.unwrap();
+    let (_, _, consumer) = started(&mut seen).await;
+    for _ in 0..notified {
+        let outcome = session
+            .notify_process_completion(notification(id, loop_id))
+            .await
+            .unwrap();
+        assert_eq!(outcome, Notified::Accepted);
+    }
+    OneSession {
+        host,
+        id,
+        loop_id,
+        session,
+        consumer,
+        seen,
+    }
+}
+
 /// A session ended under a host, with a notification received before the end and not
 /// acknowledged: see [`ended_with_one_received`].
 pub(crate) struct EndedUnderHost<J: JournalLeases + 'static> {
@@ -289,19 +336,14 @@ pub(crate) async fn ended_with_one_received<J>(journal: Arc<J>) -> EndedUnderHos
 where
     J: JournalLeases + 'static,
 {
-    let loop_id = LoopId::new();
-    let (app, mut seen) = OneLoop::new(loop_id);
-    let host = opening_host(journal, |h| {
-        h.renew_every(Duration::from_millis(50)).app(app)
-    })
-    .await;
-    let id = SessionId::new();
-    let session = host.open(id).await.unwrap();
-    let (_, _, mut consumer) = started(&mut seen).await;
-    session
-        .notify_process_completion(notification(id, loop_id))
-        .await
-        .unwrap();
+    let OneSession {
+        host,
+        id,
+        session,
+        mut consumer,
+        mut seen,
+        ..
+    } = one_session(journal, |h| h.renew_every(Duration::from_millis(50)), 1).await;
     let received = consumer.recv().await.unwrap();
     session.end(IfPending::Abandon).await.unwrap();
     assert_eq!(stop_of(&mut seen, id).await, StopReason::Ended);

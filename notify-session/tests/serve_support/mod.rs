@@ -3,6 +3,8 @@
 // Shared by the tests/serve_*.rs binaries; each uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod one_loop;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
