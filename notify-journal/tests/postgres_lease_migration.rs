@@ -3,9 +3,10 @@
 //! (epochs only grow), the orphan listing stays an index range scan, and the
 //! sessions go on where they were.
 //!
-//! The old schema is built from the version-1 layout, frozen here as migration 1
-//! created it, holding lease state in its columns; the connect then applies every
-//! migration, so migration 9 runs on the layout versions 1 to 8 really leave.
+//! The old schema is built from the version-1 layout, frozen in
+//! `postgres_support/version_1.rs` as migration 1 created it, holding lease state in
+//! its columns; the connect then applies every migration, so migration 9 runs on the
+//! layout versions 1 to 8 really leave.
 //!
 //! Needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the local default);
 //! without either, each test says it was skipped and returns.
@@ -20,7 +21,7 @@ use std::time::Duration;
 use notify_journal::{AppendError, JournalBackend, JournalRead, LeaseError, replay_all};
 use notify_types::{JournalRecord, SessionId, Uuid};
 use postgres_support::{
-    command, database_url, drop_schema, ended, fresh_schema, migrated, raw_client,
+    command, database_url, drop_schema, ended, fresh_schema, migrated, raw_client, version_1,
 };
 
 /// Writes `records` as `session`'s frames 1.. and its row with `lease` (epoch,
@@ -49,23 +50,7 @@ async fn old_session(
     )
     .await
     .unwrap();
-    for (seq, record) in (1_i64..).zip(records) {
-        raw.execute(
-            &format!(
-                "INSERT INTO {q}.frames (session, seq, key, kind, bytes)
-                 VALUES ($1, $2, $3, $4, $5)"
-            ),
-            &[
-                session.as_uuid(),
-                &seq,
-                &record.key(),
-                &record.type_name(),
-                &record.encode(),
-            ],
-        )
-        .await
-        .unwrap();
-    }
+    version_1::write_frames(raw, q, session, records).await;
 }
 
 /// Sessions with every kind of lease state in the old columns (live, expired,
@@ -83,30 +68,9 @@ async fn leases_kept_in_the_sessions_rows_move_to_their_own_table() {
     let q = format!("\"{schema}\"");
     let raw = raw_client(&url).await;
     raw.batch_execute(&format!(
-        "CREATE SCHEMA {q};
-         CREATE TABLE {q}.schema_version (
-             version    integer PRIMARY KEY,
-             applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
-         );
-         INSERT INTO {q}.schema_version (version) VALUES (1);
-         CREATE TABLE {q}.sessions (
-             session          uuid PRIMARY KEY,
-             last_seq         bigint NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
-             lease_epoch      bigint NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
-             lease_holder     uuid,
-             lease_expires_at timestamptz,
-             CHECK ((lease_holder IS NULL) = (lease_expires_at IS NULL))
-         );
-         CREATE TABLE {q}.frames (
-             session      uuid NOT NULL REFERENCES {q}.sessions (session),
-             seq          bigint NOT NULL CHECK (seq >= 1),
-             key          uuid NOT NULL,
-             kind         text NOT NULL,
-             bytes        bytea NOT NULL,
-             committed_at timestamptz NOT NULL DEFAULT now(),
-             PRIMARY KEY (session, seq),
-             UNIQUE (session, key)
-         );"
+        "{}\n{}",
+        version_1::tables(&q),
+        version_1::frame_keys(&q)
     ))
     .await
     .unwrap();

@@ -32,7 +32,7 @@ use notify_journal::{
 use notify_types::{CommandId, JournalRecord, SessionId, Uuid};
 use postgres_support::{
     command, conninfo_with, consumed, database_url, drop_schema, ended, fresh_schema, journal,
-    raw_client,
+    raw_client, version_1,
 };
 
 /// The version a newer build would record.
@@ -332,7 +332,8 @@ fn bulk_session(n: i64) -> SessionId {
 ///
 /// The bulk frames' bytes are filler (the migrations never read a frame's bytes);
 /// the probe sessions hold real records. The version-1 tables are built from the
-/// version-1 layout, frozen here as migration 1 created it (constraints added after
+/// version-1 layout, frozen in `postgres_support/version_1.rs` as migration 1 created
+/// it (constraints added after
 /// the bulk load, with the names migration 1 gives them), so the test does not
 /// depend on the latest version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,28 +345,7 @@ async fn a_migration_over_two_million_frames_completes() {
     let q = format!("\"{schema}\"");
     let raw = raw_client(&url).await;
     raw.batch_execute(&format!(
-        "CREATE SCHEMA {q};
-         CREATE TABLE {q}.schema_version (
-             version    integer PRIMARY KEY,
-             applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
-         );
-         INSERT INTO {q}.schema_version (version) VALUES (1);
-         CREATE TABLE {q}.sessions (
-             session          uuid PRIMARY KEY,
-             last_seq         bigint NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
-             lease_epoch      bigint NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
-             lease_holder     uuid,
-             lease_expires_at timestamptz,
-             CHECK ((lease_holder IS NULL) = (lease_expires_at IS NULL))
-         );
-         CREATE TABLE {q}.frames (
-             session      uuid NOT NULL,
-             seq          bigint NOT NULL CHECK (seq >= 1),
-             key          uuid NOT NULL,
-             kind         text NOT NULL,
-             bytes        bytea NOT NULL,
-             committed_at timestamptz NOT NULL DEFAULT now()
-         );
+        "{tables}
          INSERT INTO {q}.sessions (session, last_seq)
          SELECT lpad(to_hex(n), 32, '0')::uuid, {FRAMES_PER_SESSION}
          FROM generate_series(1, {BULK_SESSIONS}) n;
@@ -377,7 +357,8 @@ async fn a_migration_over_two_million_frames_completes() {
                           AND (i / {FRAMES_PER_SESSION} + 1) % {ENDED_EVERY} = 0
                      THEN 'SessionEnded' ELSE 'ProcessNotification' END,
                 '\\x00'::bytea
-         FROM generate_series(0, {BULK_SESSIONS} * {FRAMES_PER_SESSION} - 1) i;"
+         FROM generate_series(0, {BULK_SESSIONS} * {FRAMES_PER_SESSION} - 1) i;",
+        tables = version_1::tables(&q),
     ))
     .await
     .unwrap();
@@ -398,31 +379,12 @@ async fn a_migration_over_two_million_frames_completes() {
         )
         .await
         .unwrap();
-        for (seq, record) in (1_i64..).zip(records.iter()) {
-            raw.execute(
-                &format!(
-                    "INSERT INTO {q}.frames (session, seq, key, kind, bytes)
-                     VALUES ($1, $2, $3, $4, $5)"
-                ),
-                &[
-                    session.as_uuid(),
-                    &seq,
-                    &record.key(),
-                    &record.type_name(),
-                    &record.encode(),
-                ],
-            )
-            .await
-            .unwrap();
-        }
+        version_1::write_frames(&raw, &q, session, records).await;
     }
     raw.batch_execute(&format!(
-        "ALTER TABLE {q}.frames
-             ADD CONSTRAINT frames_pkey PRIMARY KEY (session, seq),
-             ADD CONSTRAINT frames_session_key_key UNIQUE (session, key),
-             ADD CONSTRAINT frames_session_fkey FOREIGN KEY (session)
-                 REFERENCES {q}.sessions (session);
-         ANALYZE {q}.sessions, {q}.frames;"
+        "{keys}
+         ANALYZE {q}.sessions, {q}.frames;",
+        keys = version_1::frame_keys(&q),
     ))
     .await
     .unwrap();

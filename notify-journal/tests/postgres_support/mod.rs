@@ -5,6 +5,7 @@
 pub mod retention;
 pub mod tls_server;
 pub mod traffic;
+pub mod version_1;
 
 use notify_journal::{PG_SCHEMA_VERSION, PgJournal, PgOptions};
 use notify_types::{
