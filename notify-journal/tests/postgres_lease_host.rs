@@ -236,30 +236,7 @@ async fn orphans_are_open_sessions_without_a_live_lease() {
     // The listing is an index range scan of `leases_orphans` (the statement of
     // `sql.rs`, `orphans`).
     let client = postgres_support::raw_client(&url).await;
-    client
-        .batch_execute(&format!(
-            "SET search_path = \"{schema}\"; SET enable_seqscan = off"
-        ))
-        .await
-        .unwrap();
-    let plan: Vec<String> = client
-        .query(
-            "EXPLAIN SELECT l.session FROM leases l \
-             LEFT JOIN sessions x ON x.session = l.session \
-             WHERE NOT l.ended AND coalesce(l.expires_at, '-infinity'::timestamptz) <= now() \
-             AND x.ended_at IS NULL AND x.purged_at IS NULL \
-             ORDER BY coalesce(l.expires_at, '-infinity'::timestamptz), l.session LIMIT 10",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(
-        plan.iter().any(|l| l.contains("leases_orphans")),
-        "{plan:?}"
-    );
+    postgres_support::assert_orphans_scan_their_index(&client, &schema).await;
     j.close().await;
     brief.close().await;
     drop_schema(&url, &schema).await;

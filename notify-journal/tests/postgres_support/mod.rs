@@ -112,6 +112,35 @@ pub async fn migrated(url: &str, schema: &str, raw: &tokio_postgres::Client) -> 
     j
 }
 
+/// Asserts that the orphan listing (the statement of `sql.rs`, `orphans`) is planned
+/// as a range scan of the `leases_orphans` index in `schema`, sequential scans off.
+/// Sets `raw`'s `search_path` to `schema`.
+pub async fn assert_orphans_scan_their_index(raw: &tokio_postgres::Client, schema: &str) {
+    raw.batch_execute(&format!(
+        "SET search_path = \"{schema}\"; SET enable_seqscan = off"
+    ))
+    .await
+    .unwrap();
+    let plan: Vec<String> = raw
+        .query(
+            "EXPLAIN SELECT l.session FROM leases l \
+             LEFT JOIN sessions x ON x.session = l.session \
+             WHERE NOT l.ended AND coalesce(l.expires_at, '-infinity'::timestamptz) <= now() \
+             AND x.ended_at IS NULL AND x.purged_at IS NULL \
+             ORDER BY coalesce(l.expires_at, '-infinity'::timestamptz), l.session LIMIT 10",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        plan.iter().any(|l| l.contains("leases_orphans")),
+        "{plan:?}"
+    );
+}
+
 /// A raw client for poking at the tables directly.
 pub async fn raw_client(url: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
