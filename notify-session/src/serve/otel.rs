@@ -59,7 +59,9 @@ pub enum OtelError {
     Flush(#[source] opentelemetry_sdk::error::OTelSdkError),
 }
 
-/// OpenTelemetry export of this process's spans over OTLP/HTTP.
+/// OpenTelemetry export of this process's spans over OTLP/HTTP. While one built by
+/// [`from_env`](Self::from_env) is live (until [`shutdown`](Self::shutdown)), the
+/// server's request spans take the caller's `traceparent` as their parent.
 #[derive(Debug)]
 pub struct OtelExport {
     provider: SdkTracerProvider,
