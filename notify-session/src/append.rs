@@ -4,7 +4,7 @@
 use notify_journal::{
     AppendError, AppendOutcome, Corruption, JournalBackend, JournalError, StorageError,
 };
-use notify_types::{JournalRecord, SessionId};
+use notify_types::{JournalRecord, SessionEvent, SessionId};
 use tracing::Instrument as _;
 
 /// What appending `record` to `session`, a session that has ended, answers, found
@@ -69,13 +69,55 @@ pub(crate) async fn answer_after_end(
     .await
 }
 
-/// Appends one record, inside an `append` tracing span.
+/// Appends one record, inside a `notify.append` span (info): `session`, `key` (the
+/// record's ID), `kind` (its wire type), `command_id` (for a completion and a
+/// consumption: the command it is about) and, once answered, `outcome` (`appended`,
+/// `duplicate`, or the refusal: `collision`, `ended`, `fenced`, `failed`).
+///
+/// The span is made here, in the caller's task and under the caller's span (a
+/// request's, over HTTP), and wraps the awaited append: the journal may batch many
+/// callers' appends in one writer, whose own spans (`journal.commit`) belong to no
+/// caller.
 pub(crate) async fn append(
     journal: &dyn JournalBackend,
     session: SessionId,
     record: JournalRecord,
 ) -> Result<AppendOutcome, AppendError> {
-    let span =
-        tracing::debug_span!("append", %session, key = %record.key(), kind = record.type_name());
-    journal.append(session, record).instrument(span).await
+    let span = tracing::info_span!(
+        "notify.append",
+        %session,
+        key = %record.key(),
+        kind = record.type_name(),
+        command_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    match &record {
+        JournalRecord::Command(c) => {
+            span.record("command_id", tracing::field::display(c.command_id()));
+        }
+        JournalRecord::Event(SessionEvent::NotificationConsumed(c)) => {
+            span.record("command_id", tracing::field::display(c.cause()));
+        }
+        JournalRecord::Event(_) => {}
+    }
+    let answer = journal
+        .append(session, record)
+        .instrument(span.clone())
+        .await;
+    span.record("outcome", append_outcome(&answer));
+    answer
+}
+
+/// The `outcome` field of a `notify.append` span.
+fn append_outcome(answer: &Result<AppendOutcome, AppendError>) -> &'static str {
+    match answer {
+        Ok(AppendOutcome { appended: true, .. }) => "appended",
+        Ok(AppendOutcome {
+            appended: false, ..
+        }) => "duplicate",
+        Err(AppendError::Collision { .. }) => "collision",
+        Err(AppendError::SessionEnded { .. }) => "ended",
+        Err(AppendError::Fenced { .. }) => "fenced",
+        Err(_) => "failed",
+    }
 }

@@ -9,6 +9,8 @@ use notify_types::{
     CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent, SessionId,
 };
 
+use tracing::Instrument as _;
+
 use crate::error::{AckError, PublishError};
 use crate::shared::{Published, Shared};
 
@@ -132,6 +134,30 @@ impl SessionReceived {
     /// finds it journaled and does not broadcast `NotificationConsumed` again (as for
     /// any duplicate event).
     pub async fn ack(self) -> Result<(), AckError> {
+        let span = self.ack_span();
+        traced_ack(span, self.ack_plain(), |answer| match answer {
+            Ok(()) => "acknowledged",
+            Err(AckError::SessionEnded { .. }) => "ended",
+            Err(AckError::NotOwner { .. }) => "not_owner",
+            Err(AckError::LoopExited(_)) => "loop_exited",
+            Err(_) => "failed",
+        })
+        .await
+    }
+
+    /// The `notify.ack` span (info) of an acknowledgement, in the caller's task under
+    /// its span: `session`, `loop_id`, `command_id`, and `outcome` once answered.
+    pub(crate) fn ack_span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "notify.ack",
+            session = %self.session.id,
+            loop_id = %self.loop_id,
+            command_id = %self.command_id(),
+            outcome = tracing::field::Empty,
+        )
+    }
+
+    async fn ack_plain(self) -> Result<(), AckError> {
         let consumed = NotificationConsumed::new(self.session.id, self.loop_id, self.command_id());
         let duplicate = match self
             .session
@@ -205,6 +231,17 @@ impl SessionReceived {
         }
         released.map_err(AckError::LoopExited)
     }
+}
+
+/// Runs an acknowledgement inside its `notify.ack` span and records its `outcome`.
+pub(crate) async fn traced_ack<T, E>(
+    span: tracing::Span,
+    work: impl Future<Output = Result<T, E>>,
+    outcome: impl FnOnce(&Result<T, E>) -> &'static str,
+) -> Result<T, E> {
+    let answer = work.instrument(span.clone()).await;
+    span.record("outcome", outcome(&answer));
+    answer
 }
 
 /// What a refused consumption means to the consumer, as [`SessionReceived::ack`]

@@ -370,7 +370,7 @@ impl Session {
         // The gate stays held through the dispatch: an end waits for it, so a
         // notification it lets through is delivered before the end abandons what is
         // pending (a delivery never waits on the session, so this cannot deadlock).
-        let delivery = handle.deliver(command).await;
+        let delivery = dispatch(&handle, self.shared.id, command).await;
         drop(gate);
         match delivery {
             Delivery::Accepted => Ok(Notified::Accepted),
@@ -430,4 +430,31 @@ impl ProcessCompletionNotifier for Session {
     fn notify_process_completion(&self, n: ProcessCompletionNotification) -> NotifyFuture<'_> {
         Box::pin(Session::notify_process_completion(self, n))
     }
+}
+
+/// Hands a journaled notification to its loop's inbox, inside a `notify.dispatch`
+/// span (info): `session`, `loop_id`, `command_id` and `outcome` (`accepted`,
+/// `duplicate`, `stopped`), made in the caller's task under its span.
+async fn dispatch(
+    handle: &notify_loop::LoopHandle,
+    session: SessionId,
+    command: ProcessNotification,
+) -> Delivery {
+    let span = tracing::info_span!(
+        "notify.dispatch",
+        %session,
+        loop_id = %handle.loop_id(),
+        command_id = %command.command_id(),
+        outcome = tracing::field::Empty,
+    );
+    let delivery = handle.deliver(command).instrument(span.clone()).await;
+    span.record(
+        "outcome",
+        match delivery {
+            Delivery::Accepted => "accepted",
+            Delivery::Duplicate => "duplicate",
+            Delivery::Stopped(_) => "stopped",
+        },
+    );
+    delivery
 }

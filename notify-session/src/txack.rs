@@ -8,7 +8,7 @@ use notify_journal::{
 use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
 
 use crate::append::answer_after_end;
-use crate::consumer::{SessionReceived, ack_error};
+use crate::consumer::{SessionReceived, ack_error, traced_ack};
 use crate::error::TxAckError;
 
 impl SessionReceived {
@@ -46,6 +46,21 @@ impl SessionReceived {
     /// Acknowledging it again is safe: once committed, the retry finds the
     /// consumption journaled and does not run `write` again.
     pub async fn ack_with<F>(self, journal: &RedbJournal, write: F) -> Result<(), TxAckError>
+    where
+        F: FnMut(&AppTables<'_>) -> AppWriteResult + Send + 'static,
+    {
+        let span = self.ack_span();
+        traced_ack(span, self.ack_with_inner(journal, write), |answer| {
+            if answer.is_ok() {
+                "acknowledged"
+            } else {
+                "failed"
+            }
+        })
+        .await
+    }
+
+    async fn ack_with_inner<F>(self, journal: &RedbJournal, write: F) -> Result<(), TxAckError>
     where
         F: FnMut(&AppTables<'_>) -> AppWriteResult + Send + 'static,
     {

@@ -10,7 +10,7 @@
 use notify_journal::{AppendOutcome, PgAppendStatement, PgJournal};
 use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
 
-use crate::consumer::SessionReceived;
+use crate::consumer::{SessionReceived, traced_ack};
 use crate::error::TxAckError;
 
 /// What a transactional acknowledgement on PostgreSQL found, answered before the
@@ -125,6 +125,24 @@ impl SessionReceived {
     /// If cancelled, the statement's outcome inside `tx` is unknown: roll `tx` back.
     /// The notification is handed to the consumer again.
     pub async fn ack_in_pg(
+        self,
+        journal: &PgJournal,
+        tx: &tokio_postgres::Transaction<'_>,
+    ) -> Result<PgAck, TxAckError> {
+        let span = self.ack_span();
+        traced_ack(
+            span,
+            self.ack_in_pg_inner(journal, tx),
+            |answer| match answer {
+                Ok(PgAck::Write(_)) => "written",
+                Ok(PgAck::AlreadyConsumed) => "already_consumed",
+                Err(_) => "failed",
+            },
+        )
+        .await
+    }
+
+    async fn ack_in_pg_inner(
         self,
         journal: &PgJournal,
         tx: &tokio_postgres::Transaction<'_>,

@@ -39,6 +39,7 @@ pub(crate) async fn record(request: Request, next: Next) -> axum::response::Resp
     let method = request.method().as_str().to_owned();
     let started = Instant::now();
     let response = next.run(request).await;
+    tracing::Span::current().record("status", response.status().as_u16());
     let status = response.status().as_u16().to_string();
     let reason = response
         .extensions()
@@ -61,8 +62,10 @@ pub(crate) async fn record(request: Request, next: Next) -> axum::response::Resp
     response
 }
 
-/// One span per request: method, route, `webhook-id` (the command ID of a
-/// delivery), so the session's own `notify` span nests under it.
+/// One span per request, `request`: method, route, `webhook-id` (the command ID of a
+/// delivery), the answer's status, so the session's own spans nest under it. With
+/// OpenTelemetry export (feature `otel`), it is the server span `METHOD route`, child
+/// of the caller's `traceparent`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RequestSpan;
 
@@ -77,13 +80,18 @@ impl<B> MakeSpan<B> for RequestSpan {
             .get(WEBHOOK_ID)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        tracing::info_span!(
+        let span = tracing::info_span!(
             "request",
             method = %request.method(),
             route,
             webhook_id = id,
             status = tracing::field::Empty,
-        )
+            otel.name = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
+        );
+        #[cfg(feature = "otel")]
+        super::otel::server_span(&span, request.method(), route, request.headers());
+        span
     }
 }
 

@@ -24,7 +24,8 @@
 //! consumers and the redelivery rule), `host.rs` (the host behind a trait object and
 //! the server's `HostApp`), `directory.rs` (advertised URLs), `listen.rs` (accept
 //! loop, connection limit, drain), `tls.rs`, `layers.rs` (timeout, metrics, spans,
-//! panics), `metrics.rs`, `shutdown.rs`, `state.rs`.
+//! panics), `metrics.rs`, `otel.rs` (OpenTelemetry export, feature `otel`),
+//! `shutdown.rs`, `state.rs`.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -57,6 +58,8 @@ mod layers;
 mod listen;
 mod locate;
 mod metrics;
+#[cfg(feature = "otel")]
+mod otel;
 mod routes;
 mod server;
 mod shutdown;
@@ -72,6 +75,8 @@ pub use directory::{NoDirectory, OwnerDirectory, PgDirectory};
 pub use error::{ApiError, PROBLEM_JSON};
 pub use keys::{KeyError, KeySet, SignKey, VerifyKey};
 pub use metrics::install_prometheus;
+#[cfg(feature = "otel")]
+pub use otel::{OtelError, OtelExport};
 pub use routes::ROUTES;
 pub use server::{ServeError, Server, ServerBuilder};
 pub use shutdown::shutdown_signal;

@@ -218,6 +218,8 @@ pub(crate) struct Client {
     pub(crate) key: Option<SignKey>,
     /// Added to the timestamp (to test the tolerance).
     pub(crate) skew: i64,
+    /// Sent with every request besides the signature (e.g. `traceparent`).
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Client {
@@ -233,6 +235,7 @@ impl Client {
             base: base.trim_end_matches('/').to_owned(),
             key: key.map(|k| k.parse().unwrap()),
             skew: 0,
+            headers: Vec::new(),
         }
     }
 
@@ -255,6 +258,9 @@ impl Client {
             format!("{}{path}", self.base)
         };
         let mut req = self.http.request(method, url);
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
+        }
         if let Some(key) = &self.key {
             let ts = now() + self.skew;
             req = req

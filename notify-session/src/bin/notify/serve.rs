@@ -15,7 +15,11 @@ use notify_session::serve::{
     KeySet, PgDirectory, ServeConfig, ServeError, Server, TlsFiles, install_prometheus,
     shutdown_signal,
 };
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
+use crate::error::chain;
 use crate::journal::{DEFAULT_SCHEMA, pg_options};
 
 /// The environment variable holding keys (whitespace- or comma-separated).
@@ -81,14 +85,9 @@ pub(crate) struct ServeArgs {
 }
 
 /// Runs `notify serve` to the end (a signal), with its own multi-threaded runtime.
+/// With the `otel` feature and `OTEL_EXPORTER_OTLP_ENDPOINT` set, its spans are
+/// exported, and flushed once the server has shut down.
 pub(crate) fn main(args: ServeArgs) -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NOTIFY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -96,7 +95,38 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("cannot start the runtime: {e}"), 9),
     };
-    match runtime.block_on(serve(args)) {
+    #[cfg(feature = "otel")]
+    let export = {
+        // The batch span processor is a task of this runtime.
+        let _entered = runtime.enter();
+        match notify_session::serve::OtelExport::from_env() {
+            Ok(export) => export,
+            Err(e) => return fail(&format!("OpenTelemetry: {}", chain(&e)), 2),
+        }
+    };
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NOTIFY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        );
+    let subscriber = tracing_subscriber::registry().with(logs);
+    #[cfg(feature = "otel")]
+    let subscriber = subscriber.with(export.as_ref().map(|e| {
+        e.layer()
+            .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+    }));
+    subscriber.init();
+    let served = runtime.block_on(serve(args));
+    // Off the runtime's workers, which still run the exporter's task.
+    #[cfg(feature = "otel")]
+    if let Some(export) = export
+        && let Err(e) = export.shutdown()
+    {
+        eprintln!("notify: OpenTelemetry: {}", chain(&e));
+    }
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err((message, code)) => fail(&message, code),
     }
@@ -141,16 +171,7 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
     let metrics = install_prometheus()
         .map_err(|e| (format!("cannot install the metrics recorder: {e}"), 9))?;
     let builder = Server::builder(config).metrics(metrics);
-    let failed = |e: ServeError| {
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            message.push_str(": ");
-            message.push_str(&s.to_string());
-            source = s.source();
-        }
-        (message, 9)
-    };
+    let failed = |e: ServeError| (chain(&e), 9);
     let server = if let Some(path) = &args.journal {
         let journal = RedbJournal::open(path, RedbOptions::default()).map_err(|e| {
             (
