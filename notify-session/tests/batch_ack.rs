@@ -250,14 +250,18 @@ async fn append_all_with_is_one_transaction() {
             Ok::<_, AppTableError>(table.iter()?.count())
         })
         .unwrap();
-    assert_eq!(written, 1, "the refused group's write was taken back");
+    assert_eq!(written, 1, "the refused group's write did not run");
+    let frames = notify_journal::replay_all(&journal, session).await.unwrap();
+    assert_eq!(
+        frames.len(),
+        3,
+        "the refused group's first record was taken back"
+    );
     let again = journal.append_all_with(session, vec![fresh], |_, new| {
         assert_eq!(new, [0]);
         Ok(())
     });
-    assert_eq!(
-        again.await.unwrap()[0].seq,
-        4,
-        "the refused group took no seq"
-    );
+    let again = again.await.unwrap();
+    assert!(again[0].appended, "new again after the refusal");
+    assert_eq!(again[0].seq, 4, "the refused group took no seq");
 }
