@@ -1,6 +1,12 @@
-//! Transactional appends: a record and the application's own writes
-//! ([`RedbJournal::append_with`](crate::RedbJournal::append_with)) in one write
+//! Transactional appends: a record, or an atomic group of one session's records, and
+//! the application's own writes ([`RedbJournal::append_with`](crate::RedbJournal::append_with),
+//! [`RedbJournal::append_all_with`](crate::RedbJournal::append_all_with)) in one write
 //! transaction of their own.
+//!
+//! A group is judged as every engine judges one (`group.rs`); its closure runs once,
+//! told which of its records are new, and only if one is. A group refused after part
+//! of it was written in the turn's transaction is treated as a failed closure (the
+//! transaction dropped, the turn redone without it), so nothing of it stays.
 //!
 //! The writer takes them as chores: when one is at the front of the chore queue it
 //! takes it and those queued right behind it (up to the batch size, and for at most
