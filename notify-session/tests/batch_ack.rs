@@ -265,3 +265,48 @@ async fn append_all_with_is_one_transaction() {
     assert!(again[0].appended, "new again after the refusal");
     assert_eq!(again[0].seq, 4, "the refused group took no seq");
 }
+
+/// A headless session (no journal): a batch is released at once and broadcast; after
+/// the end, a batch received before it is refused whole and nothing more is received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_batch_is_released_at_once_and_refused_after_the_end() {
+    use notify_loop::LoopConfig;
+    use notify_session::{IfPending, Session};
+    use notify_testkit::sample::notification;
+    use notify_types::{LoopId, SessionEvent, SessionId};
+
+    let session = Session::headless(SessionId::new());
+    let loop_id = LoopId::new();
+    let mut consumer = session
+        .register_loop(LoopConfig::new(session.id(), loop_id))
+        .unwrap();
+    let mut events = session.subscribe();
+    let mut notified = Vec::new();
+    for _ in 0..4 {
+        let n = notification(session.id(), loop_id);
+        notified.push(n.command_id);
+        session.notify_process_completion(n).await.unwrap();
+    }
+    let batch = consumer.recv_many(2).await;
+    assert_eq!(ids(&batch), notified[..2]);
+    batch.ack().await.unwrap();
+    for want in &notified[..2] {
+        match events.try_recv() {
+            Ok(SessionEvent::NotificationConsumed(c)) => assert_eq!(c.cause(), *want),
+            other => panic!("{other:?}"),
+        }
+    }
+    let batch = consumer.recv_many(10).await;
+    assert_eq!(ids(&batch), notified[2..]);
+    session.end(IfPending::Abandon).await.unwrap();
+    let err = batch.ack().await.unwrap_err();
+    assert!(
+        matches!(err.error, AckError::SessionEnded { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.returned, notified[2..]);
+    assert!(
+        consumer.recv_many(10).await.is_empty(),
+        "nothing after the end"
+    );
+}
