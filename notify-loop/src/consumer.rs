@@ -77,6 +77,30 @@ impl LoopConsumer {
         let pending = std::future::poll_fn(|cx| self.inbox.poll_next(cx)).await?;
         Some(Received::new(pending, &self.inbox))
     }
+
+    /// Waits for the next live notification, as [`recv`](Self::recv) does, then takes
+    /// with it those already queued behind it, up to `max` in all, in acceptance
+    /// order: a batch for a consumer that acknowledges many at once. It never waits
+    /// for more than the first.
+    ///
+    /// Returns an empty `Vec` once the loop has exited and nothing is left (when
+    /// `recv` returns `None`), and at once when `max` is 0.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as `recv`: the notifications leave the queue only in the poll that
+    /// returns them.
+    pub async fn recv_many(&mut self, max: usize) -> Vec<Received> {
+        if max == 0 {
+            return Vec::new();
+        }
+        let taken = std::future::poll_fn(|cx| self.inbox.poll_many(cx, max)).await;
+        taken
+            .unwrap_or_default()
+            .into_iter()
+            .map(|pending| Received::new(pending, &self.inbox))
+            .collect()
+    }
 }
 
 impl Drop for LoopConsumer {
@@ -160,7 +184,18 @@ impl Received {
     /// Completes on its first poll. If the future is dropped before it is polled, the
     /// `Received` inside it is dropped unacknowledged and goes back to the queue, so
     /// the consumer sees it again rather than losing it.
-    pub async fn ack(mut self) -> Result<(), LoopAckError> {
+    pub async fn ack(self) -> Result<(), LoopAckError> {
+        self.release()
+    }
+
+    /// Releases the notification at once: [`ack`](Self::ack) without a future, for a
+    /// caller that must release many in one go (a batch whose consumptions were
+    /// journaled together) with no point between them where it could be cancelled.
+    ///
+    /// # Errors
+    ///
+    /// [`LoopAckError::LoopExited`] if the loop has already ended.
+    pub fn release(mut self) -> Result<(), LoopAckError> {
         self.armed = false;
         let command_id = self.command_id();
         if self.inbox.ack(command_id) {

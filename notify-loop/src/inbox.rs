@@ -273,6 +273,20 @@ impl Inbox {
         Poll::Pending
     }
 
+    /// Takes up to `max` notifications from the front of the queue (at least one, or
+    /// `None` once the queue is empty and the loop has ended), as
+    /// [`poll_next`](Self::poll_next) does for one, in one critical section.
+    pub(crate) fn poll_many(&self, cx: &mut Context<'_>, max: usize) -> Poll<Option<Vec<Pending>>> {
+        {
+            let mut state = self.lock();
+            if !state.queue.is_empty() {
+                let take = max.min(state.queue.len());
+                return Poll::Ready(Some(state.queue.drain(..take).collect()));
+            }
+        }
+        self.poll_next(cx).map(|first| first.map(|p| vec![p]))
+    }
+
     /// Applies a release. False if the loop has ended: there is nothing left to
     /// release.
     pub(crate) fn ack(&self, command_id: CommandId) -> bool {

@@ -17,9 +17,9 @@ use crate::shared::{Published, Shared};
 /// Receives a native loop's notifications in acceptance order (restore-seeded ones
 /// first). Returned by [`Session::register_loop`](crate::Session::register_loop).
 pub struct SessionConsumer {
-    session: Arc<Shared>,
-    loop_id: LoopId,
-    consumer: LoopConsumer,
+    pub(crate) session: Arc<Shared>,
+    pub(crate) loop_id: LoopId,
+    pub(crate) consumer: LoopConsumer,
 }
 
 impl fmt::Debug for SessionConsumer {
@@ -224,7 +224,13 @@ impl SessionReceived {
     /// Releases the notification in the loop once its consumption is journaled
     /// (`duplicate`: journaled earlier).
     pub(crate) async fn release(self, duplicate: bool) -> Result<(), AckError> {
-        let released = self.received.ack().await;
+        self.release_now(duplicate)
+    }
+
+    /// [`release`](Self::release) at once, with no point where it could be cancelled
+    /// (a batch releases all of its notifications in one go).
+    pub(crate) fn release_now(self, duplicate: bool) -> Result<(), AckError> {
+        let released = self.received.release();
         if duplicate && self.session.is_ended() {
             // Journaled before the end; the end shut the loop down.
             return Ok(());

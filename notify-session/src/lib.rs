@@ -79,6 +79,7 @@
 #![deny(unsafe_code)]
 
 mod append;
+mod batch;
 mod consumer;
 mod end;
 mod error;
@@ -93,6 +94,7 @@ mod session;
 mod shared;
 mod supervisor;
 mod txack;
+mod txack_batch;
 #[cfg(feature = "postgres")]
 mod txack_pg;
 
@@ -133,6 +135,7 @@ pub use notify_journal;
 pub use notify_loop;
 pub use notify_types;
 
+pub use batch::{AckBatchError, SessionBatch};
 pub use consumer::{SessionConsumer, SessionReceived};
 pub use end::{Ended, IfPending};
 pub use error::{
@@ -197,9 +200,9 @@ pub mod prelude {
     };
 
     pub use crate::{
-        AckError, EndError, Ended, HostApp, HostError, IfPending, ProcessOutcome, ProcessSpec,
-        RestoreReport, RetryPolicy, Session, SessionConsumer, SessionHost, SessionReceived,
-        StopReason, StopSignal, SupervisedProcess, Supervisor, TxAckError, completed_event,
-        notify_with_retry, restore,
+        AckBatchError, AckError, EndError, Ended, HostApp, HostError, IfPending, ProcessOutcome,
+        ProcessSpec, RestoreReport, RetryPolicy, Session, SessionBatch, SessionConsumer,
+        SessionHost, SessionReceived, StopReason, StopSignal, SupervisedProcess, Supervisor,
+        TxAckError, completed_event, notify_with_retry, restore,
     };
 }

@@ -17,7 +17,7 @@ pub use self::read::{AppReadTable, AppTablesRead};
 pub use self::write::{
     APP_WRITE_MAX_BYTES, APP_WRITE_MAX_TIME, AppTable, AppTables, AppTxnError, AppWriteResult,
 };
-pub(crate) use self::write::{AppWrite, Budget};
+pub(crate) use self::write::{AppGroupWrite, Budget};
 use crate::error::StorageError;
 
 /// The prefix every application table's name carries (`app/conversation`, ...). The

@@ -46,8 +46,9 @@ pub enum AppTxnError {
 /// What a closure run inside a journal write transaction returns.
 pub type AppWriteResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
-/// A closure that writes the application's tables.
-pub(crate) type AppWrite = dyn FnMut(&AppTables<'_>) -> AppWriteResult + Send;
+/// A closure that writes the application's tables for a group of records, told the
+/// indices of those that are new.
+pub(crate) type AppGroupWrite = dyn FnMut(&AppTables<'_>, &[usize]) -> AppWriteResult + Send;
 
 /// The closure's budget, shared by every table it opens.
 pub(crate) struct Budget {

@@ -1,6 +1,12 @@
-//! Transactional appends: a record and the application's own writes
-//! ([`RedbJournal::append_with`](crate::RedbJournal::append_with)) in one write
+//! Transactional appends: a record, or an atomic group of one session's records, and
+//! the application's own writes ([`RedbJournal::append_with`](crate::RedbJournal::append_with),
+//! [`RedbJournal::append_all_with`](crate::RedbJournal::append_all_with)) in one write
 //! transaction of their own.
+//!
+//! A group is judged as every engine judges one (`group.rs`); its closure runs once,
+//! told which of its records are new, and only if one is. A group refused after part
+//! of it was written in the turn's transaction is treated as a failed closure (the
+//! transaction dropped, the turn redone without it), so nothing of it stays.
 //!
 //! The writer takes them as chores: when one is at the front of the chore queue it
 //! takes it and those queued right behind it (up to the batch size, and for at most
@@ -19,9 +25,12 @@ use std::time::{Duration, Instant};
 use super::Writer;
 use super::requests::{AppReply, AppTxn};
 use super::resolve::{HEADS_CACHE_MAX, Tables};
+use crate::error::AppendError;
 use crate::error::{JournalError, StorageError};
-use crate::redb::app_tables::{AppTables, AppTxnError, AppWrite, Budget};
+use crate::group::{GroupVerdict, try_judge_group};
+use crate::redb::app_tables::{AppGroupWrite, AppTables, AppTxnError, Budget};
 use crate::redb::contain::contain;
+use crate::redb::format::keys::sid;
 use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
 use crate::redb::writer::failure::{BatchFailure, before};
 
@@ -136,6 +145,7 @@ impl Writer {
         let max = self.tuning.max_batch.max(1);
         let txn = self.begin_write()?;
         let mut answers = Vec::with_capacity(txns.len());
+        let mut records = 0;
         let staged_pos;
         {
             let table_err = before("open journal table");
@@ -167,20 +177,46 @@ impl Writer {
                     }
                 }
                 let app = &mut txns[i];
-                let reply = tables.resolve(
-                    &app.request,
-                    &mut next_pos,
-                    &mut self.staged,
-                    &mut self.heads,
+                let session = app.requests.first().map_or(0, |r| r.session);
+                let verdict = try_judge_group(
+                    sid(session),
+                    None,
+                    app.requests.iter().map(|req| {
+                        tables.resolve(req, &mut next_pos, &mut self.staged, &mut self.heads)
+                    }),
                 )?;
-                match reply {
-                    Ok(outcome) if outcome.appended => {
-                        if let Err(e) = run_write(&txn, app.write.as_mut()) {
+                match verdict {
+                    GroupVerdict::Commit(outcomes) => {
+                        let new: Vec<usize> = (0..outcomes.len())
+                            .filter(|&k| outcomes[k].appended)
+                            .collect();
+                        // A duplicate's writes committed with its original.
+                        if !new.is_empty()
+                            && let Err(e) = run_write(&txn, app.write.as_mut(), &new)
+                        {
                             return Ok(Turn::Failed(i, e));
                         }
-                        answers.push(Ok(outcome));
+                        records += outcomes.len();
+                        answers.push(Ok(outcomes));
                     }
-                    other => answers.push(other.map_err(AppTxnError::Append)),
+                    // Frames of the group are written in this transaction: it is
+                    // dropped, as for a failed closure, so that none of them stays.
+                    GroupVerdict::Refuse { resolved, refusal }
+                        if resolved.iter().any(|o| o.appended) =>
+                    {
+                        return Ok(Turn::Failed(i, AppTxnError::Append(refusal)));
+                    }
+                    // Nothing of it was written: refused alone (one record: its own
+                    // refusal, as a single append answers it).
+                    GroupVerdict::Refuse { refusal, .. } => {
+                        let refusal = match refusal {
+                            AppendError::GroupRefused { source, .. } if app.requests.len() == 1 => {
+                                *source
+                            }
+                            other => other,
+                        };
+                        answers.push(Err(AppTxnError::Append(refusal)));
+                    }
                 }
                 i += 1;
             }
@@ -193,11 +229,7 @@ impl Writer {
         self.committing = true;
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
-        crate::metrics::committed(
-            crate::metrics::REDB,
-            answers.len(),
-            commit_started.elapsed(),
-        );
+        crate::metrics::committed(crate::metrics::REDB, records, commit_started.elapsed());
         self.next_pos = Some(staged_pos);
         if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
             self.heads.clear();
@@ -211,10 +243,14 @@ impl Writer {
 }
 
 /// Runs one application closure on `txn` under its budget, a panic of it contained.
-fn run_write(txn: &redb::WriteTransaction, write: &mut AppWrite) -> Result<(), AppTxnError> {
+fn run_write(
+    txn: &redb::WriteTransaction,
+    write: &mut AppGroupWrite,
+    new: &[usize],
+) -> Result<(), AppTxnError> {
     let budget = Budget::new();
     let tables = AppTables::new(txn, &budget);
-    match contain(|| write(&tables)) {
+    match contain(|| write(&tables, new)) {
         Ok(Ok(())) => match budget.exceeded() {
             None => Ok(()),
             Some(e) => Err(AppTxnError::Write(Box::new(e))),

@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use crate::backend::AppendOutcome;
 use crate::error::{AppendError, JournalError, StorageError};
-use crate::redb::app_tables::{AppTxnError, AppWrite};
+use crate::redb::app_tables::{AppGroupWrite, AppTxnError};
 use crate::retention::{ImportStateError, PurgeStep, SessionState};
 
 /// What an appender is told.
@@ -62,16 +62,23 @@ impl Queued {
     }
 }
 
-/// What an appender of a transactional append is told.
-pub(crate) type AppReply = Result<AppendOutcome, AppTxnError>;
+/// What an appender of a transactional append is told: one outcome per record of
+/// its group, in order.
+pub(crate) type AppReply = Result<Vec<AppendOutcome>, AppTxnError>;
 
-/// One queued transactional append.
+/// One queued transactional append: one record ([`append_with`]) or an atomic group
+/// of one session's records ([`append_all_with`]), with the application's writes.
+///
+/// [`append_with`]: crate::RedbJournal::append_with
+/// [`append_all_with`]: crate::RedbJournal::append_all_with
 pub(crate) struct AppTxn {
-    /// The record's append (its own `reply` is not used: the answer goes to `reply`).
-    pub(crate) request: Request,
-    /// The application's writes, run only if the record is new; may run more than
-    /// once (only the run that commits counts).
-    pub(crate) write: Box<AppWrite>,
+    /// The records' appends, in order (their own `reply`s are not used: the answer
+    /// goes to `reply`).
+    pub(crate) requests: Vec<Request>,
+    /// The application's writes, run only if a record is new, told which are (their
+    /// indices in `requests`); may run more than once (only the run that commits
+    /// counts).
+    pub(crate) write: Box<AppGroupWrite>,
     pub(crate) reply: oneshot::Sender<AppReply>,
 }
 
