@@ -12,7 +12,7 @@ use clap::Args;
 use notify_session::SessionHost;
 use notify_session::notify_journal::{PgJournal, RedbJournal, RedbOptions};
 use notify_session::serve::{
-    KeySet, PgDirectory, ServeConfig, ServeError, Server, TlsFiles, install_prometheus,
+    JournalInspect, KeySet, PgDirectory, PgInspect, ServeConfig, ServeError, Server, TlsFiles, install_prometheus,
     shutdown_signal,
 };
 
@@ -158,8 +158,10 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
                 9,
             )
         })?;
+        let journal = Arc::new(journal);
         builder
-            .start(SessionHost::builder(Arc::new(journal)).capacity(args.capacity))
+            .inspect(Arc::clone(&journal) as Arc<dyn JournalInspect>)
+            .start(SessionHost::builder(journal).capacity(args.capacity))
             .await
             .map_err(failed)?
     } else if let Some(conninfo) = &args.postgres {
@@ -192,8 +194,10 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
                 builder
             }
         };
+        let journal = Arc::new(journal);
         builder
-            .start(SessionHost::builder(Arc::new(journal)).capacity(args.capacity))
+            .inspect(Arc::new(PgInspect::new(Arc::clone(&journal), schema)))
+            .start(SessionHost::builder(journal).capacity(args.capacity))
             .await
             .map_err(failed)?
     } else {
