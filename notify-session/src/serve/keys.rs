@@ -246,30 +246,31 @@ impl KeySet {
     #[must_use]
     pub fn opens_console(&self, presented: &str, salt: &[u8]) -> bool {
         let presented = presented.trim();
-        let secret = if let Some(Ok(s)) = read_only_secret(presented) {
-            s
-        } else if let Ok(VerifyKey::Hmac(s)) = presented.parse::<VerifyKey>() {
-            s
-        } else {
-            return false;
-        };
         let tag = |bytes: &[u8]| {
             Hmac::<Sha256>::new_from_slice(salt).map(|mut mac| {
                 mac.update(bytes);
                 mac
             })
         };
+        let hmac_keys = self.keys.iter().filter_map(|k| match k {
+            VerifyKey::Hmac(s) => Some(s),
+            VerifyKey::Ed25519(_) => None,
+        });
+        // A key is compared with the stored keys of its own kind.
+        let (secret, stored): (Vec<u8>, Vec<&Vec<u8>>) =
+            if let Some(Ok(s)) = read_only_secret(presented) {
+                (s, self.read_only.iter().collect())
+            } else if let Ok(VerifyKey::Hmac(s)) = presented.parse::<VerifyKey>() {
+                (s, hmac_keys.collect())
+            } else {
+                return false;
+            };
         let Ok(mine) = tag(&secret) else {
             return false;
         };
         let mine = mine.finalize().into_bytes();
-        self.keys
-            .iter()
-            .filter_map(|k| match k {
-                VerifyKey::Hmac(s) => Some(s),
-                VerifyKey::Ed25519(_) => None,
-            })
-            .chain(&self.read_only)
+        stored
+            .into_iter()
             .any(|stored| tag(stored).is_ok_and(|mac| mac.verify_slice(&mine).is_ok()))
     }
 }
@@ -371,5 +372,42 @@ impl SignKey {
                 format!("v1a,{}", STANDARD.encode(key.sign(&content).to_bytes()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "whsec_MDEyMzQ1Njc4OWFiY2RlZg==";
+    const READ_ONLY: &str = "whro_MDEyMzQ1Njc4OWFiY2RlZg==";
+
+    #[test]
+    fn a_read_only_key_opens_the_console_and_verifies_nothing() {
+        let set = KeySet::parse(&format!("# keys\n{READ_ONLY}")).unwrap_or_default();
+        assert_eq!((set.len(), set.keys().len()), (1, 0));
+        assert!(set.opens_console(READ_ONLY, b"salt"));
+        // The same bytes as an HMAC secret are not an API key of this set, and
+        // open nothing either: the set holds them as read-only only.
+        assert!(!set.opens_console(SECRET, b"salt"));
+        assert!(!set.opens_console("whro_AAAA", b"salt"));
+        assert_eq!(
+            KeySet::parse("whro_AAAA"),
+            Err((1, KeyError::ShortSecret(3)))
+        );
+        assert!(matches!(
+            READ_ONLY.parse::<VerifyKey>(),
+            Err(KeyError::WrongKind(_))
+        ));
+    }
+
+    #[test]
+    fn an_hmac_secret_opens_the_console_a_public_key_does_not() {
+        let sk = SignKey::Ed25519(SigningKey::from_bytes(&[7; 32]));
+        let set = KeySet::parse(&format!("{SECRET} {}", sk.verify_key_string()))
+            .unwrap_or_default();
+        assert!(set.opens_console(SECRET, b"salt"));
+        assert!(!set.opens_console(&sk.verify_key_string(), b"salt"));
+        assert!(!set.opens_console("", b"salt"));
     }
 }
