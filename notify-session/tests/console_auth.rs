@@ -32,7 +32,11 @@ fn browser() -> reqwest::Client {
 }
 
 /// Logs in with `key`: the answer's status and its cookie (`name=value`), if any.
-async fn login(http: &reqwest::Client, base: &str, key: &str) -> (StatusCode, Option<String>, String) {
+async fn login(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+) -> (StatusCode, Option<String>, String) {
     let r = http
         .post(format!("{base}/console/login"))
         .form(&[("key", key), ("next", "/console/sessions?state=live")])
@@ -70,7 +74,11 @@ async fn the_console_needs_a_login_and_a_read_only_key_only_reads() {
     let http = browser();
 
     // No cookie: a page load goes to the login form, naming where it was going.
-    for path in ["/console/", "/console/sessions?state=live", "/console/integrity"] {
+    for path in [
+        "/console/",
+        "/console/sessions?state=live",
+        "/console/integrity",
+    ] {
         let r = get(&http, &format!("{base}{path}"), None).await;
         assert_eq!(r.status(), StatusCode::SEE_OTHER, "{path}");
         let to = r.headers()[LOCATION].to_str().unwrap();
@@ -84,14 +92,26 @@ async fn the_console_needs_a_login_and_a_read_only_key_only_reads() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // The form itself and the stylesheet need no login.
-    assert_eq!(get(&http, &format!("{base}/console/login"), None).await.status(), StatusCode::OK);
     assert_eq!(
-        get(&http, &format!("{base}/console/assets/console.css"), None).await.status(),
+        get(&http, &format!("{base}/console/login"), None)
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(&http, &format!("{base}/console/assets/console.css"), None)
+            .await
+            .status(),
         StatusCode::OK
     );
 
     // A key the server does not have, and an ed25519-style non-secret, are refused.
-    for wrong in [new_secret(), read_only_key().0, "whpk_AAAA".to_owned(), String::new()] {
+    for wrong in [
+        new_secret(),
+        read_only_key().0,
+        "whpk_AAAA".to_owned(),
+        String::new(),
+    ] {
         let (status, cookie, _) = login(&http, base, &wrong).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{wrong}");
         assert!(cookie.is_none());
@@ -103,11 +123,21 @@ async fn the_console_needs_a_login_and_a_read_only_key_only_reads() {
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert_eq!(location, "/console/sessions?state=live");
     let set = set.expect("a cookie");
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console", "Max-Age=43200"] {
+    for attribute in [
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/console",
+        "Max-Age=43200",
+    ] {
         assert!(set.contains(attribute), "{set}");
     }
     let cookie = set.split(';').next().unwrap().to_owned();
-    for path in ["/console/", "/console/sessions", "/console/hosts", "/console/integrity"] {
+    for path in [
+        "/console/",
+        "/console/sessions",
+        "/console/hosts",
+        "/console/integrity",
+    ] {
         let r = get(&http, &format!("{base}{path}"), Some(&cookie)).await;
         assert_eq!(r.status(), StatusCode::OK, "{path}");
         assert!(r.text().await.unwrap().contains("Log out"));
@@ -123,7 +153,12 @@ async fn the_console_needs_a_login_and_a_read_only_key_only_reads() {
     let forged = format!("{name}={}", parts.join("."));
     let r = get(&http, &format!("{base}/console/"), Some(&forged)).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert!(r.headers()[LOCATION].to_str().unwrap().ends_with("&why=refused"));
+    assert!(
+        r.headers()[LOCATION]
+            .to_str()
+            .unwrap()
+            .ends_with("&why=refused")
+    );
     let r = get(&http, &format!("{base}/console/login?why=refused"), None).await;
     assert!(r.text().await.unwrap().contains("not accepted"));
 
@@ -137,9 +172,15 @@ async fn the_console_needs_a_login_and_a_read_only_key_only_reads() {
         ..writer.clone()
     };
     let r = reader.deliver(&completion(s, l)).await;
-    assert_eq!((r.status, r.str("reason")), (StatusCode::UNAUTHORIZED, "unauthenticated"));
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::UNAUTHORIZED, "unauthenticated")
+    );
     assert_eq!(reader.end(s, true).await.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(writer.deliver(&completion(s, l)).await.status, StatusCode::CREATED);
+    assert_eq!(
+        writer.deliver(&completion(s, l)).await.status,
+        StatusCode::CREATED
+    );
 
     // A cookie another server issued (its own key: a restart logs everyone out).
     let (_dir2, journal2) = journal_dir();
@@ -157,7 +198,18 @@ async fn unsigned_on_loopback_the_console_is_open() {
     let body = r.text().await.unwrap();
     assert!(body.contains("redb") && !body.contains("Log out"), "{body}");
     // Every page forbids script and framing.
-    let r = get(&browser(), &format!("{}/console/sessions", server.url), None).await;
-    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
-    assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    let r = get(
+        &browser(),
+        &format!("{}/console/sessions", server.url),
+        None,
+    )
+    .await;
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
 }

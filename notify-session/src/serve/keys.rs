@@ -404,8 +404,8 @@ mod tests {
     #[test]
     fn an_hmac_secret_opens_the_console_a_public_key_does_not() {
         let sk = SignKey::Ed25519(SigningKey::from_bytes(&[7; 32]));
-        let set = KeySet::parse(&format!("{SECRET} {}", sk.verify_key_string()))
-            .unwrap_or_default();
+        let set =
+            KeySet::parse(&format!("{SECRET} {}", sk.verify_key_string())).unwrap_or_default();
         assert!(set.opens_console(SECRET, b"salt"));
         assert!(!set.opens_console(&sk.verify_key_string(), b"salt"));
         assert!(!set.opens_console("", b"salt"));

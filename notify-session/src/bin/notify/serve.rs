@@ -12,8 +12,8 @@ use clap::Args;
 use notify_session::SessionHost;
 use notify_session::notify_journal::{PgJournal, RedbJournal, RedbOptions};
 use notify_session::serve::{
-    JournalInspect, KeySet, PgDirectory, PgInspect, ServeConfig, ServeError, Server, TlsFiles, install_prometheus,
-    shutdown_signal,
+    JournalInspect, KeySet, PgDirectory, PgInspect, ServeConfig, ServeError, Server, TlsFiles,
+    install_prometheus, shutdown_signal,
 };
 
 use crate::journal::{DEFAULT_SCHEMA, pg_options};

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use super::html::Html;
 use super::observed::{SAMPLES_KEPT, Sample};
 
-const WIDTH: usize = 600;
-const HEIGHT: usize = 120;
+const WIDTH: usize = 1200;
+const HEIGHT: usize = 200;
 const PAD: usize = 24;
 
 /// The chart of `samples` (oldest first), the newest at the right edge.

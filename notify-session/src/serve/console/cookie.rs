@@ -77,7 +77,9 @@ impl CookieKey {
             return Err(Refused::Malformed);
         };
         let expiry: u64 = expiry.parse().map_err(|_| Refused::Malformed)?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| Refused::Malformed)?;
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| Refused::Malformed)?;
         let mac = self.mac(expiry).ok_or(Refused::Malformed)?;
         mac.verify_slice(&tag).map_err(|_| Refused::BadTag)?;
         if now >= expiry {
@@ -99,7 +101,10 @@ mod tests {
         let end = 1_000 + LOGIN_TTL.as_secs();
         assert_eq!(key.check(&token, end - 1), Ok(()));
         assert_eq!(key.check(&token, end), Err(Refused::Expired));
-        assert_eq!(CookieKey::random().check(&token, 1_000), Err(Refused::BadTag));
+        assert_eq!(
+            CookieKey::random().check(&token, 1_000),
+            Err(Refused::BadTag)
+        );
         // A later expiry with the old tag does not verify.
         let forged = token.replacen(&end.to_string(), &(end + 999).to_string(), 1);
         assert_eq!(key.check(&forged, 1_000), Err(Refused::BadTag));

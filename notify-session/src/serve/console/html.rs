@@ -163,7 +163,9 @@ mod tests {
     #[test]
     fn values_are_escaped_markup_is_not() {
         let mut h = Html::default();
-        h.raw("<b>").text("<script>alert('x')</script> & \"q\"").raw("</b>");
+        h.raw("<b>")
+            .text("<script>alert('x')</script> & \"q\"")
+            .raw("</b>");
         assert_eq!(
             h.0,
             "<b>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;</b>"

@@ -134,9 +134,7 @@ fn login_page(status: StatusCode, next: &str, message: Option<&'static str>) -> 
 }
 
 /// `GET /console/login`.
-pub(crate) async fn form(
-    axum::extract::Query(q): axum::extract::Query<LoginQuery>,
-) -> Response {
+pub(crate) async fn form(axum::extract::Query(q): axum::extract::Query<LoginQuery>) -> Response {
     let message = match q.why.as_deref() {
         Some("expired") => Some("Your login expired: log in again."),
         Some(_) => Some("Your login was not accepted (the server restarted?): log in again."),
@@ -193,10 +191,9 @@ pub(crate) async fn logout(Extension(_): Extension<LoggedIn>) -> Response {
             "notify_console=; Path=/console; Max-Age=0; HttpOnly; SameSite=Strict",
         ),
     );
-    response.headers_mut().insert(
-        header::LOCATION,
-        HeaderValue::from_static("/console/login"),
-    );
+    response
+        .headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static("/console/login"));
     response
 }
 
@@ -206,7 +203,10 @@ mod tests {
 
     #[test]
     fn a_login_returns_only_to_a_console_path() {
-        assert_eq!(safe_next(Some("/console/sessions?state=live")), "/console/sessions?state=live");
+        assert_eq!(
+            safe_next(Some("/console/sessions?state=live")),
+            "/console/sessions?state=live"
+        );
         assert_eq!(safe_next(Some("https://evil.example/")), "/console/");
         assert_eq!(safe_next(Some("/console//evil.example")), "/console/");
         assert_eq!(safe_next(Some("/v1/sessions")), "/console/");
@@ -216,7 +216,10 @@ mod tests {
     #[test]
     fn the_cookie_is_found_among_others() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=1; notify_console=v1.2.x; b=3"));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; notify_console=v1.2.x; b=3"),
+        );
         assert_eq!(cookie_of(&h), Some("v1.2.x"));
         assert_eq!(cookie_of(&HeaderMap::new()), None);
     }

@@ -122,6 +122,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let pages = Router::new()
         .route("/console", get(pages::to_overview))
         .route("/console/", get(pages::overview::page))
+        .route("/console/census", post(pages::overview::recount))
         .route("/console/sessions", get(pages::sessions::page))
         .route("/console/sessions/{session_id}", get(pages::session::page))
         .route(

@@ -70,7 +70,14 @@ pub(crate) async fn completion(
                 .await?
             {
                 Stored::Same(seq) => {
-                    note(&state, session_id, *command_id.as_uuid(), AnswerKind::Duplicate, Some(seq)).await;
+                    note(
+                        &state,
+                        session_id,
+                        *command_id.as_uuid(),
+                        AnswerKind::Duplicate,
+                        Some(seq),
+                    )
+                    .await;
                     Ok(answer("duplicate", StatusCode::OK, Some(seq)))
                 }
                 Stored::Other(seq, digest) => Err(ApiError::collision_of(command_id, seq, digest)),
@@ -84,7 +91,14 @@ pub(crate) async fn completion(
     };
     match session.notify_process_completion(n).await {
         Ok(Notified::Accepted) => {
-            note(&state, session_id, *command_id.as_uuid(), AnswerKind::Accepted, None).await;
+            note(
+                &state,
+                session_id,
+                *command_id.as_uuid(),
+                AnswerKind::Accepted,
+                None,
+            )
+            .await;
             Ok(answer("accepted", StatusCode::CREATED, None))
         }
         Ok(_) => {
@@ -96,11 +110,25 @@ pub(crate) async fn completion(
                     .flatten(),
                 None => None,
             };
-            note(&state, session_id, *command_id.as_uuid(), AnswerKind::Duplicate, seq).await;
+            note(
+                &state,
+                session_id,
+                *command_id.as_uuid(),
+                AnswerKind::Duplicate,
+                seq,
+            )
+            .await;
             Ok(answer("duplicate", StatusCode::OK, seq))
         }
         Err(NotifyError::Collision { command_id, seq }) => {
-            note(&state, session_id, *command_id.as_uuid(), AnswerKind::Collision, Some(seq)).await;
+            note(
+                &state,
+                session_id,
+                *command_id.as_uuid(),
+                AnswerKind::Collision,
+                Some(seq),
+            )
+            .await;
             let digest = match session.journal() {
                 Some(j) => record_at(j.as_ref(), session_id, seq)
                     .await

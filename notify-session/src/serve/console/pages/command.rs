@@ -57,7 +57,10 @@ async fn render(
         );
         retry = "410 ended (purged): any retry is refused, whatever its body".to_owned();
     } else {
-        let seq = reader.lookup(session, *command.as_uuid()).await.map_err(journal)?;
+        let seq = reader
+            .lookup(session, *command.as_uuid())
+            .await
+            .map_err(journal)?;
         let record = match seq {
             Some(seq) => reader
                 .replay(session, seq, 1)
@@ -102,7 +105,10 @@ async fn render(
                     .map_err(journal)?;
                 h.dt(
                     "consumed",
-                    consumed.map_or_else(|| "no".to_owned(), |s| format!("yes: acknowledged, seq {s}")),
+                    consumed.map_or_else(
+                        || "no".to_owned(),
+                        |s| format!("yes: acknowledged, seq {s}"),
+                    ),
                 )
                 .dt(
                     "abandoned",
@@ -111,18 +117,32 @@ async fn render(
                         |s| format!("yes: pending when the session ended, seq {s}"),
                     ),
                 );
-                let digest = payload_digest(record.as_ref().unwrap_or(&JournalRecord::Command(n.clone())));
+                let digest = payload_digest(
+                    record
+                        .as_ref()
+                        .unwrap_or(&JournalRecord::Command(n.clone())),
+                );
                 retry = format!(
                     "the same body: 200 duplicate of seq {seq} (nothing written){}; another body under this ID: 409 collision, stored_sha256 {digest}",
-                    if st.is_ended() { ", even though the session ended" } else { "" }
+                    if st.is_ended() {
+                        ", even though the session ended"
+                    } else {
+                        ""
+                    }
                 );
             }
             (Some(seq), _) => {
-                h.dt("journal", format!("seq {seq} holds this ID, but not as a completion"));
+                h.dt(
+                    "journal",
+                    format!("seq {seq} holds this ID, but not as a completion"),
+                );
                 retry = "409 collision: the ID names another record".to_owned();
             }
             (None, _) => {
-                h.dt("journal", "this session's log does not hold this command ID");
+                h.dt(
+                    "journal",
+                    "this session's log does not hold this command ID",
+                );
                 retry = if st.is_ended() {
                     "410 ended: the session takes no new command".to_owned()
                 } else {
@@ -136,7 +156,9 @@ async fn render(
     if answers.is_empty() {
         h.raw("<p class=\"note\">None since this server started.</p>");
     } else {
-        h.raw("<table>").thead(&["at", "answer", "seq"]).raw("<tbody>");
+        h.raw("<table>")
+            .thead(&["at", "answer", "seq"])
+            .raw("<tbody>");
         for a in &answers {
             h.raw("<tr>")
                 .td(time(a.at))
@@ -146,7 +168,12 @@ async fn render(
         }
         h.raw("</tbody></table>");
     }
-    Ok(frame(format!("Command {command}"), Nav::Sessions, logged_in, h))
+    Ok(frame(
+        format!("Command {command}"),
+        Nav::Sessions,
+        logged_in,
+        h,
+    ))
 }
 
 /// `GET /console/sessions/{s}/commands/{c}`.

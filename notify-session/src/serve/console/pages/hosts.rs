@@ -20,7 +20,10 @@ pub(crate) async fn page(
     let mut h = Html::default();
     let me = state.host().ok().map(|host| host.holder_id());
     h.raw("<dl>")
-        .dt("this server", me.map_or_else(|| "starting".to_owned(), |m| m.to_string()))
+        .dt(
+            "this server",
+            me.map_or_else(|| "starting".to_owned(), |m| m.to_string()),
+        )
         .dt("its URL", &state.inner.base_url)
         .raw("</dl>");
     match state.inner.directory.hosts().await {
@@ -51,7 +54,10 @@ pub(crate) async fn page(
                     .td(r.url.as_deref().unwrap_or("not advertised"))
                     .td(r.seen_at.as_deref().unwrap_or("-"))
                     .raw("<td>")
-                    .link(format!("/console/sessions?owner={}", r.holder), r.live_leases)
+                    .link(
+                        format!("/console/sessions?owner={}", r.holder),
+                        r.live_leases,
+                    )
                     .raw("</td>")
                     .td(r.expired_leases)
                     .td(r.taken_over)

@@ -32,13 +32,18 @@ fn report(h: &mut Html, r: &VerifyReport) {
         }
         h.raw("</ul>");
     }
-    h.raw("<dl>").dt("sessions", r.sessions).dt("frames", r.frames);
+    h.raw("<dl>")
+        .dt("sessions", r.sessions)
+        .dt("frames", r.frames);
     h.dt(
         "storage engine's page check",
         match &r.engine {
             EngineCheck::Clean => "clean".to_owned(),
             EngineCheck::Damaged(d) => format!("damaged: {d}"),
-            EngineCheck::NotRun => "not run: it needs the file to itself (`notify verify` on a stopped server)".to_owned(),
+            EngineCheck::NotRun => {
+                "not run: it needs the file to itself (`notify verify` on a stopped server)"
+                    .to_owned()
+            }
             other => format!("{other:?}"),
         },
     )
@@ -56,20 +61,32 @@ pub(crate) async fn page(
     let history = console.observed.scrub_history();
     match (&console.inspect, history.is_empty()) {
         (Some(i), true) if i.scrub().is_none() => {
-            h.raw("<p class=\"note\">This engine has no background scrub: run the verify below.</p>");
+            h.raw(
+                "<p class=\"note\">This engine has no background scrub: run the verify below.</p>",
+            );
         }
         (None, _) => {
             h.raw("<p class=\"note\">Not known: the application gave the console no view of its journal.</p>");
         }
         _ => {
             if let Some(now) = history.first() {
-                h.raw(if now.damaged { "<p class=\"bad\">" } else { "<p>" })
-                    .text(&now.state)
-                    .raw("</p>");
+                h.raw(if now.damaged {
+                    "<p class=\"bad\">"
+                } else {
+                    "<p>"
+                })
+                .text(&now.state)
+                .raw("</p>");
             }
-            h.raw("<table>").thead(&["seen at", "state", "clean passes"]).raw("<tbody>");
+            h.raw("<table>")
+                .thead(&["seen at", "state", "clean passes"])
+                .raw("<tbody>");
             for s in &history {
-                h.raw("<tr>").td(time(s.at)).td(&s.state).td(s.clean_passes).raw("</tr>");
+                h.raw("<tr>")
+                    .td(time(s.at))
+                    .td(&s.state)
+                    .td(s.clean_passes)
+                    .raw("</tr>");
             }
             h.raw("</tbody></table><p class=\"note\">Each change of the scrub this server saw since it started; the scrub reads the whole journal again and again at a bounded pace, and damage it finds stops appends.</p>");
         }
@@ -82,7 +99,9 @@ pub(crate) async fn page(
         .clone();
     match last {
         None => {
-            h.raw("<p class=\"note\">No verify run from this console since the server started.</p>");
+            h.raw(
+                "<p class=\"note\">No verify run from this console since the server started.</p>",
+            );
         }
         Some(run) => {
             h.raw("<p>")
@@ -91,7 +110,9 @@ pub(crate) async fn page(
             match &run.report {
                 Ok(r) => report(&mut h, r),
                 Err(e) => {
-                    h.raw("<p class=\"bad\">The verify could not read: ").text(e).raw("</p>");
+                    h.raw("<p class=\"bad\">The verify could not read: ")
+                        .text(e)
+                        .raw("</p>");
                 }
             }
         }

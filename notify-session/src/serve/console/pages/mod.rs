@@ -41,16 +41,9 @@ impl PageError {
         Self {
             status: StatusCode::SERVICE_UNAVAILABLE,
             title: "Starting",
-            detail: "the server's host has not finished its first adoption pass: reload in a moment".into(),
-        }
-    }
-
-    /// A 500: something the page needed failed (in words).
-    pub(crate) fn failed(detail: String) -> Self {
-        Self {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            title: "The page could not be made",
-            detail,
+            detail:
+                "the server's host has not finished its first adoption pass: reload in a moment"
+                    .into(),
         }
     }
 
@@ -59,7 +52,7 @@ impl PageError {
         Self {
             status: StatusCode::INTERNAL_SERVER_ERROR,
             title: "The journal could not answer",
-            detail: format!("{what}: {e}"),
+            detail: format!("{what}: {}", crate::serve::error::error_chain(e)),
         }
     }
 }
@@ -101,10 +94,14 @@ pub(crate) fn uuid(field: &str, s: &str) -> Result<Uuid, PageError> {
 pub(crate) fn state_words(state: &SessionState) -> (&'static str, String) {
     match state {
         SessionState::Live => ("live", String::new()),
-        SessionState::Ended { ended_at, .. } => ("ended", format!("ended {}", time(*ended_at))),
+        SessionState::Ended { ended_at, .. } => ("ended", format!("at {}", time(*ended_at))),
         SessionState::Purged(t) => (
             "purged",
-            format!("ended {}, purged {} (tombstone)", time(t.ended_at), time(t.purged_at)),
+            format!(
+                "(ended {}, purged {}: only the tombstone is left)",
+                time(t.ended_at),
+                time(t.purged_at)
+            ),
         ),
         _ => ("unknown", String::new()),
     }
@@ -122,7 +119,9 @@ pub(crate) fn secs(d: Duration) -> String {
 
 /// A lease as the sessions table shows it: holder, epoch, time left.
 pub(crate) fn lease_cells(info: &LeaseInfo) -> (String, String, String) {
-    let holder = info.holder.map_or_else(|| "none".to_owned(), |h| h.to_string());
+    let holder = info
+        .holder
+        .map_or_else(|| "none".to_owned(), |h| h.to_string());
     let left = match info.expires_in {
         Some(d) if info.live => secs(d),
         _ if info.holder.is_some() => "expired".to_owned(),

@@ -4,14 +4,28 @@
 
 use axum::Extension;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Redirect, Response};
 
 use super::super::chart;
 use super::super::html::{Html, Nav, frame};
 use super::super::login::LoggedIn;
 use super::{secs, time};
-use crate::serve::console::census::{MAX_PENDING, MAX_WALK};
+use crate::serve::console::census::{self, MAX_PENDING, MAX_WALK};
 use crate::serve::state::AppState;
+
+/// `POST /console/census`: takes a census now, then back to the overview (so a
+/// reload does not take another).
+pub(crate) async fn recount(State(state): State<AppState>) -> Response {
+    if let Ok(host) = state.host() {
+        let console = &state.inner.console;
+        let taken = census::take(host.reader().as_ref(), console.inspect.as_ref()).await;
+        *console
+            .census
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = taken;
+    }
+    Redirect::to("/console/").into_response()
+}
 
 /// The overview.
 pub(crate) async fn page(
@@ -45,15 +59,18 @@ pub(crate) async fn page(
             }
         }
         None => {
-            h.dt("engine", "not known: the application gave the console no view of its journal");
+            h.dt(
+                "engine",
+                "not known: the application gave the console no view of its journal",
+            );
         }
     }
     if let Ok(host) = state.host() {
         let status = host.status();
         h.dt("this host", host.holder_id()).dt(
-            "serving",
+            "sessions served",
             format!(
-                "{} sessions (capacity {}){}",
+                "{} (capacity {}){}",
                 status.sessions.len(),
                 status.capacity,
                 if status.shut_down { ", shut down" } else { "" }
@@ -99,18 +116,28 @@ pub(crate) async fn page(
             }
         }
         None => {
-            h.dt("counted", "not yet: the first census runs once the host is ready (every minute)");
+            h.dt(
+                "counted",
+                "not yet: the first census runs once the host is ready (every minute)",
+            );
         }
     }
-    h.raw("</dl></section><section><h2>Scrub</h2><dl>");
+    h.raw("</dl><form method=\"post\" action=\"/console/census\"><button type=\"submit\">Count now</button></form></section><section><h2>Scrub</h2><dl>");
     match console.observed.scrub_history().first() {
         Some(s) => {
             h.dt("state", &s.state)
                 .dt("clean passes", s.clean_passes)
                 .dt("since", time(s.at));
         }
-        None if console.inspect.as_ref().is_some_and(|i| i.scrub().is_none()) => {
-            h.dt("state", "this engine has no background scrub: run verify on the Integrity page");
+        None if console
+            .inspect
+            .as_ref()
+            .is_some_and(|i| i.scrub().is_none()) =>
+        {
+            h.dt(
+                "state",
+                "this engine has no background scrub: run verify on the Integrity page",
+            );
         }
         None => {
             h.dt("state", "not known");

@@ -9,13 +9,14 @@
 use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use notify_journal::JournalError;
+use notify_journal::{JournalError, JournalRead, SeqRecord};
 use notify_types::{JournalRecord, SessionEvent, SessionId};
 
 use super::super::html::{Html, Nav, frame};
 use super::super::login::LoggedIn;
 use super::super::observed::{Answer, AnswerKind};
 use super::{PageError, lease_cells, state_words, time, uuid};
+use crate::serve::error::error_chain;
 use crate::serve::state::AppState;
 
 /// Frames a page of the timeline shows.
@@ -59,9 +60,11 @@ fn describe(record: &JournalRecord) -> (&'static str, &'static str, String) {
             "abandoned",
             format!("completion {} abandoned when the session ended", a.cause()),
         ),
-        JournalRecord::Event(SessionEvent::SessionEnded(_)) => {
-            ("ended", "ended", "the session ended: its last frame".to_owned())
-        }
+        JournalRecord::Event(SessionEvent::SessionEnded(_)) => (
+            "ended",
+            "ended",
+            "the session ended: its last frame".to_owned(),
+        ),
     }
 }
 
@@ -79,11 +82,18 @@ fn answer_row(h: &mut Html, session: SessionId, a: &Answer) {
     h.raw("<tr class=\"answer\"><td>–</td><td><span class=\"kind dup\">")
         .text(a.kind.word())
         .raw("</span></td><td class=\"id\">")
-        .link(format!("/console/sessions/{session}/commands/{}", a.key), a.key)
+        .link(
+            format!("/console/sessions/{session}/commands/{}", a.key),
+            a.key,
+        )
         .raw("</td><td>")
         .text(match (a.kind, a.seq) {
-            (AnswerKind::Duplicate, Some(seq)) => format!("a retry answered duplicate of seq {seq}: nothing written"),
-            (AnswerKind::Collision, Some(seq)) => format!("the ID came again with other bytes: collision with seq {seq}, nothing written"),
+            (AnswerKind::Duplicate, Some(seq)) => {
+                format!("a retry answered duplicate of seq {seq}: nothing written")
+            }
+            (AnswerKind::Collision, Some(seq)) => format!(
+                "the ID came again with other bytes: collision with seq {seq}, nothing written"
+            ),
             (kind, _) => format!("answered {}: nothing written", kind.word()),
         })
         .raw("</td>")
@@ -91,7 +101,39 @@ fn answer_row(h: &mut Html, session: SessionId, a: &Answer) {
         .raw("</tr>");
 }
 
-async fn render(state: &AppState, id: &str, at: &At, logged_in: bool) -> Result<Response, PageError> {
+/// Up to [`FRAMES`] frames from `from`; where one cannot be read (damage), the
+/// frames before it and the damage in words.
+async fn frames_from(
+    reader: &dyn JournalRead,
+    session: SessionId,
+    from: u64,
+) -> (Vec<SeqRecord>, Option<String>) {
+    match reader.replay(session, from, FRAMES).await {
+        Ok(frames) => (frames, None),
+        Err(e) => {
+            // Frame by frame up to the damaged one.
+            let mut frames = Vec::new();
+            let mut seq = from;
+            while frames.len() < FRAMES {
+                match reader.replay(session, seq, 1).await {
+                    Ok(one) if !one.is_empty() => {
+                        frames.extend(one);
+                        seq += 1;
+                    }
+                    _ => break,
+                }
+            }
+            (frames, Some(error_chain(&e)))
+        }
+    }
+}
+
+async fn render(
+    state: &AppState,
+    id: &str,
+    at: &At,
+    logged_in: bool,
+) -> Result<Response, PageError> {
     let session = SessionId::from_uuid(uuid("session", id)?);
     let host = state.host().map_err(|_| PageError::starting())?;
     let reader = host.reader();
@@ -101,11 +143,16 @@ async fn render(state: &AppState, id: &str, at: &At, logged_in: bool) -> Result<
     let head = reader.last_seq(session).await.map_err(journal)?;
     let (word, detail) = state_words(&st);
     let mut h = Html::default();
-    h.raw("<dl>").dt("session", session).dt("state", format!("{word} {detail}")).dt("head", head);
+    h.raw("<dl>")
+        .dt("session", session)
+        .dt("state", format!("{word} {detail}"))
+        .dt("head", head);
     match host.lease_info(session).await {
         Ok(info) => {
             let (holder, epoch, left) = lease_cells(&info);
-            h.dt("lease holder", holder).dt("lease epoch", epoch).dt("lease left", left);
+            h.dt("lease holder", holder)
+                .dt("lease epoch", epoch)
+                .dt("lease left", left);
         }
         Err(e) => {
             h.dt("lease", format!("could not be read: {e}"));
@@ -118,28 +165,52 @@ async fn render(state: &AppState, id: &str, at: &At, logged_in: bool) -> Result<
     h.raw("</dl>");
     if st.is_purged() {
         h.raw("<p class=\"note\">Purged: only the tombstone is left; its frames are gone.</p>");
-        return Ok(frame(format!("Session {session}"), Nav::Sessions, logged_in, h));
+        return Ok(frame(
+            format!("Session {session}"),
+            Nav::Sessions,
+            logged_in,
+            h,
+        ));
     }
-    let report = crate::restore(session, reader.as_ref())
-        .await
-        .map_err(|e| PageError::failed(format!("restore of {what} failed: {e}")))?;
     h.raw("<h2>Pending per loop</h2>");
-    if report.pending.is_empty() {
-        h.raw("<p class=\"note\">Nothing pending: every completion was consumed or abandoned.</p>");
-    } else {
-        h.raw("<table>").thead(&["loop", "pending", "oldest"]).raw("<tbody>");
-        for (loop_id, pending) in &report.pending {
-            h.raw("<tr><td class=\"id\">").text(loop_id).raw("</td>").td(pending.len());
-            h.raw("<td class=\"id\">");
-            if let Some(first) = pending.first() {
-                h.link(format!("/console/sessions/{session}/commands/{}", first.command_id()), first.command_id());
-            }
-            h.raw("</td></tr>");
+    match crate::restore(session, reader.as_ref()).await {
+        Err(e) => {
+            h.raw("<p class=\"bad\">")
+                .text(format!(
+                    "Restore of this session fails: {}",
+                    error_chain(&e)
+                ))
+                .raw("</p>");
         }
-        h.raw("</tbody></table>");
+        Ok(report) if report.pending.is_empty() => {
+            h.raw("<p class=\"note\">Nothing pending: every completion was consumed or abandoned.</p>");
+        }
+        Ok(report) => {
+            h.raw("<table>")
+                .thead(&["loop", "pending", "oldest"])
+                .raw("<tbody>");
+            for (loop_id, pending) in &report.pending {
+                h.raw("<tr><td class=\"id\">")
+                    .text(loop_id)
+                    .raw("</td>")
+                    .td(pending.len());
+                h.raw("<td class=\"id\">");
+                if let Some(first) = pending.first() {
+                    h.link(
+                        format!(
+                            "/console/sessions/{session}/commands/{}",
+                            first.command_id()
+                        ),
+                        first.command_id(),
+                    );
+                }
+                h.raw("</td></tr>");
+            }
+            h.raw("</tbody></table>");
+        }
     }
     let from = at.from.unwrap_or(1).max(1);
-    let frames = reader.replay(session, from, FRAMES).await.map_err(journal)?;
+    let (frames, damage) = frames_from(reader.as_ref(), session, from).await;
     let answers = state.inner.console.observed.answers_for(session);
     let after = |seq: u64| {
         answers.iter().filter(move |a| {
@@ -147,7 +218,13 @@ async fn render(state: &AppState, id: &str, at: &At, logged_in: bool) -> Result<
         })
     };
     h.raw("<h2>Timeline</h2><table class=\"timeline\">")
-        .thead(&["seq", "kind", "command or event", "what", "answered at (this server)"])
+        .thead(&[
+            "seq",
+            "kind",
+            "command or event",
+            "what",
+            "answered at (this server)",
+        ])
         .raw("<tbody>");
     let mut placed = 0usize;
     if from == 1 {
@@ -163,31 +240,53 @@ async fn render(state: &AppState, id: &str, at: &At, logged_in: bool) -> Result<
             .iter()
             .find(|a| a.key == record.key() && matches!(a.kind, AnswerKind::Accepted))
             .map(|a| time(a.at));
-        h.raw("<tr><td>").text(seq).raw("</td><td><span class=\"kind ")
+        h.raw("<tr><td>")
+            .text(seq)
+            .raw("</td><td><span class=\"kind ")
             .raw(class)
             .raw("\">")
             .raw(kind)
             .raw("</span></td><td class=\"id\">");
         match command_of(record) {
             Some(c) => {
-                h.link(format!("/console/sessions/{session}/commands/{c}"), record.key());
+                h.link(
+                    format!("/console/sessions/{session}/commands/{c}"),
+                    record.key(),
+                );
             }
             None => {
                 h.text(record.key());
             }
         }
-        h.raw("</td>").td(text).td(accepted_at.unwrap_or_default()).raw("</tr>");
+        h.raw("</td>")
+            .td(text)
+            .td(accepted_at.unwrap_or_default())
+            .raw("</tr>");
         for a in after(*seq) {
             answer_row(&mut h, session, a);
             placed += 1;
         }
     }
+    if let Some(damage) = &damage {
+        h.raw("<tr><td colspan=\"5\" class=\"bad\">")
+            .text(format!("The next frame cannot be read: {damage}"))
+            .raw("</td></tr>");
+    }
     h.raw("</tbody></table><div class=\"pager\">");
     if from > 1 {
         h.link(format!("/console/sessions/{session}"), "« first frames");
     }
-    if frames.len() == FRAMES && last_shown < head {
-        h.link(format!("/console/sessions/{session}?from={}", last_shown + 1), "later frames »");
+    let damaged_seq = frames.last().map_or(from, |(s, _)| *s + 1);
+    if damage.is_some() && damaged_seq < head {
+        h.link(
+            format!("/console/sessions/{session}?from={}", damaged_seq + 1),
+            "frames after the damaged one »",
+        );
+    } else if frames.len() == FRAMES && last_shown < head {
+        h.link(
+            format!("/console/sessions/{session}?from={}", last_shown + 1),
+            "later frames »",
+        );
     }
     h.raw("</div><p class=\"note\">")
         .text(format!(
@@ -195,7 +294,12 @@ async fn render(state: &AppState, id: &str, at: &At, logged_in: bool) -> Result<
             time(state.inner.console.started)
         ))
         .raw("</p>");
-    Ok(frame(format!("Session {session}"), Nav::Sessions, logged_in, h))
+    Ok(frame(
+        format!("Session {session}"),
+        Nav::Sessions,
+        logged_in,
+        h,
+    ))
 }
 
 /// `GET /console/sessions/{id}`.

@@ -55,7 +55,11 @@ struct Found {
     examined: usize,
 }
 
-async fn row(host: &dyn Host, reader: &dyn JournalRead, session: SessionId) -> Result<Row, PageError> {
+async fn row(
+    host: &dyn Host,
+    reader: &dyn JournalRead,
+    session: SessionId,
+) -> Result<Row, PageError> {
     let state = reader
         .session_state(session)
         .await
@@ -103,7 +107,11 @@ async fn find(state: &AppState, filter: &Filter) -> Result<Found, PageError> {
     let want_state = match filter.state.as_str() {
         "" | "any" => None,
         s @ ("live" | "ended" | "purged") => Some(s),
-        s => return Err(PageError::bad(format!("state must be live, ended or purged, not {s:?}"))),
+        s => {
+            return Err(PageError::bad(format!(
+                "state must be live, ended or purged, not {s:?}"
+            )));
+        }
     };
     let with_pending = !filter.pending.is_empty();
     let filtered = want_state.is_some() || owner.is_some() || with_pending;
@@ -149,7 +157,10 @@ fn href(filter: &Filter, after: SessionId) -> String {
         ("pending", &filter.pending),
     ] {
         if !value.is_empty() {
-            q.push_str(&format!("&{name}={}", value.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "")));
+            q.push_str(&format!(
+                "&{name}={}",
+                value.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "")
+            ));
         }
     }
     q
@@ -163,12 +174,21 @@ pub(crate) async fn page_of(state: &AppState, filter: &Filter, logged_in: bool) 
     };
     let mut h = Html::default();
     h.raw("<form class=\"filters\" method=\"get\" action=\"/console/sessions\"><label>state<select name=\"state\">");
-    for (value, label) in [("", "any"), ("live", "live"), ("ended", "ended"), ("purged", "purged")] {
-        h.raw(if filter.state == value { "<option selected value=\"" } else { "<option value=\"" })
-            .raw(value)
-            .raw("\">")
-            .raw(label)
-            .raw("</option>");
+    for (value, label) in [
+        ("", "any"),
+        ("live", "live"),
+        ("ended", "ended"),
+        ("purged", "purged"),
+    ] {
+        h.raw(if filter.state == value {
+            "<option selected value=\""
+        } else {
+            "<option value=\""
+        })
+        .raw(value)
+        .raw("\">")
+        .raw(label)
+        .raw("</option>");
     }
     h.raw("</select></label><label>owner host (lease holder)<input name=\"owner\" size=\"38\" value=\"")
         .text(&filter.owner)
@@ -176,7 +196,15 @@ pub(crate) async fn page_of(state: &AppState, filter: &Filter, logged_in: bool) 
         .raw(if filter.pending.is_empty() { ">" } else { " checked>" })
         .raw("</label><button class=\"primary\">Filter</button></form>");
     h.raw("<table>")
-        .thead(&["session", "state", "head", "pending", "owner (lease holder)", "epoch", "lease left"])
+        .thead(&[
+            "session",
+            "state",
+            "head",
+            "pending",
+            "owner (lease holder)",
+            "epoch",
+            "lease left",
+        ])
         .raw("<tbody>");
     for r in &found.rows {
         h.raw("<tr><td class=\"id\">")
@@ -187,7 +215,9 @@ pub(crate) async fn page_of(state: &AppState, filter: &Filter, logged_in: bool) 
             .text(r.state)
             .raw("</td>")
             .td(r.head)
-            .td(r.pending.map_or_else(|| "see its page".to_owned(), |p| p.to_string()))
+            .td(r
+                .pending
+                .map_or_else(|| "see its page".to_owned(), |p| p.to_string()))
             .raw("<td class=\"id\">")
             .text(&r.lease.0)
             .raw("</td>")
