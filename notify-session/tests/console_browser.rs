@@ -76,7 +76,7 @@ async fn login(browser: &Browser, base: &str, path: &str, key: &str) -> String {
         .click()
         .await
         .unwrap();
-    browser.source().await
+    browser.wait_for("</main>").await
 }
 
 /// `needles` appear in `haystack` in this order.
@@ -90,10 +90,24 @@ fn in_order(haystack: &str, needles: &[&str]) {
     }
 }
 
+/// A journal in a fresh directory under the target directory, named relative to the
+/// test's working directory (the package's), so the pages (and screenshots) show a
+/// path inside the repository.
+fn relative_journal() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    let root = cwd.parent().unwrap();
+    let path = match dir.path().strip_prefix(root) {
+        Ok(inside) => std::path::Path::new("..").join(inside).join("notify.redb"),
+        Err(_) => dir.path().join("notify.redb"),
+    };
+    (dir, path)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_after_a_demo_run_in_a_real_browser() {
     let browser = Browser::start().await;
-    let (_dir, journal) = journal_dir();
+    let (_dir, journal) = relative_journal();
     let secret = new_secret();
     let read_only = read_only_key();
     let server = Server::start(&Start::redb(&journal, &[&secret, &read_only]));
@@ -124,7 +138,7 @@ async fn every_page_after_a_demo_run_in_a_real_browser() {
         .click()
         .await
         .unwrap();
-    let overview = browser.source().await;
+    let overview = browser.wait_for("frames</dt><dd>5<").await;
     in_order(
         &overview,
         &[
@@ -151,7 +165,7 @@ async fn every_page_after_a_demo_run_in_a_real_browser() {
         .click()
         .await
         .unwrap();
-    let timeline = browser.source().await;
+    let timeline = browser.wait_for("ended</span>").await;
     assert_eq!(
         browser.client.current_url().await.unwrap().path(),
         format!("/console/sessions/{s}")
@@ -271,7 +285,7 @@ async fn the_integrity_page_names_the_damage_of_a_damaged_journal() {
         .click()
         .await
         .unwrap();
-    let page = browser.source().await;
+    let page = browser.wait_for("Damaged").await;
     let named = format!("session {s} seq 2");
     in_order(&page, &["Damaged", &named, "checksum"]);
     browser.screenshot("integrity-damaged").await;

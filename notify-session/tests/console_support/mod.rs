@@ -137,6 +137,20 @@ impl Browser {
         self.client.source().await.unwrap()
     }
 
+    /// The page's HTML once it contains `needle` (a click that submits a form returns
+    /// before the next page has loaded); panics with the page after 10 s.
+    pub(crate) async fn wait_for(&self, needle: &str) -> String {
+        let mut page = String::new();
+        for _ in 0..100 {
+            page = self.source().await;
+            if page.contains(needle) {
+                return page;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{needle:?} did not appear within 10 s:\n{page}");
+    }
+
     /// Goes to `url` and answers the page's HTML.
     pub(crate) async fn open(&self, url: &str) -> String {
         self.client.goto(url).await.unwrap();

@@ -54,7 +54,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// A file of keys requests are signed with: whsec_… (HMAC-SHA256 secrets) and
-    /// whpk_… (ed25519 public keys), whitespace-separated, `#` comments. Repeatable;
+    /// whpk_… (ed25519 public keys), and whro_… read-only keys (they open the console
+    /// at /console/ and sign nothing), whitespace-separated, `#` comments. Repeatable;
     /// NOTIFY_SERVE_KEYS adds more. Several keys are active at once for rotation.
     #[arg(long, value_name = "FILE")]
     key_file: Vec<PathBuf>,
