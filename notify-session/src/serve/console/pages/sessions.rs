@@ -138,7 +138,12 @@ async fn find(state: &AppState, filter: &Filter) -> Result<Found, PageError> {
                 found.rows.push(r);
             }
             if found.rows.len() == PAGE || found.examined == SCAN {
-                found.next = Some(session);
+                // A cursor only if there is more to read.
+                let more = reader
+                    .sessions_after(Some(session), 1)
+                    .await
+                    .map_err(|e| PageError::journal("the list of sessions", &e))?;
+                found.next = more.first().map(|_| session);
                 return Ok(found);
             }
         }
@@ -235,11 +240,22 @@ pub(crate) async fn page_of(state: &AppState, filter: &Filter, logged_in: bool) 
     if let Some(next) = found.next {
         h.link(href(filter, next), "next page »");
     }
+    let redb = state
+        .inner
+        .console
+        .inspect
+        .as_ref()
+        .is_some_and(|i| i.engine() == "redb");
     h.raw("</div><p class=\"note\">")
         .text(format!(
-            "{} sessions examined for this page, in ID order from the cursor (at most {SCAN} a request). \
-             Pending: appended and neither consumed nor abandoned. The lease: on a redb file this server holds every session (the file lock).",
-            found.examined
+            "{} sessions examined for this page, in ID order from the cursor (at most {SCAN} a request); \
+             a session is listed once it has a frame. Pending: appended and neither consumed nor abandoned.{}",
+            found.examined,
+            if redb {
+                " On a redb file this server holds every session's lease (the file lock)."
+            } else {
+                ""
+            }
         ))
         .raw("</p>");
     frame("Sessions", Nav::Sessions, logged_in, h)
