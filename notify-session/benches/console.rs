@@ -40,12 +40,14 @@ const LIVE_EVERY: u64 = 100;
 fn records(n: u64) -> Vec<JournalRecord> {
     let s = fixture::session(n);
     let base = n * FRAMES;
-    if n % LIVE_EVERY == 0 {
+    if n.is_multiple_of(LIVE_EVERY) {
         return (0..FRAMES).map(|i| fixture::record(s, base + i)).collect();
     }
     let mut r: Vec<JournalRecord> = (0..5).map(|i| fixture::record(s, base + i)).collect();
     r.extend((0..4).map(|i| fixture::consumed(s, base + i)));
-    r.push(JournalRecord::from(SessionEvent::SessionEnded(SessionEnded::new(s))));
+    r.push(JournalRecord::from(SessionEvent::SessionEnded(
+        SessionEnded::new(s),
+    )));
     r
 }
 
@@ -106,7 +108,9 @@ fn console(c: &mut Criterion) {
         )
         .unwrap(),
     );
-    let ids = rt.block_on(journal.sessions_after(None, usize::MAX)).unwrap();
+    let ids = rt
+        .block_on(journal.sessions_after(None, usize::MAX))
+        .unwrap();
     assert_eq!(ids.len() as u64, SESSIONS);
     let last_cursor: SessionId = ids[ids.len() - 51];
     let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
@@ -139,7 +143,9 @@ fn console(c: &mut Criterion) {
     let last = get(format!("{base}/console/sessions?after={last_cursor}"));
     assert!(last.contains(&ids[ids.len() - 1].to_string()) && !last.contains("next page"));
     let mut group = c.benchmark_group("console");
-    group.sample_size(20).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
     group.bench_function("sessions/first_page", |b| {
         b.iter(|| get(format!("{base}/console/sessions")));
     });

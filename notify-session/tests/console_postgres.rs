@@ -45,30 +45,44 @@ async fn hosts_leases_and_verify_on_postgres() {
         let l = LoopId::new();
         assert_eq!(client.open(s).await.status, StatusCode::CREATED);
         assert_eq!(client.register(s, l, 8).await.status, StatusCode::CREATED);
-        assert_eq!(client.deliver(&completion(s, l)).await.status, StatusCode::CREATED);
+        assert_eq!(
+            client.deliver(&completion(s, l)).await.status,
+            StatusCode::CREATED
+        );
     }
 
     let overview = page(&format!("{}/console/", a.url)).await;
     for text in ["PostgreSQL", &format!("schema {schema}"), "schema version"] {
         assert!(overview.contains(text), "{text}: {overview}");
     }
-    let (ha, hb) = (holder_of(&overview), holder_of(&page(&format!("{}/console/", b.url)).await));
+    let (ha, hb) = (
+        holder_of(&overview),
+        holder_of(&page(&format!("{}/console/", b.url)).await),
+    );
     assert_ne!(ha, hb);
 
     // Both hosts, their URLs, one session each.
     let hosts = page(&format!("{}/console/hosts", a.url)).await;
     let table = &hosts[hosts.find("<tbody>").unwrap()..];
     for (holder, host_url) in [(&ha, &a.url), (&hb, &b.url)] {
-        let row_at = table.find(holder.as_str()).unwrap_or_else(|| panic!("{holder}: {hosts}"));
+        let row_at = table
+            .find(holder.as_str())
+            .unwrap_or_else(|| panic!("{holder}: {hosts}"));
         let row = &table[row_at..table[row_at..].find("</tr>").unwrap() + row_at];
         assert!(row.contains(host_url.as_str()), "{row}");
-        assert!(row.contains(&format!("/console/sessions?owner={holder}\">1</a>")), "{row}");
+        assert!(
+            row.contains(&format!("/console/sessions?owner={holder}\">1</a>")),
+            "{row}"
+        );
     }
     assert!(hosts.contains("(this server)"));
 
     // Filtered by owner: only A's session, its lease epoch 1 and time left.
     let mine = page(&format!("{}/console/sessions?owner={ha}", b.url)).await;
-    assert!(mine.contains(&sa.to_string()) && !mine.contains(&sb.to_string()), "{mine}");
+    assert!(
+        mine.contains(&sa.to_string()) && !mine.contains(&sb.to_string()),
+        "{mine}"
+    );
     assert!(mine.contains("<td>1</td>"), "{mine}");
 
     // No scrub on PostgreSQL; the verify runs and is clean.

@@ -81,9 +81,17 @@ impl Start {
     /// `--insecure-unsigned`).
     pub(crate) fn postgres(url: &str, schema: &str) -> Self {
         Self {
-            args: ["serve", "--postgres", url, "--schema", schema, "--listen", "127.0.0.1:0"]
-                .map(String::from)
-                .to_vec(),
+            args: [
+                "serve",
+                "--postgres",
+                url,
+                "--schema",
+                schema,
+                "--listen",
+                "127.0.0.1:0",
+            ]
+            .map(String::from)
+            .to_vec(),
             envs: Vec::new(),
         }
     }

@@ -13,11 +13,12 @@ use notify_types::{SessionId, Timestamp};
 use super::inspect::{JournalCounts, JournalInspect};
 
 /// How often the census is taken.
-pub(crate) const EVERY: Duration = Duration::from_secs(60);
+/// (A walk reads each session's state: on PostgreSQL one statement per session.)
+pub(crate) const EVERY: Duration = Duration::from_secs(5 * 60);
 /// Sessions read per page of the walk.
 const PAGE: usize = 1000;
 /// The most sessions one census walks.
-pub(crate) const MAX_WALK: u64 = 1_000_000;
+pub(crate) const MAX_WALK: u64 = 200_000;
 /// The most live sessions one census restores to count pending notifications.
 pub(crate) const MAX_PENDING: u64 = 2_000;
 

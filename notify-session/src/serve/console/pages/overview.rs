@@ -118,7 +118,7 @@ pub(crate) async fn page(
         None => {
             h.dt(
                 "counted",
-                "not yet: the first census runs once the host is ready (every minute)",
+                "not yet: the first census runs once the host is ready (then every five minutes)",
             );
         }
     }

@@ -21,6 +21,8 @@ use crate::serve::state::AppState;
 
 /// Frames a page of the timeline shows.
 pub(crate) const FRAMES: usize = 200;
+/// A longer log is not restored for the pending section (restore reads it whole).
+const RESTORE_MAX_HEAD: u64 = 100_000;
 
 /// The page's query.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -173,8 +175,19 @@ async fn render(
         ));
     }
     h.raw("<h2>Pending per loop</h2>");
-    match crate::restore(session, reader.as_ref()).await {
-        Err(e) => {
+    let restored = if head > RESTORE_MAX_HEAD {
+        h.raw("<p class=\"note\">")
+            .text(format!(
+                "Not computed: restore reads the whole log, and this one has {head} frames (more than {RESTORE_MAX_HEAD}); `notify pending` computes it."
+            ))
+            .raw("</p>");
+        None
+    } else {
+        Some(crate::restore(session, reader.as_ref()).await)
+    };
+    match restored {
+        None => {}
+        Some(Err(e)) => {
             h.raw("<p class=\"bad\">")
                 .text(format!(
                     "Restore of this session fails: {}",
@@ -182,10 +195,10 @@ async fn render(
                 ))
                 .raw("</p>");
         }
-        Ok(report) if report.pending.is_empty() => {
+        Some(Ok(report)) if report.pending.is_empty() => {
             h.raw("<p class=\"note\">Nothing pending: every completion was consumed or abandoned.</p>");
         }
-        Ok(report) => {
+        Some(Ok(report)) => {
             h.raw("<table>")
                 .thead(&["loop", "pending", "oldest"])
                 .raw("<tbody>");
