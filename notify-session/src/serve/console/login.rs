@@ -213,6 +213,91 @@ mod tests {
         assert_eq!(safe_next(None), "/console/");
     }
 
+    /// A server's state with a console that needs a login (no host: pages answer
+    /// 503, which is past the door).
+    fn state() -> AppState {
+        use std::sync::Arc;
+        let consumers = Arc::new(crate::serve::consume::Consumers::default());
+        AppState {
+            inner: Arc::new(crate::serve::state::Inner {
+                host: std::sync::OnceLock::new(),
+                app: Arc::new(crate::serve::host::ServeApp::new(Arc::clone(&consumers))),
+                consumers,
+                directory: Arc::new(crate::serve::NoDirectory),
+                metrics: None,
+                draining: std::sync::atomic::AtomicBool::new(false),
+                drain: tokio::sync::watch::channel(false).0,
+                max_visibility: std::time::Duration::from_secs(60),
+                base_url: "http://127.0.0.1:1".into(),
+                console: Arc::new(super::super::Console::new(
+                    None,
+                    Arc::new(crate::serve::KeySet::new()),
+                    false,
+                    false,
+                )),
+            }),
+        }
+    }
+
+    async fn status_of(state: &AppState, cookie: Option<String>) -> (StatusCode, String) {
+        use tower::ServiceExt as _;
+        let app = super::super::router(state).with_state(state.clone());
+        let mut request = axum::http::Request::get("/console/sessions");
+        if let Some(c) = cookie {
+            request = request.header(header::COOKIE, c);
+        }
+        let response = app
+            .oneshot(request.body(axum::body::Body::empty()).unwrap_or_default())
+            .await
+            .unwrap_or_else(|e| match e {});
+        let location = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        (response.status(), location)
+    }
+
+    #[tokio::test]
+    async fn an_expired_or_forged_cookie_is_refused_a_fresh_one_passes() {
+        let state = state();
+        let key = &state.inner.console.cookie;
+        let fresh = format!("{COOKIE}={}", key.mint(now()));
+        let expired = format!("{COOKIE}={}", key.mint(now() - LOGIN_TTL.as_secs() - 1));
+        let forged = format!(
+            "{COOKIE}={}",
+            super::super::cookie::CookieKey::random().mint(now())
+        );
+        let (status, location) = status_of(&state, Some(expired)).await;
+        assert_eq!(
+            (status, location.as_str()),
+            (
+                StatusCode::SEE_OTHER,
+                "/console/login?next=/console/sessions&why=expired"
+            )
+        );
+        let (status, location) = status_of(&state, Some(forged)).await;
+        assert_eq!(
+            (status, location.as_str()),
+            (
+                StatusCode::SEE_OTHER,
+                "/console/login?next=/console/sessions&why=refused"
+            )
+        );
+        let (status, location) = status_of(&state, None).await;
+        assert_eq!(
+            (status, location.as_str()),
+            (
+                StatusCode::SEE_OTHER,
+                "/console/login?next=/console/sessions"
+            )
+        );
+        // Past the door: the page itself (503 while the host is not started).
+        let (status, _) = status_of(&state, Some(fresh)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+
     #[test]
     fn the_cookie_is_found_among_others() {
         let mut h = HeaderMap::new();
