@@ -13,36 +13,16 @@ use std::time::Duration;
 use notify_testkit::postgres::database_url;
 use notify_types::{LoopId, SessionId, Uuid};
 use reqwest::StatusCode;
-use serve_support::{Client, Server, Start, completion, new_secret, polled};
+use serve_support::{Client, Server, Start, completion, drop_schema, new_secret, polled};
 
 fn start(url: &str, schema: &str, key_file: &std::path::Path) -> Server {
-    Server::start(&Start {
-        args: vec![
-            "serve".into(),
-            "--postgres".into(),
-            url.into(),
-            "--schema".into(),
-            schema.into(),
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-            "--key-file".into(),
-            key_file.display().to_string(),
-            "--lease-secs".into(),
-            "6".into(),
-        ],
-        envs: Vec::new(),
-    })
-}
-
-async fn drop_schema(url: &str, schema: &str) {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
+    Server::start(
+        &Start::postgres(url, schema)
+            .arg("--key-file")
+            .arg(key_file.display().to_string())
+            .arg("--lease-secs")
+            .arg("6"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

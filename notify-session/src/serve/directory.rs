@@ -34,6 +34,36 @@ pub trait OwnerDirectory: Send + Sync + 'static {
     ///
     /// Cancel safe: withdrawn or not (a stale row only names a holder no lease names).
     fn withdraw(&self, holder: Uuid) -> BoxFuture<'_, ()>;
+
+    /// Every host the directory knows, with the leases it holds (the console's Hosts
+    /// page). `None`: this directory keeps no such list (one host on a redb file).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (a read).
+    fn hosts(&self) -> BoxFuture<'_, Option<Result<Vec<HostRow>, String>>> {
+        Box::pin(async { None })
+    }
+}
+
+/// One host as the directory knows it: its advertisement and the leases it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRow {
+    /// Its lease-holder identity.
+    pub holder: Uuid,
+    /// Its advertised URL (`None`: it holds leases but advertises nothing).
+    pub url: Option<String>,
+    /// When it last advertised (RFC 3339, the database's clock).
+    pub seen_at: Option<String>,
+    /// Sessions whose lease it holds unexpired.
+    pub live_leases: u64,
+    /// Sessions whose lease names it but has expired (it died or was cut off).
+    pub expired_leases: u64,
+    /// Of the leases it holds, those at an epoch above 1: it took them over from
+    /// an earlier holder, or reopened them after a release.
+    pub taken_over: u64,
+    /// When its latest lease runs out (its last renewal plus the lease duration).
+    pub leases_until: Option<String>,
 }
 
 /// No other hosts (one host on a redb file).
@@ -58,6 +88,8 @@ impl OwnerDirectory for NoDirectory {
 pub struct PgDirectory {
     client: tokio_postgres::Client,
     table: String,
+    /// The journal's `leases` table (schema version 9 and later).
+    leases: String,
 }
 
 impl std::fmt::Debug for PgDirectory {
@@ -94,6 +126,7 @@ impl PgDirectory {
             }
         });
         let table = format!("{}.serve_hosts", quote_ident(schema));
+        let leases = format!("{}.leases", quote_ident(schema));
         let create = format!(
             "CREATE TABLE IF NOT EXISTS {table} (holder uuid PRIMARY KEY, url text NOT NULL, seen_at timestamptz NOT NULL DEFAULT now())"
         );
@@ -104,7 +137,11 @@ impl PgDirectory {
         {
             return Err(e);
         }
-        Ok(Self { client, table })
+        Ok(Self {
+            client,
+            table,
+            leases,
+        })
     }
 }
 
@@ -155,6 +192,52 @@ impl OwnerDirectory for PgDirectory {
             let sql = format!("DELETE FROM {} WHERE holder = $1", self.table);
             let _ = tokio::time::timeout(STATEMENT_TIMEOUT, self.client.execute(&sql, &[&holder]))
                 .await;
+        })
+    }
+
+    fn hosts(&self) -> BoxFuture<'_, Option<Result<Vec<HostRow>, String>>> {
+        Box::pin(async move {
+            // One statement: the advertisements, and every holder the leases name.
+            let sql = format!(
+                "WITH l AS (SELECT holder, \
+                   count(*) FILTER (WHERE expires_at > now()) AS live, \
+                   count(*) FILTER (WHERE expires_at <= now()) AS expired, \
+                   count(*) FILTER (WHERE expires_at > now() AND epoch > 1) AS taken, \
+                   max(expires_at) AS until \
+                 FROM {leases} WHERE holder IS NOT NULL GROUP BY holder) \
+                 SELECT coalesce(h.holder, l.holder), h.url, h.seen_at::text, \
+                   coalesce(l.live, 0), coalesce(l.expired, 0), coalesce(l.taken, 0), l.until::text \
+                 FROM {hosts} h FULL JOIN l ON l.holder = h.holder \
+                 ORDER BY 2 NULLS LAST, 1 LIMIT 1000",
+                leases = self.leases,
+                hosts = self.table
+            );
+            let query = self.client.query(&sql, &[]);
+            let rows = match tokio::time::timeout(STATEMENT_TIMEOUT, query).await {
+                Ok(Ok(rows)) => rows,
+                Ok(Err(e)) => return Some(Err(format!("reading the hosts failed: {e}"))),
+                Err(_) => return Some(Err("reading the hosts timed out".to_owned())),
+            };
+            let count = |r: &tokio_postgres::Row, i: usize| {
+                r.try_get::<_, i64>(i)
+                    .ok()
+                    .and_then(|v| u64::try_from(v).ok())
+                    .unwrap_or(0)
+            };
+            Some(Ok(rows
+                .iter()
+                .filter_map(|r| {
+                    Some(HostRow {
+                        holder: r.try_get(0).ok()?,
+                        url: r.try_get(1).ok()?,
+                        seen_at: r.try_get(2).ok()?,
+                        live_leases: count(r, 3),
+                        expired_leases: count(r, 4),
+                        taken_over: count(r, 5),
+                        leases_until: r.try_get(6).ok()?,
+                    })
+                })
+                .collect()))
         })
     }
 }

@@ -3,6 +3,10 @@
 //!
 //! A [`KeySet`] holds every key the server accepts at once, so a key can be rotated
 //! without downtime: add the new key, move the clients over, remove the old one.
+//!
+//! A read-only key (`whro_…`, a secret like `whsec_`'s) opens the operator console and
+//! nothing else: it never verifies a request to the API, so it cannot deliver, publish,
+//! consume or end.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,6 +23,9 @@ pub const SECRET_PREFIX: &str = "whsec_";
 pub const PUBLIC_KEY_PREFIX: &str = "whpk_";
 /// The prefix of an ed25519 signing (secret) key.
 pub const SIGNING_KEY_PREFIX: &str = "whsk_";
+/// The prefix of a read-only key: a secret that opens the operator console and
+/// signs nothing the API accepts.
+pub const READ_ONLY_PREFIX: &str = "whro_";
 /// The shortest HMAC secret accepted (bytes after base64 decoding): 128 bits.
 pub const MIN_SECRET_BYTES: usize = 16;
 
@@ -28,7 +35,7 @@ pub const MIN_SECRET_BYTES: usize = 16;
 pub enum KeyError {
     /// The key has none of the known prefixes.
     #[error(
-        "a key must start with whsec_ (HMAC secret), whpk_ (ed25519 public key) or whsk_ (ed25519 signing key)"
+        "a key must start with whsec_ (HMAC secret), whpk_ (ed25519 public key), whsk_ (ed25519 signing key) or whro_ (read-only console key)"
     )]
     UnknownPrefix,
     /// The part after the prefix is not standard base64.
@@ -92,6 +99,10 @@ impl FromStr for VerifyKey {
             Err(KeyError::WrongKind(
                 "a whsk_ signing key is secret: give the server its whpk_ public key",
             ))
+        } else if s.starts_with(READ_ONLY_PREFIX) {
+            Err(KeyError::WrongKind(
+                "a whro_ key is read-only: it opens the console and verifies no request",
+            ))
         } else {
             Err(KeyError::UnknownPrefix)
         }
@@ -125,10 +136,34 @@ impl VerifyKey {
 }
 
 /// Every key the server accepts: a signature verifies if any entry of its header
-/// verifies under any key. Several keys are active at once for rotation.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// verifies under any key. Several keys are active at once for rotation. Read-only
+/// keys (`whro_…`) are held apart: they open the console and verify no request.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct KeySet {
     keys: Vec<VerifyKey>,
+    read_only: Vec<Vec<u8>>,
+}
+
+impl fmt::Debug for KeySet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print a secret.
+        f.debug_struct("KeySet")
+            .field("keys", &self.keys)
+            .field("read_only", &self.read_only.len())
+            .finish()
+    }
+}
+
+/// Reads a read-only key's secret (`whro_<base64>`, at least [`MIN_SECRET_BYTES`]).
+fn read_only_secret(s: &str) -> Option<Result<Vec<u8>, KeyError>> {
+    let body = s.trim().strip_prefix(READ_ONLY_PREFIX)?;
+    Some(decode(body).and_then(|bytes| {
+        if bytes.len() < MIN_SECRET_BYTES {
+            Err(KeyError::ShortSecret(bytes.len()))
+        } else {
+            Ok(bytes)
+        }
+    }))
 }
 
 impl KeySet {
@@ -145,9 +180,17 @@ impl KeySet {
         }
     }
 
-    /// The keys in `text`: whitespace- or comma-separated `whsec_…`/`whpk_…` keys
-    /// (the format of a key file, one or more a line, and of `NOTIFY_SERVE_KEYS`).
-    /// Lines starting with `#` are comments.
+    /// Adds a read-only key's secret (the bytes after `whro_`'s base64): it opens the
+    /// console and verifies no request.
+    pub fn push_read_only(&mut self, secret: Vec<u8>) {
+        if !self.read_only.contains(&secret) {
+            self.read_only.push(secret);
+        }
+    }
+
+    /// The keys in `text`: whitespace- or comma-separated `whsec_…`/`whpk_…` keys and
+    /// `whro_…` read-only keys (the format of a key file, one or more a line, and of
+    /// `NOTIFY_SERVE_KEYS`). Lines starting with `#` are comments.
     ///
     /// # Errors
     ///
@@ -160,7 +203,10 @@ impl KeySet {
             .flat_map(|l| l.split(|c: char| c.is_whitespace() || c == ','))
             .filter(|w| !w.is_empty());
         for (i, word) in words.enumerate() {
-            set.push(word.parse().map_err(|e| (i + 1, e))?);
+            match read_only_secret(word) {
+                Some(secret) => set.push_read_only(secret.map_err(|e| (i + 1, e))?),
+                None => set.push(word.parse().map_err(|e| (i + 1, e))?),
+            }
         }
         Ok(set)
     }
@@ -170,24 +216,62 @@ impl KeySet {
         for k in other.keys {
             self.push(k);
         }
+        for secret in other.read_only {
+            self.push_read_only(secret);
+        }
     }
 
-    /// How many keys.
+    /// How many keys (read-only keys included).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.keys.len() + self.read_only.len()
     }
 
-    /// Whether there are none.
+    /// Whether there are none (read-only keys included).
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.keys.is_empty() && self.read_only.is_empty()
     }
 
-    /// The keys.
+    /// The keys that verify requests (never the read-only ones).
     #[must_use]
     pub fn keys(&self) -> &[VerifyKey] {
         &self.keys
+    }
+
+    /// Whether `presented` (a key as typed into the console's login form) is one of
+    /// the secrets that open the console: a `whsec_` HMAC secret or a `whro_`
+    /// read-only key. Compared in constant time (as MAC tags under `salt`).
+    /// ed25519 public keys are not secrets and open nothing.
+    #[must_use]
+    pub fn opens_console(&self, presented: &str, salt: &[u8]) -> bool {
+        let presented = presented.trim();
+        let tag = |bytes: &[u8]| {
+            Hmac::<Sha256>::new_from_slice(salt).map(|mut mac| {
+                mac.update(bytes);
+                mac
+            })
+        };
+        let hmac_keys = self.keys.iter().filter_map(|k| match k {
+            VerifyKey::Hmac(s) => Some(s),
+            VerifyKey::Ed25519(_) => None,
+        });
+        // A key is compared with the stored keys of its own kind.
+        let (secret, stored): (Vec<u8>, Vec<&Vec<u8>>) =
+            if let Some(Ok(s)) = read_only_secret(presented) {
+                (s, self.read_only.iter().collect())
+            } else if let Ok(VerifyKey::Hmac(s)) = presented.parse::<VerifyKey>() {
+                (s, hmac_keys.collect())
+            } else {
+                return false;
+            };
+        let Ok(mine) = tag(&secret) else {
+            return false;
+        };
+        let mine = mine.finalize().into_bytes();
+        stored
+            .into_iter()
+            .any(|stored| tag(stored).is_ok_and(|mac| mac.verify_slice(&mine).is_ok()))
     }
 }
 
@@ -288,5 +372,42 @@ impl SignKey {
                 format!("v1a,{}", STANDARD.encode(key.sign(&content).to_bytes()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "whsec_MDEyMzQ1Njc4OWFiY2RlZg==";
+    const READ_ONLY: &str = "whro_MDEyMzQ1Njc4OWFiY2RlZg==";
+
+    #[test]
+    fn a_read_only_key_opens_the_console_and_verifies_nothing() {
+        let set = KeySet::parse(&format!("# keys\n{READ_ONLY}")).unwrap_or_default();
+        assert_eq!((set.len(), set.keys().len()), (1, 0));
+        assert!(set.opens_console(READ_ONLY, b"salt"));
+        // The same bytes as an HMAC secret are not an API key of this set, and
+        // open nothing either: the set holds them as read-only only.
+        assert!(!set.opens_console(SECRET, b"salt"));
+        assert!(!set.opens_console("whro_AAAA", b"salt"));
+        assert_eq!(
+            KeySet::parse("whro_AAAA"),
+            Err((1, KeyError::ShortSecret(3)))
+        );
+        assert!(matches!(
+            READ_ONLY.parse::<VerifyKey>(),
+            Err(KeyError::WrongKind(_))
+        ));
+    }
+
+    #[test]
+    fn an_hmac_secret_opens_the_console_a_public_key_does_not() {
+        let sk = SignKey::Ed25519(SigningKey::from_bytes(&[7; 32]));
+        let set =
+            KeySet::parse(&format!("{SECRET} {}", sk.verify_key_string())).unwrap_or_default();
+        assert!(set.opens_console(SECRET, b"salt"));
+        assert!(!set.opens_console(&sk.verify_key_string(), b"salt"));
+        assert!(!set.opens_console("", b"salt"));
     }
 }

@@ -16,7 +16,9 @@
 //!
 //! The API is described by the OpenAPI 3.1 document [`OPENAPI`], served at
 //! `/openapi.json`; `/healthz`, `/readyz` and `/metrics` (Prometheus text) are the
-//! operator's.
+//! operator's, and so is the read-only console under `/console/` (`console/`: HTML
+//! pages behind a login with the same keys; [`JournalInspect`] gives it the engine's
+//! figures).
 //!
 //! Inside, by concern: `server.rs` (start and the ordered shutdown), `config.rs`,
 //! `routes/` (thin handlers), `auth.rs` (the signature layer), `keys.rs`, `error.rs`
@@ -48,6 +50,7 @@
 
 mod auth;
 mod config;
+mod console;
 mod consume;
 mod directory;
 mod error;
@@ -71,7 +74,8 @@ pub use config::{
     ConfigError, DEFAULT_BODY_LIMIT, DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TOLERANCE, DEFAULT_VISIBILITY, MAX_POLL_WAIT, ServeConfig, TlsFiles,
 };
-pub use directory::{NoDirectory, OwnerDirectory, PgDirectory};
+pub use console::{JournalCounts, JournalInspect, PgInspect};
+pub use directory::{HostRow, NoDirectory, OwnerDirectory, PgDirectory};
 pub use error::{ApiError, PROBLEM_JSON};
 pub use keys::{KeyError, KeySet, SignKey, VerifyKey};
 pub use metrics::install_prometheus;

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::auth::Auth;
 use super::config::{ConfigError, ServeConfig};
+use super::console::{self, Console, JournalInspect};
 use super::consume::Consumers;
 use super::directory::{NoDirectory, OwnerDirectory};
 use super::host::{Host, ServeApp, SharedApp};
@@ -56,6 +57,7 @@ pub struct ServerBuilder {
     config: ServeConfig,
     directory: Arc<dyn OwnerDirectory>,
     metrics: Option<PrometheusHandle>,
+    inspect: Option<Arc<dyn JournalInspect>>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -77,6 +79,14 @@ impl ServerBuilder {
     /// facade's global recorder first; without it `/metrics` answers 404).
     pub fn metrics(mut self, handle: PrometheusHandle) -> Self {
         self.metrics = Some(handle);
+        self
+    }
+
+    /// Gives the console (`/console/`) the engine's view of the journal the host
+    /// runs on: its figures, its scrub, its verify. Without it the pages say what
+    /// they cannot know.
+    pub fn inspect(mut self, journal: Arc<dyn JournalInspect>) -> Self {
+        self.inspect = Some(journal);
         self
     }
 
@@ -129,6 +139,12 @@ impl ServerBuilder {
                 drain,
                 max_visibility: Duration::from_secs(15 * 60),
                 base_url: base_url.clone(),
+                console: Arc::new(Console::new(
+                    self.inspect,
+                    Arc::new(config.keys.clone()),
+                    config.insecure_unsigned,
+                    config.tls.is_some(),
+                )),
             }),
         };
         let auth = Arc::new(Auth {
@@ -156,6 +172,7 @@ impl ServerBuilder {
         };
         let holder = host.holder_id();
         let _ = state.inner.host.set(Arc::clone(&host));
+        console::spawn(&state);
         let directory = Arc::clone(&state.inner.directory);
         directory.advertise(holder, base_url.clone()).await;
         let advertising = tokio::spawn({
@@ -213,6 +230,7 @@ impl Server {
             config,
             directory: Arc::new(NoDirectory),
             metrics: None,
+            inspect: None,
         }
     }
 

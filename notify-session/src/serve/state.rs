@@ -33,6 +33,8 @@ pub(crate) struct Inner {
     pub(crate) max_visibility: Duration,
     /// This server's base URL.
     pub(crate) base_url: String,
+    /// The operator console's state.
+    pub(crate) console: Arc<super::console::Console>,
 }
 
 impl AppState {

@@ -79,6 +79,25 @@ impl Start {
         }
     }
 
+    /// `notify serve --postgres URL --schema SCHEMA --listen 127.0.0.1:0` (add keys or
+    /// `--insecure-unsigned`).
+    pub(crate) fn postgres(url: &str, schema: &str) -> Self {
+        Self {
+            args: [
+                "serve",
+                "--postgres",
+                url,
+                "--schema",
+                schema,
+                "--listen",
+                "127.0.0.1:0",
+            ]
+            .map(String::from)
+            .to_vec(),
+            envs: Vec::new(),
+        }
+    }
+
     /// Adds arguments.
     pub(crate) fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
@@ -167,6 +186,18 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Drops a test's PostgreSQL schema.
+pub(crate) async fn drop_schema(url: &str, schema: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
 }
 
 /// Runs the binary to its exit (for refusals at start).

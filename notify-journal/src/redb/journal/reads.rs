@@ -109,6 +109,16 @@ impl RedbJournal {
         self.reads(|r| r.sessions_after(after, limit))
     }
 
+    /// The format version and the lengths of the log and the index (no scan), as
+    /// [`RedbReader::stats_blocking`](crate::RedbReader::stats_blocking) answers them.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Closed`] or [`JournalError::Storage`].
+    pub fn stats_blocking(&self) -> Result<crate::RedbStats, JournalError> {
+        self.reads(|r| r.stats())
+    }
+
     /// The deep integrity check of an open journal, in one consistent snapshot (appends
     /// go on meanwhile): every frame's checksum and decoding, every session's log
     /// contiguous from 1 to its head, index entries and frames in one-to-one

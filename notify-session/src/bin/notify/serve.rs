@@ -12,8 +12,8 @@ use clap::Args;
 use notify_session::SessionHost;
 use notify_session::notify_journal::{PgJournal, RedbJournal, RedbOptions};
 use notify_session::serve::{
-    KeySet, PgDirectory, ServeConfig, ServeError, Server, TlsFiles, install_prometheus,
-    shutdown_signal,
+    JournalInspect, KeySet, PgDirectory, PgInspect, ServeConfig, ServeError, Server, TlsFiles,
+    install_prometheus, shutdown_signal,
 };
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -58,7 +58,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// A file of keys requests are signed with: whsec_… (HMAC-SHA256 secrets) and
-    /// whpk_… (ed25519 public keys), whitespace-separated, `#` comments. Repeatable;
+    /// whpk_… (ed25519 public keys), and whro_… read-only keys (they open the console
+    /// at /console/ and sign nothing), whitespace-separated, `#` comments. Repeatable;
     /// NOTIFY_SERVE_KEYS adds more. Several keys are active at once for rotation.
     #[arg(long, value_name = "FILE")]
     key_file: Vec<PathBuf>,
@@ -179,8 +180,10 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
                 9,
             )
         })?;
+        let journal = Arc::new(journal);
         builder
-            .start(SessionHost::builder(Arc::new(journal)).capacity(args.capacity))
+            .inspect(Arc::clone(&journal) as Arc<dyn JournalInspect>)
+            .start(SessionHost::builder(journal).capacity(args.capacity))
             .await
             .map_err(failed)?
     } else if let Some(conninfo) = &args.postgres {
@@ -213,8 +216,10 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
                 builder
             }
         };
+        let journal = Arc::new(journal);
         builder
-            .start(SessionHost::builder(Arc::new(journal)).capacity(args.capacity))
+            .inspect(Arc::new(PgInspect::new(Arc::clone(&journal), schema)))
+            .start(SessionHost::builder(journal).capacity(args.capacity))
             .await
             .map_err(failed)?
     } else {

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::{command_id, json, loop_id, session_id};
 use crate::serve::auth::WebhookId;
 use crate::serve::config::{DEFAULT_VISIBILITY, MAX_POLL_WAIT};
+use crate::serve::console::{AnswerKind, note};
 use crate::serve::consume::{AckOutcome, Lent, LoopSlot};
 use crate::serve::error::{ApiError, error_chain};
 use crate::serve::locate::{Open, served, with_owner};
@@ -291,7 +292,17 @@ pub(crate) async fn ack(
         Err(_) => AckOutcome::NotHandedOut,
     };
     match outcome {
-        AckOutcome::Acknowledged => Ok(answer("acknowledged")),
+        AckOutcome::Acknowledged => {
+            note(
+                &state,
+                session_id,
+                *command_id.as_uuid(),
+                AnswerKind::Acknowledged,
+                None,
+            )
+            .await;
+            Ok(answer("acknowledged"))
+        }
         AckOutcome::NotHandedOut => {
             // Acknowledged before (a retry of an ack whose answer was lost)?
             let host = state.host()?;

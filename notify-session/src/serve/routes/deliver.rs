@@ -18,6 +18,7 @@ use serde_json::json;
 use super::{json, session_id};
 use crate::PublishError;
 use crate::serve::auth::WebhookId;
+use crate::serve::console::{AnswerKind, note};
 use crate::serve::error::ApiError;
 use crate::serve::locate::payload_digest;
 use crate::serve::locate::{Open, Stored, record_at, served, stored, with_owner};
@@ -68,7 +69,17 @@ pub(crate) async fn completion(
             return match stored(journal.as_ref(), session_id, *command_id.as_uuid(), &record)
                 .await?
             {
-                Stored::Same(seq) => Ok(answer("duplicate", StatusCode::OK, Some(seq))),
+                Stored::Same(seq) => {
+                    note(
+                        &state,
+                        session_id,
+                        *command_id.as_uuid(),
+                        AnswerKind::Duplicate,
+                        Some(seq),
+                    )
+                    .await;
+                    Ok(answer("duplicate", StatusCode::OK, Some(seq)))
+                }
                 Stored::Other(seq, digest) => Err(ApiError::collision_of(command_id, seq, digest)),
                 Stored::Absent => Err(ApiError::Ended {
                     session_id,
@@ -79,7 +90,17 @@ pub(crate) async fn completion(
         Err(e) => return Err(e),
     };
     match session.notify_process_completion(n).await {
-        Ok(Notified::Accepted) => Ok(answer("accepted", StatusCode::CREATED, None)),
+        Ok(Notified::Accepted) => {
+            note(
+                &state,
+                session_id,
+                *command_id.as_uuid(),
+                AnswerKind::Accepted,
+                None,
+            )
+            .await;
+            Ok(answer("accepted", StatusCode::CREATED, None))
+        }
         Ok(_) => {
             let seq = match session.journal() {
                 Some(j) => j
@@ -89,9 +110,25 @@ pub(crate) async fn completion(
                     .flatten(),
                 None => None,
             };
+            note(
+                &state,
+                session_id,
+                *command_id.as_uuid(),
+                AnswerKind::Duplicate,
+                seq,
+            )
+            .await;
             Ok(answer("duplicate", StatusCode::OK, seq))
         }
         Err(NotifyError::Collision { command_id, seq }) => {
+            note(
+                &state,
+                session_id,
+                *command_id.as_uuid(),
+                AnswerKind::Collision,
+                Some(seq),
+            )
+            .await;
             let digest = match session.journal() {
                 Some(j) => record_at(j.as_ref(), session_id, seq)
                     .await

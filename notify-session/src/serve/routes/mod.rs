@@ -85,6 +85,7 @@ pub(crate) fn router(state: AppState, auth: Arc<Auth>, timeout: std::time::Durat
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(ops::openapi));
     api.merge(ops)
+        .merge(super::console::router(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -1,0 +1,188 @@
+//! `GET /console/sessions/{s}/commands/{c}`: the life of one command ID in its
+//! session (command IDs are keyed per session): appended (its seq; the time only if
+//! this server answered it), dispatched, consumed or abandoned (the derived event
+//! IDs, one index lookup each), the session ended or purged (its tombstone), and the
+//! answer a retry would get now, by the contract's rules.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use notify_journal::{JournalError, SessionState};
+use notify_types::{CommandId, JournalRecord, SessionId, abandoned_event_id, consumed_event_id};
+
+use super::super::html::{Html, Nav, frame};
+use super::super::login::LoggedIn;
+use super::{PageError, state_words, time, uuid};
+use crate::serve::locate::payload_digest;
+use crate::serve::state::AppState;
+
+async fn render(
+    state: &AppState,
+    s: &str,
+    c: &str,
+    logged_in: bool,
+) -> Result<Response, PageError> {
+    let session = SessionId::from_uuid(uuid("session", s)?);
+    let command = CommandId::from_uuid(uuid("command", c)?);
+    let host = state.host().map_err(|_| PageError::starting())?;
+    let reader = host.reader();
+    let what = format!("command {command} of session {session}");
+    let journal = |e: JournalError| PageError::journal(&what, &e);
+    let st = reader.session_state(session).await.map_err(journal)?;
+    let (word, detail) = state_words(&st);
+    let mut h = Html::default();
+    h.raw("<dl>")
+        .dt("command", command)
+        .raw("<dt>session</dt><dd class=\"id\">")
+        .link(format!("/console/sessions/{session}"), session)
+        .raw("</dd>")
+        .dt("session state", format!("{word} {detail}"));
+    let answers: Vec<_> = state
+        .inner
+        .console
+        .observed
+        .answers_for(session)
+        .into_iter()
+        .filter(|a| a.key == *command.as_uuid())
+        .collect();
+    let retry: String;
+    if let SessionState::Purged(t) = &st {
+        h.dt(
+            "journal",
+            format!(
+                "the session was purged {}: its frames and index are gone, only the tombstone (last seq {}) is left",
+                time(t.purged_at),
+                t.last_seq
+            ),
+        );
+        retry = "410 ended (purged): any retry is refused, whatever its body".to_owned();
+    } else {
+        let seq = reader
+            .lookup(session, *command.as_uuid())
+            .await
+            .map_err(journal)?;
+        let record = match seq {
+            Some(seq) => reader
+                .replay(session, seq, 1)
+                .await
+                .map_err(journal)?
+                .into_iter()
+                .next()
+                .map(|(_, r)| r),
+            None => None,
+        };
+        match (seq, &record) {
+            (Some(seq), Some(JournalRecord::Command(n))) => {
+                let accepted = answers
+                    .iter()
+                    .find(|a| matches!(a.kind, crate::serve::console::AnswerKind::Accepted))
+                    .map_or_else(
+                        || "time not known: the journal keeps no commit time, and this server did not append it".to_owned(),
+                        |a| time(a.at),
+                    );
+                h.dt("appended", format!("seq {seq}, {accepted}"))
+                    .dt("loop", n.loop_id())
+                    .dt(
+                        "completion",
+                        format!(
+                            "process {} {} ({})",
+                            n.notification().process_handle,
+                            n.notification().state.name(),
+                            n.notification().reason.name()
+                        ),
+                    )
+                    .dt(
+                        "dispatched",
+                        "to its loop once appended (append before dispatch); after a restart or a move, restore hands it out again until it is consumed",
+                    );
+                let consumed = reader
+                    .lookup(session, *consumed_event_id(command).as_uuid())
+                    .await
+                    .map_err(journal)?;
+                let abandoned = reader
+                    .lookup(session, *abandoned_event_id(command).as_uuid())
+                    .await
+                    .map_err(journal)?;
+                h.dt(
+                    "consumed",
+                    consumed.map_or_else(
+                        || "no".to_owned(),
+                        |s| format!("yes: acknowledged, seq {s}"),
+                    ),
+                )
+                .dt(
+                    "abandoned",
+                    abandoned.map_or_else(
+                        || "no".to_owned(),
+                        |s| format!("yes: pending when the session ended, seq {s}"),
+                    ),
+                );
+                let digest = payload_digest(
+                    record
+                        .as_ref()
+                        .unwrap_or(&JournalRecord::Command(n.clone())),
+                );
+                retry = format!(
+                    "the same body: 200 duplicate of seq {seq} (nothing written){}; another body under this ID: 409 collision, stored_sha256 {digest}",
+                    if st.is_ended() {
+                        ", even though the session ended"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            (Some(seq), _) => {
+                h.dt(
+                    "journal",
+                    format!("seq {seq} holds this ID, but not as a completion"),
+                );
+                retry = "409 collision: the ID names another record".to_owned();
+            }
+            (None, _) => {
+                h.dt(
+                    "journal",
+                    "this session's log does not hold this command ID",
+                );
+                retry = if st.is_ended() {
+                    "410 ended: the session takes no new command".to_owned()
+                } else {
+                    "201 accepted: a delivery now would be new".to_owned()
+                };
+            }
+        }
+    }
+    h.dt("a retry now", retry).raw("</dl>");
+    h.raw("<h2>Answers this server gave</h2>");
+    if answers.is_empty() {
+        h.raw("<p class=\"note\">None since this server started.</p>");
+    } else {
+        h.raw("<table>")
+            .thead(&["at", "answer", "seq"])
+            .raw("<tbody>");
+        for a in &answers {
+            h.raw("<tr>")
+                .td(time(a.at))
+                .td(a.kind.word())
+                .td(a.seq.map_or_else(String::new, |s| s.to_string()))
+                .raw("</tr>");
+        }
+        h.raw("</tbody></table>");
+    }
+    Ok(frame(
+        format!("Command {command}"),
+        Nav::Sessions,
+        logged_in,
+        h,
+    ))
+}
+
+/// `GET /console/sessions/{s}/commands/{c}`.
+pub(crate) async fn page(
+    State(state): State<AppState>,
+    Extension(LoggedIn(logged_in)): Extension<LoggedIn>,
+    Path((s, c)): Path<(String, String)>,
+) -> Response {
+    render(&state, &s, &c, logged_in)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
