@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
-use crate::{Failure, TaskResult, cargo, root, run, target_dir};
+use crate::{Failure, TaskResult, build_notify, cargo, root, run, target_dir};
 
 /// A running server and its URL.
 struct Server {
@@ -73,15 +73,7 @@ fn python(phase: &str, server: &Server, secret: &str, state: &Path) -> TaskResul
 /// Builds the binary and runs the story.
 pub(crate) fn run_demo() -> TaskResult {
     // No `--quiet`: the first build takes a while and cargo's progress shows it.
-    run(cargo()?.args([
-        "build",
-        "-p",
-        "notify-session",
-        "--features",
-        "serve",
-        "--bin",
-        "notify",
-    ]))?;
+    run(cargo()?.args(build_notify("dev")))?;
     let notify = target_dir()?.join("debug").join("notify");
     let dir = tempfile::tempdir().context("no temporary directory")?;
     let journal = dir.path().join("notify.redb");

@@ -121,6 +121,23 @@ pub(crate) fn cargo() -> anyhow::Result<Command> {
     Ok(cmd)
 }
 
+/// `cargo` arguments that build the `notify` binary with `notify serve` in `profile`
+/// (`dev` for the demo; `bench` for the serve bench, which runs it from
+/// `target/release/`).
+pub(crate) fn build_notify(profile: &str) -> [&str; 9] {
+    [
+        "build",
+        "--profile",
+        profile,
+        "-p",
+        "notify-session",
+        "--features",
+        "serve",
+        "--bin",
+        "notify",
+    ]
+}
+
 /// Runs `cmd`; if it fails, it has said why on its own output, so only its exit status
 /// is passed on.
 pub(crate) fn run(cmd: &mut Command) -> TaskResult {

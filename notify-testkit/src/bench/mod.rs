@@ -2,7 +2,8 @@
 //! side-channel for figures that are not times ([`metric`], read back by
 //! `cargo xtask bench` beside criterion's), the bench fixture ([`fixture`]: sessions,
 //! keys and records, a runtime) and a counting allocator ([`alloc`]: the peak heap of a
-//! piece of work).
+//! piece of work). The benches that use it live in this crate's `benches/` (the
+//! journal's and the session's), so that every import points down the layers.
 //!
 //! ```
 //! use notify_testkit::bench::fixture::{record, session};

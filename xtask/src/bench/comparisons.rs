@@ -394,6 +394,28 @@ pub(super) fn rows() -> Vec<Row> {
             RateAtLeast(1.0),
         ),
     ]);
+    // Issue 31: `notify serve`, signed completions over HTTP/1.1 (one request in flight
+    // per connection), against in-process `notify_process_completion` in the same run.
+    rows.extend([
+        row(
+            "notify serve, 1 connection, vs in-process (1 task)",
+            Metric("serve/http/1/per_s"),
+            Metric("serve/in_process/1/per_s"),
+            Info,
+        ),
+        row(
+            "notify serve, 64 connections, vs in-process (64 tasks)",
+            Metric("serve/http/64/per_s"),
+            Metric("serve/in_process/64/per_s"),
+            RateAtLeast(0.5),
+        ),
+        row(
+            "notify serve, 256 connections, vs in-process (256 tasks)",
+            Metric("serve/http/256/per_s"),
+            Metric("serve/in_process/256/per_s"),
+            Info,
+        ),
+    ]);
     for (measured, baseline, what) in [
         (
             "current_thread/deliver_ack_x1/notify_loop",

@@ -336,4 +336,80 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         "renewal of 10,000 leases, rows extended per second",
         Src::Metric("host/renewal_10000/rows_per_s"),
     ),
+    (
+        "notify serve, signed, 1 connection: completions",
+        Src::Metric("serve/http/1/per_s"),
+    ),
+    (
+        "notify serve, signed, 1 connection: latency p50",
+        Src::Metric("serve/http/1/p50_ms"),
+    ),
+    (
+        "notify serve, signed, 1 connection: latency p99",
+        Src::Metric("serve/http/1/p99_ms"),
+    ),
+    (
+        "in-process notify_process_completion, 1 task: completions",
+        Src::Metric("serve/in_process/1/per_s"),
+    ),
+    (
+        "in-process notify_process_completion, 1 task: latency p50",
+        Src::Metric("serve/in_process/1/p50_ms"),
+    ),
+    (
+        "in-process notify_process_completion, 1 task: latency p99",
+        Src::Metric("serve/in_process/1/p99_ms"),
+    ),
+    (
+        "notify serve, signed, 64 connections: completions",
+        Src::Metric("serve/http/64/per_s"),
+    ),
+    (
+        "notify serve, signed, 64 connections: latency p50",
+        Src::Metric("serve/http/64/p50_ms"),
+    ),
+    (
+        "notify serve, signed, 64 connections: latency p99",
+        Src::Metric("serve/http/64/p99_ms"),
+    ),
+    (
+        "in-process notify_process_completion, 64 tasks: completions",
+        Src::Metric("serve/in_process/64/per_s"),
+    ),
+    (
+        "in-process notify_process_completion, 64 tasks: latency p50",
+        Src::Metric("serve/in_process/64/p50_ms"),
+    ),
+    (
+        "in-process notify_process_completion, 64 tasks: latency p99",
+        Src::Metric("serve/in_process/64/p99_ms"),
+    ),
+    (
+        "notify serve, signed, 256 connections: completions",
+        Src::Metric("serve/http/256/per_s"),
+    ),
+    (
+        "notify serve, signed, 256 connections: latency p50",
+        Src::Metric("serve/http/256/p50_ms"),
+    ),
+    (
+        "notify serve, signed, 256 connections: latency p99",
+        Src::Metric("serve/http/256/p99_ms"),
+    ),
+    (
+        "in-process notify_process_completion, 256 tasks: completions",
+        Src::Metric("serve/in_process/256/per_s"),
+    ),
+    (
+        "in-process notify_process_completion, 256 tasks: latency p50",
+        Src::Metric("serve/in_process/256/p50_ms"),
+    ),
+    (
+        "in-process notify_process_completion, 256 tasks: latency p99",
+        Src::Metric("serve/in_process/256/p99_ms"),
+    ),
+    (
+        "notify serve: resident memory per idle connection (1,000 held open)",
+        Src::Metric("serve/idle_connection_kib"),
+    ),
 ];

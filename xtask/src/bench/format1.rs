@@ -150,7 +150,7 @@ pub(super) fn format1_harness(root: &Path, target: &Path) -> anyhow::Result<Stri
         ),
     )?;
     std::fs::copy(
-        root.join("notify-journal/benches/format1/harness.rs"),
+        root.join("notify-testkit/benches/format1/harness.rs"),
         dir.join("harness").join("formats.rs"),
     )?;
     Ok(dir.join("Cargo.toml").display().to_string())

@@ -38,7 +38,7 @@ fn human_metric(m: &Metric) -> String {
 
 /// A figure as printed, and the number comparisons use: a rate (higher is better) for
 /// criterion benchmarks with elements, else a time or metric value (lower is better).
-fn figure(results: &Results, src: Src) -> Option<(String, f64)> {
+pub(super) fn figure(results: &Results, src: Src) -> Option<(String, f64)> {
     match src {
         Src::Crit(id) => {
             let m = results.criterion.get(id)?;

@@ -1,4 +1,4 @@
-//! Append benchmarks (`cargo bench -p notify-journal --bench append`).
+//! Append benchmarks (`cargo bench -p notify-testkit --bench append`).
 //!
 //! Every sample starts from an empty file, so the database size per measurement is
 //! fixed by the sample's iteration count. Durability is the default everywhere

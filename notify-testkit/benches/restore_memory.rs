@@ -1,4 +1,4 @@
-//! Restore's peak memory (`cargo bench -p notify-session --bench restore_memory`).
+//! Restore's peak memory (`cargo bench -p notify-testkit --bench restore_memory`).
 //!
 //! Not a time, so not criterion: builds one session of 1,000,000 frames (500,500
 //! completions, 499,500 of them consumed: 1,000 pending), then runs

@@ -1,4 +1,6 @@
-//! `notify serve` under load (`cargo bench -p notify-session --bench serve`): a load
+//! `notify serve` under load (`cargo bench -p notify-testkit --features serve --bench
+//! serve`, after `cargo build --profile bench -p notify-session --features serve --bin
+//! notify`; `cargo xtask bench` does both): a load
 //! generator on hyper drives the real binary over loopback with signed completions
 //! (each a new command ID, HTTP/1.1 keep-alive, one request in flight per
 //! connection) at 1, 64 and 256 connections for 5 s each, and the same number of
@@ -8,6 +10,10 @@
 //!
 //! Both sides share the machine's cores with the generator, so the HTTP figures
 //! include the generator's own cost.
+//!
+//! Figures for `cargo xtask bench` (`notify_testkit::bench::metric`):
+//! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms}` for N connections (tasks), and
+//! `serve/idle_connection_kib`.
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -28,6 +34,7 @@ use notify_journal::{RedbJournal, RedbOptions};
 use notify_loop::LoopConfig;
 use notify_session::Session;
 use notify_session::serve::SignKey;
+use notify_testkit::bench::{metric, target_dir};
 use notify_types::{
     CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState, ProcessTerminalReason,
     SessionId,
@@ -208,6 +215,27 @@ async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
     figures(lat, start.elapsed())
 }
 
+/// The `notify` binary, built beside this bench (the bench profile's directory) before
+/// it runs: a bench of another package than the binary's cannot have cargo build it.
+fn notify_bin() -> std::path::PathBuf {
+    let bin = target_dir()
+        .join("release")
+        .join(format!("notify{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --profile bench -p notify-session --features serve --bin notify` first (cargo xtask bench does)",
+        bin.display()
+    );
+    bin
+}
+
+/// Records one side's figures at one connection count.
+fn record(side: &str, conns: usize, f: &Figures) {
+    metric(&format!("serve/{side}/{conns}/per_s"), f.per_s, "/s");
+    metric(&format!("serve/{side}/{conns}/p50_ms"), f.p50_ms, "ms");
+    metric(&format!("serve/{side}/{conns}/p99_ms"), f.p99_ms, "ms");
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -225,7 +253,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let secret = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
     let key: SignKey = secret.parse().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_notify"))
+    let mut child = Command::new(notify_bin())
         .args(["serve", "--journal"])
         .arg(dir.path().join("serve.redb"))
         .args(["--listen", "127.0.0.1:0", "--max-connections", "4096"])
@@ -269,6 +297,8 @@ async fn main() {
             local.p99_ms,
             http.per_s / local.per_s
         );
+        record("http", conns, &http);
+        record("in_process", conns, &local);
     }
 
     // Memory per idle connection: 1,000 connections, each after one request.
@@ -284,6 +314,11 @@ async fn main() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = rss_kib(pid);
+    metric(
+        "serve/idle_connection_kib",
+        (after.saturating_sub(before)) as f64 / 1000.0,
+        "KiB",
+    );
     println!(
         "idle connections: 1000 held open; server RSS {before} KiB -> {after} KiB: {:.1} KiB per idle connection",
         (after.saturating_sub(before)) as f64 / 1000.0

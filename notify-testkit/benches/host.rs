@@ -1,5 +1,5 @@
-//! The host runtime's benchmarks on PostgreSQL (`cargo bench -p notify-session --bench
-//! host`; the database is `NOTIFY_TEST_DATABASE_URL`, default the local test database;
+//! The host runtime's benchmarks on PostgreSQL (`cargo bench -p notify-testkit --features
+//! postgres --bench host`; the database is `NOTIFY_TEST_DATABASE_URL`, default the local test database;
 //! each run uses a schema of its own and drops it).
 //!
 //! Not criterion (each part is one measured pass); figures go to

@@ -1,4 +1,4 @@
-//! The steady-state retention benchmark (`cargo bench -p notify-journal --bench
+//! The steady-state retention benchmark (`cargo bench -p notify-testkit --bench
 //! retention`): sessions start, end and are purged, and the file must stop growing.
 //!
 //! 2,000 sessions × 500 notifications (1,000,000 appends) in 40 waves of 50 sessions:

@@ -1,4 +1,4 @@
-//! Sessions spread (`cargo bench -p notify-journal --bench spread`): how the journal's
+//! Sessions spread (`cargo bench -p notify-testkit --bench spread`): how the journal's
 //! rate at 64 appenders holds up as their appends spread over more sessions.
 //!
 //! Not criterion: for S = 1, 8, 1,000 and 100,000 sessions, 140,000 fresh commands

@@ -1,4 +1,4 @@
-//! Open, verify and replay benchmarks (`cargo bench -p notify-journal --bench
+//! Open, verify and replay benchmarks (`cargo bench -p notify-testkit --bench
 //! open_verify`).
 //!
 //! Fixtures are built once per run over 16 sessions by 1,024 concurrent appenders

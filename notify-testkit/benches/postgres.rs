@@ -1,5 +1,5 @@
 //! PostgreSQL journal benchmarks beside the redb journal
-//! (`cargo bench -p notify-journal --features postgres --bench postgres`).
+//! (`cargo bench -p notify-testkit --features postgres --bench postgres`).
 //!
 //! * `concurrent_appenders/{redb,postgres}/N`: durable appends per second with N
 //!   concurrent appenders (each on its own session, each awaiting its
