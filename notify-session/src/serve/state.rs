@@ -34,7 +34,7 @@ pub(crate) struct Inner {
     /// This server's base URL.
     pub(crate) base_url: String,
     /// The operator console's state.
-    pub(crate) console: Arc<super::console::Console>,
+    pub(crate) console: Arc<super::console::kept::Console>,
 }
 
 impl AppState {

@@ -7,7 +7,7 @@
 //! `cookie.rs` (the signed session token), `html.rs` (the one home of escaping and
 //! the page frame), `pages/` (one file per page: its queries and its rendering),
 //! `inspect.rs` ([`JournalInspect`]: the engine's figures, scrub and verify),
-//! `census.rs` (the overview's counts, taken in the background), `observed.rs` (what
+//! `kept.rs` (what the console keeps: [`Console`]), `census.rs` (the overview's counts, taken in the background), `observed.rs` (what
 //! this server answered and the rates, kept in memory), `chart.rs` (the SVG chart),
 //! `ticker.rs` (the background tasks).
 
@@ -16,79 +16,23 @@ mod chart;
 mod cookie;
 mod html;
 mod inspect;
+pub(super) mod kept;
 mod login;
 mod observed;
 mod pages;
 mod ticker;
 
-use std::sync::{Arc, Mutex};
-
 use axum::Router;
 use axum::routing::{get, post};
-use notify_journal::VerifyReport;
 use notify_types::{SessionId, Timestamp, Uuid};
 
 pub use inspect::{JournalCounts, JournalInspect, PgInspect};
+pub(crate) use kept::{Console, VerifyRun};
 pub(crate) use observed::AnswerKind;
 pub(crate) use ticker::spawn;
 
-use super::keys::KeySet;
 use super::state::AppState;
-use census::Census;
-use cookie::CookieKey;
-use observed::{Answer, Observed};
-
-/// A verify the console ran, and when.
-#[derive(Debug, Clone)]
-pub(crate) struct VerifyRun {
-    pub(crate) at: Timestamp,
-    pub(crate) took: std::time::Duration,
-    pub(crate) report: Result<VerifyReport, String>,
-}
-
-/// What the console keeps.
-#[derive(Debug)]
-pub(crate) struct Console {
-    pub(crate) inspect: Option<Arc<dyn JournalInspect>>,
-    keys: Arc<KeySet>,
-    /// No login (the server runs unsigned on loopback).
-    open: bool,
-    /// The cookie gets `Secure` (the listener speaks TLS).
-    secure: bool,
-    cookie: CookieKey,
-    pub(crate) observed: Observed,
-    pub(crate) census: Mutex<Census>,
-    pub(crate) verify: Mutex<Option<VerifyRun>>,
-    pub(crate) started: Timestamp,
-}
-
-impl std::fmt::Debug for dyn JournalInspect {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "JournalInspect({})", self.engine())
-    }
-}
-
-impl Console {
-    /// The console of a server with `keys`; open without a login when `unsigned`.
-    pub(crate) fn new(
-        inspect: Option<Arc<dyn JournalInspect>>,
-        keys: Arc<KeySet>,
-        unsigned: bool,
-        tls: bool,
-    ) -> Self {
-        Self {
-            inspect,
-            keys,
-            open: unsigned,
-            secure: tls,
-            cookie: CookieKey::random(),
-            observed: Observed::default(),
-            census: Mutex::new(Census::default()),
-            verify: Mutex::new(None),
-            started: Timestamp::now(),
-        }
-    }
-}
+use observed::Answer;
 
 /// Notes an answer the API gave, for the session's timeline; a duplicate or a
 /// collision also notes the session's head (the answer writes no frame, so the
