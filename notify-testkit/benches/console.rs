@@ -1,4 +1,4 @@
-//! The console's sessions page on a large journal (`cargo bench -p notify-session
+//! The console's sessions page on a large journal (`cargo bench -p notify-testkit
 //! --features serve --bench console`): a redb journal of 1,000,000 records in 100,000
 //! sessions (10 frames each: 5 completions, 4 consumptions and an end marker; every
 //! 100th session live instead, with 10 completions), served in process by

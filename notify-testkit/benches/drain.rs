@@ -1,4 +1,4 @@
-//! One consumer draining a backlog on redb (`cargo bench -p notify-session --bench
+//! One consumer draining a backlog on redb (`cargo bench -p notify-testkit --bench
 //! drain`): acknowledgements awaited in turn against acknowledged in batches.
 //!
 //! * `drain/turn/1`: `recv`, then `ack` (one durable commit each), in turn.

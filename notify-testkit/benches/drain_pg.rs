@@ -1,4 +1,4 @@
-//! One consumer draining a backlog on PostgreSQL (`cargo bench -p notify-session
+//! One consumer draining a backlog on PostgreSQL (`cargo bench -p notify-testkit --features postgres
 //! --bench drain_pg`; the database is `NOTIFY_TEST_DATABASE_URL`, default the local
 //! test database; each sample uses a schema of its own and drops it): acknowledgements
 //! awaited in turn against acknowledged in batches, as the `drain` bench does on redb
