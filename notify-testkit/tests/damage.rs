@@ -8,6 +8,10 @@
 //! journal is open), a damaged index page can hide a key: no lookup may then answer
 //! "absent" for a journaled key, and no re-append may write a second frame for it.
 //!
+//! One crafted damage (separators of the positions table's branch pages raised out of
+//! order) checks that listing sessions answers rather than walking the same keys forever,
+//! and every random trial runs under a hang guard that names it.
+//!
 //! Each test also requires that a good share of its trials opened and were read through,
 //! so the reads' own checks are exercised, not only the refusal at open; with the
 //! background scrub, also that the scrub named the damage in most trials after reading
@@ -254,4 +258,54 @@ fn with_the_background_scrub_a_hidden_key_is_never_believed_absent() {
     );
     assert_read_through(&tally, READ_THROUGH_OFF, NAMED_OFF);
     assert_scrub_read_through(&tally, SCRUB_NAMED);
+}
+
+/// A damaged separator in a branch page of the positions table (a session's key bumped
+/// above every other) makes a seek land in a leaf before the one it asks for, so the
+/// seek answers a session below where it began. Listing the sessions must then answer
+/// (an error naming the disorder, or the truth), never walk the same keys forever: the
+/// old listing went back to that session after every seek, growing without end.
+#[test]
+fn a_seek_answering_below_its_start_ends_the_listing() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let truth = damage_support::build(&path, &rt);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let separators = damage_support::positions_separators_before_their_session_ends(&bytes, &truth);
+    assert!(
+        !separators.is_empty(),
+        "no branch page of the positions table with two separators of one session"
+    );
+    // The session half of each such key: every byte 0xff, above every session.
+    for at in separators {
+        bytes[at..at + 16].fill(0xff);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+
+    let options = notify_journal::RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off);
+    let j = notify_journal::RedbJournal::open(&path, options).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let listing = j.clone();
+    let handle = rt.handle().clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(handle.block_on(notify_journal::JournalRead::sessions(&listing)));
+    });
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(60)).expect(
+        "listing the sessions did not answer within a minute: it walks the same keys forever",
+    );
+    match answer {
+        Err(notify_journal::JournalError::Corrupt { source, .. }) => {
+            assert!(source.to_string().contains("out of order"), "{source}");
+        }
+        other => {
+            let mut got = other.expect("a typed error or the sessions");
+            got.sort();
+            assert_eq!(got, damage_support::truth_sessions(&truth));
+        }
+    }
 }

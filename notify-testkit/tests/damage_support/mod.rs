@@ -339,9 +339,11 @@ pub(crate) fn run(damage: Damage, seed: u64, verify_on_open: RedbVerifyOnOpen) -
         };
         std::fs::write(&copy, &damaged).unwrap();
         tally.trials += 1;
+        let guard = HangGuard::arm(&label);
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             trial(&copy, &options, &truth, &rt, &label, &mut tally);
         }));
+        drop(guard);
         if outcome.is_err() {
             tally.escaped_panics.push(label);
         }
@@ -409,5 +411,86 @@ pub(crate) fn full_scrub_pass(path: &Path) -> u64 {
             "no clean scrub pass over the undamaged journal: {status:?}"
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The sessions of the undamaged journal, in ID order.
+pub(crate) fn truth_sessions(truth: &Truth) -> Vec<SessionId> {
+    truth.sessions.clone()
+}
+
+/// The file offsets of separator keys in branch pages of the positions table
+/// (`(u128 session, u64 seq)`, 24 bytes) whose next separator names the same session:
+/// the child after each holds only that session's positions. Every such key of every
+/// such page (the live page among copies a commit left behind), so that a binary
+/// search over a page's separators meets them.
+///
+/// redb's branch page: type byte 2, a padding byte, the key count (u16, little
+/// endian), 4 bytes of padding, then per child a 16-byte checksum and an 8-byte page
+/// number, then the keys at their fixed width.
+pub(crate) fn positions_separators_before_their_session_ends(
+    bytes: &[u8],
+    truth: &Truth,
+) -> Vec<usize> {
+    let mut found = Vec::new();
+    const PAGE: usize = 4096;
+    const KEY: usize = 24;
+    let known: std::collections::BTreeSet<u128> = truth
+        .sessions
+        .iter()
+        .map(|s| s.as_uuid().as_u128())
+        .collect();
+    let key_at = |page: &[u8], at: usize| {
+        let session = u128::from_le_bytes(page[at..at + 16].try_into().unwrap());
+        let seq = u64::from_le_bytes(page[at + 16..at + 24].try_into().unwrap());
+        (session, seq)
+    };
+    for (n, page) in bytes.chunks_exact(PAGE).enumerate() {
+        if page[0] != 2 {
+            continue;
+        }
+        let keys = usize::from(u16::from_le_bytes([page[2], page[3]]));
+        let first = 8 + (keys + 1) * (16 + 8);
+        if keys < 2 || first + keys * KEY > PAGE {
+            continue;
+        }
+        let parsed: Vec<(u128, u64)> = (0..keys).map(|i| key_at(page, first + i * KEY)).collect();
+        let positions = parsed
+            .iter()
+            .all(|(s, seq)| known.contains(s) && (1..=RECORDS as u64).contains(seq));
+        if !positions {
+            continue;
+        }
+        for (i, w) in parsed.windows(2).enumerate() {
+            if w[0].0 == w[1].0 {
+                found.push(n * PAGE + first + i * KEY);
+            }
+        }
+    }
+    found
+}
+
+/// How long one trial may run before the run is ended as hung: a trial takes well under
+/// a second to a few seconds; an operation that never answers on a damaged copy is a
+/// defect the test exists to find, and should name its trial rather than stall the suite.
+const TRIAL_HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Ends the test process, naming the trial, if the trial is still running after
+/// [`TRIAL_HANG_GUARD`]; disarmed when dropped.
+struct HangGuard(std::sync::mpsc::Sender<()>);
+
+impl HangGuard {
+    fn arm(label: &str) -> Self {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let label = label.to_owned();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                wait.recv_timeout(TRIAL_HANG_GUARD)
+            {
+                eprintln!("{label}: no answer after {TRIAL_HANG_GUARD:?}: an operation hangs");
+                std::process::exit(101);
+            }
+        });
+        Self(done)
     }
 }

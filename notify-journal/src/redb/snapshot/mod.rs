@@ -300,6 +300,21 @@ impl Snapshot {
                 (Some(a), None) | (None, Some(a)) => a,
                 (None, None) => break,
             };
+            if session < from {
+                // A seek answered a key below where it began: a damaged page put the
+                // table out of order. Going on from there would walk the same keys
+                // again, forever.
+                return Err(corrupt(
+                    sid(session),
+                    0,
+                    Corruption::Inconsistent(format!(
+                        "a seek from session {} answered session {} below it: the sessions' \
+                         tables are out of order",
+                        sid(from),
+                        sid(session)
+                    )),
+                ));
+            }
             out.push(sid(session));
             match session.checked_add(1) {
                 Some(n) => from = n,
