@@ -149,3 +149,25 @@ pub enum ConfigError {
     #[error("the advertised URL must start with http:// or https://: {0}")]
     AdvertiseUrl(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_only_keys_alone_are_refused_for_a_signed_server() {
+        let mut config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+        config.keys = KeySet::parse("whro_MDEyMzQ1Njc4OWFiY2RlZg==").unwrap_or_default();
+        assert_eq!(config.keys.len(), 1, "the read-only key was read");
+        assert!(config.check().is_err(), "no key the API accepts");
+        // With an API key beside it, the set runs.
+        config.keys =
+            KeySet::parse("whro_MDEyMzQ1Njc4OWFiY2RlZg== whsec_MDEyMzQ1Njc4OWFiY2RlZg==")
+                .unwrap_or_default();
+        assert_eq!(config.check(), Ok(()));
+        // Unsigned on loopback needs no key at all.
+        config.keys = KeySet::new();
+        config.insecure_unsigned = true;
+        assert_eq!(config.check(), Ok(()));
+    }
+}

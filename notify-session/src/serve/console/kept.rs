@@ -65,3 +65,27 @@ impl Console {
         }
     }
 }
+
+/// A server's state for the console's unit tests: no host (pages that need one answer
+/// 503), the console given `inspect`, open (unsigned) or behind a login.
+#[cfg(test)]
+pub(crate) fn test_state(
+    inspect: Option<Arc<dyn JournalInspect>>,
+    open: bool,
+) -> crate::serve::state::AppState {
+    let consumers = Arc::new(crate::serve::consume::Consumers::default());
+    crate::serve::state::AppState {
+        inner: Arc::new(crate::serve::state::Inner {
+            host: std::sync::OnceLock::new(),
+            app: Arc::new(crate::serve::host::ServeApp::new(Arc::clone(&consumers))),
+            consumers,
+            directory: Arc::new(crate::serve::NoDirectory),
+            metrics: None,
+            draining: std::sync::atomic::AtomicBool::new(false),
+            drain: tokio::sync::watch::channel(false).0,
+            max_visibility: std::time::Duration::from_secs(60),
+            base_url: "http://127.0.0.1:1".into(),
+            console: Arc::new(Console::new(inspect, Arc::new(KeySet::new()), open, false)),
+        }),
+    }
+}

@@ -216,27 +216,7 @@ mod tests {
     /// A server's state with a console that needs a login (no host: pages answer
     /// 503, which is past the door).
     fn state() -> AppState {
-        use std::sync::Arc;
-        let consumers = Arc::new(crate::serve::consume::Consumers::default());
-        AppState {
-            inner: Arc::new(crate::serve::state::Inner {
-                host: std::sync::OnceLock::new(),
-                app: Arc::new(crate::serve::host::ServeApp::new(Arc::clone(&consumers))),
-                consumers,
-                directory: Arc::new(crate::serve::NoDirectory),
-                metrics: None,
-                draining: std::sync::atomic::AtomicBool::new(false),
-                drain: tokio::sync::watch::channel(false).0,
-                max_visibility: std::time::Duration::from_secs(60),
-                base_url: "http://127.0.0.1:1".into(),
-                console: Arc::new(super::super::Console::new(
-                    None,
-                    Arc::new(crate::serve::KeySet::new()),
-                    false,
-                    false,
-                )),
-            }),
-        }
+        super::super::kept::test_state(None, false)
     }
 
     async fn status_of(state: &AppState, cookie: Option<String>) -> (StatusCode, String) {

@@ -142,3 +142,135 @@ pub(crate) async fn run(State(state): State<AppState>) -> Response {
     });
     Redirect::to("/console/integrity").into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode, header};
+    use notify_journal::{BoxFuture, CommitStats, JournalError, ScrubStatus};
+    use tower::ServiceExt as _;
+
+    use super::super::super::inspect::{JournalCounts, JournalInspect};
+
+    /// A journal whose verify waits until released, counting how many began.
+    #[derive(Default)]
+    struct Slow {
+        began: AtomicUsize,
+        began_signal: tokio::sync::Notify,
+        release: tokio::sync::Semaphore,
+    }
+
+    impl Slow {
+        async fn until_began(&self, n: usize) {
+            loop {
+                let signal = self.began_signal.notified();
+                if self.began.load(Ordering::SeqCst) >= n {
+                    return;
+                }
+                signal.await;
+            }
+        }
+    }
+
+    impl JournalInspect for Slow {
+        fn engine(&self) -> &'static str {
+            "slow"
+        }
+        fn location(&self) -> String {
+            "nowhere".into()
+        }
+        fn counts(&self) -> BoxFuture<'_, Result<JournalCounts, JournalError>> {
+            Box::pin(async { Err(JournalError::Closed) })
+        }
+        fn scrub(&self) -> Option<ScrubStatus> {
+            None
+        }
+        fn commit_stats(&self) -> CommitStats {
+            CommitStats::default()
+        }
+        fn verify(
+            &self,
+            _max_problems: usize,
+        ) -> BoxFuture<'_, Result<notify_journal::VerifyReport, JournalError>> {
+            Box::pin(async move {
+                self.began.fetch_add(1, Ordering::SeqCst);
+                self.began_signal.notify_waiters();
+                let _ = self.release.acquire().await;
+                Err(JournalError::Closed)
+            })
+        }
+    }
+
+    fn post(path: &str) -> Request<Body> {
+        Request::post(path)
+            .header(header::HOST, "127.0.0.1:8080")
+            .body(Body::empty())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_second_verify_while_one_runs_starts_nothing() {
+        let slow = Arc::new(Slow::default());
+        let inspect: Arc<dyn JournalInspect> = slow.clone();
+        let state = super::super::super::kept::test_state(Some(inspect), true);
+        let app = super::super::super::router(&state).with_state(state.clone());
+        let first = tokio::spawn(app.clone().oneshot(post("/console/integrity/verify")));
+        slow.until_began(1).await;
+        let second = app.clone().oneshot(post("/console/integrity/verify"));
+        let answer = tokio::select! {
+            r = second => r.unwrap_or_else(|e| match e {}),
+            () = slow.until_began(2) => panic!("a second verify began while one ran"),
+        };
+        assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+        let to = answer
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(to, "/console/integrity?verify=already-running");
+        assert_eq!(slow.began.load(Ordering::SeqCst), 1);
+        // The page says one runs.
+        let page = app
+            .clone()
+            .oneshot(
+                Request::get("/console/integrity?verify=already-running")
+                    .header(header::HOST, "127.0.0.1:8080")
+                    .body(Body::empty())
+                    .unwrap_or_default(),
+            )
+            .await
+            .unwrap_or_else(|e| match e {});
+        let body = axum::body::to_bytes(page.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        let body = String::from_utf8_lossy(&body);
+        assert!(body.contains("A verify is running"), "{body}");
+        assert!(body.contains("already running: no second one"), "{body}");
+        slow.release.add_permits(1);
+        let first = first
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| match e {});
+        assert_eq!(first.status(), StatusCode::SEE_OTHER);
+        // Its result is kept where the page reads it.
+        let page = app
+            .oneshot(
+                Request::get("/console/integrity")
+                    .header(header::HOST, "127.0.0.1:8080")
+                    .body(Body::empty())
+                    .unwrap_or_default(),
+            )
+            .await
+            .unwrap_or_else(|e| match e {});
+        let body = axum::body::to_bytes(page.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        let body = String::from_utf8_lossy(&body);
+        assert!(body.contains("The verify could not read"), "{body}");
+        assert_eq!(slow.began.load(Ordering::SeqCst), 1);
+    }
+}
