@@ -7,7 +7,7 @@
 
 mod serve_support;
 
-use notify_journal::{JournalBackend, RedbDurability, RedbJournal, RedbOptions};
+use notify_journal::{RedbDurability, RedbJournal, RedbOptions};
 use notify_testkit::bench::fixture;
 use reqwest::StatusCode;
 use serve_support::{Server, Start, journal_dir};

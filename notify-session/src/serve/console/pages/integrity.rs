@@ -156,11 +156,20 @@ mod tests {
     use super::super::super::inspect::{JournalCounts, JournalInspect};
 
     /// A journal whose verify waits until released, counting how many began.
-    #[derive(Default)]
     struct Slow {
         began: AtomicUsize,
         began_signal: tokio::sync::Notify,
         release: tokio::sync::Semaphore,
+    }
+
+    impl Default for Slow {
+        fn default() -> Self {
+            Self {
+                began: AtomicUsize::new(0),
+                began_signal: tokio::sync::Notify::new(),
+                release: tokio::sync::Semaphore::new(0),
+            }
+        }
     }
 
     impl Slow {
