@@ -316,3 +316,25 @@ async fn unsigned_on_loopback_the_console_is_open() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+#[test]
+fn read_only_keys_alone_do_not_start_a_server() {
+    let (_dir, journal) = journal_dir();
+    let (read_only, _) = read_only_key();
+    let keys = journal.with_extension("keys");
+    std::fs::write(&keys, &read_only).unwrap();
+    let (code, stderr) = serve_support::run_to_exit(
+        &[
+            "serve",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--key-file",
+            keys.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("read-only"), "{stderr}");
+}

@@ -27,7 +27,9 @@ async fn fill(journal: &RedbJournal, n: u64, frames: u64) {
     let mut i = 0;
     while i < frames {
         let end = (i + 500).min(frames);
-        let records = (i..end).map(|k| fixture::record(s, n * 100_000 + k)).collect();
+        let records = (i..end)
+            .map(|k| fixture::record(s, n * 100_000 + k))
+            .collect();
         journal.append_all(s, records, None).await.unwrap();
         i = end;
     }
@@ -43,7 +45,11 @@ async fn pages_stop_at_their_frame_budget_and_say_so() {
     .unwrap();
     // Two live sessions of 6,000 pending completions each (together past the budget),
     // and one of 10,500 (alone past it).
-    let (a, b, c) = (fixture::session(1), fixture::session(2), fixture::session(3));
+    let (a, b, c) = (
+        fixture::session(1),
+        fixture::session(2),
+        fixture::session(3),
+    );
     fill(&journal, 1, 6_000).await;
     fill(&journal, 2, 6_000).await;
     fill(&journal, 3, BUDGET + 500).await;
@@ -58,7 +64,10 @@ async fn pages_stop_at_their_frame_budget_and_say_so() {
     assert!(first.contains(&a.to_string()), "{first}");
     assert!(!first.contains(&b.to_string()), "{first}");
     assert!(first.contains("stopped early"), "{first}");
-    assert!(first.contains(&format!("budget of {BUDGET} frames")), "{first}");
+    assert!(
+        first.contains(&format!("budget of {BUDGET} frames")),
+        "{first}"
+    );
     let next = format!("/console/sessions?after={a}&amp;pending=1");
     assert!(first.contains(&next), "{first}");
     // Its cursor continues from there.
@@ -71,10 +80,13 @@ async fn pages_stop_at_their_frame_budget_and_say_so() {
     let long = page(&format!("{base}/console/sessions/{c}")).await;
     assert!(long.contains("Pending per loop"), "{long}");
     assert!(
-        long.contains(&format!("more than a page's budget of {BUDGET} frames")),
+        long.contains(&format!("more than a page&#39;s budget of {BUDGET} frames")),
         "{long}"
     );
-    assert!(long.contains(&format!("/console/sessions/{c}?from=201")), "{long}");
+    assert!(
+        long.contains(&format!("/console/sessions/{c}?from=201")),
+        "{long}"
+    );
     let later = page(&format!("{base}/console/sessions/{c}?from=10401")).await;
     assert!(later.contains("<td>10500</td>"), "{later}");
     assert!(!later.contains("later frames"), "{later}");

@@ -7,13 +7,17 @@
 //! `cookie.rs` (the signed session token), `html.rs` (the one home of escaping and
 //! the page frame), `pages/` (one file per page: its queries and its rendering),
 //! `inspect.rs` ([`JournalInspect`]: the engine's figures, scrub and verify),
-//! `kept.rs` (what the console keeps: [`Console`]), `census.rs` (the overview's counts, taken in the background), `observed.rs` (what
-//! this server answered and the rates, kept in memory), `chart.rs` (the SVG chart),
-//! `ticker.rs` (the background tasks).
+//! `kept.rs` (what the console keeps: [`Console`], and [`Flight`](kept::Flight), the
+//! one-at-a-time background runs of verify and census), `census.rs` (the overview's
+//! counts, taken in the background), `observed.rs` (what this server answered and the
+//! rates, kept in memory), `chart.rs` (the SVG chart), `ticker.rs` (the background
+//! tasks), `guard.rs` (where a request comes from: same-origin POSTs, loopback hosts
+//! for an open console).
 
 mod census;
 mod chart;
 mod cookie;
+mod guard;
 mod html;
 mod inspect;
 pub(super) mod kept;
@@ -85,4 +89,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/console/login", get(login::form).post(login::submit))
         .route("/console/assets/console.css", get(pages::stylesheet))
         .merge(pages)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::check,
+        ))
 }

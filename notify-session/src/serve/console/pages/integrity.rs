@@ -1,24 +1,38 @@
 //! `GET /console/integrity`: the background scrub (now, and each change this server
-//! saw), and the last deep verify the console ran (`POST /console/integrity/verify`
-//! runs one, then returns here). Damage is named in words: which session, which
-//! frame, what is wrong.
+//! saw), and the last deep verify the console ran. `POST /console/integrity/verify`
+//! starts one in the background, one at a time (a second POST while one runs starts
+//! nothing and says so), waits a few seconds for it, then returns here; while it runs
+//! the page says so and reloads itself. Damage is named in words: which session,
+//! which frame, what is wrong.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use notify_journal::{EngineCheck, VerifyReport};
 use notify_types::Timestamp;
 
 use super::super::VerifyRun;
-use super::super::html::{Html, Nav, frame};
+use super::super::html::{Html, Nav, frame_refreshing};
 use super::super::login::LoggedIn;
 use super::{secs, time};
 use crate::serve::state::AppState;
 
 /// The most problems a verify from the console names.
 const PROBLEMS: usize = 50;
+/// How long the POST waits for the verify it started before it returns to the page
+/// (which then reloads itself until the verify is done).
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
+/// Seconds between reloads of a page while its background run is under way.
+pub(crate) const RELOAD: u32 = 2;
+
+/// The page's query: `verify=already-running` after a POST that started nothing.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct Said {
+    #[serde(default)]
+    verify: String,
+}
 
 fn report(h: &mut Html, r: &VerifyReport) {
     if r.is_clean() {
@@ -54,6 +68,7 @@ fn report(h: &mut Html, r: &VerifyReport) {
 pub(crate) async fn page(
     State(state): State<AppState>,
     Extension(LoggedIn(logged_in)): Extension<LoggedIn>,
+    Query(said): Query<Said>,
 ) -> Response {
     let console = &state.inner.console;
     let mut h = Html::default();
@@ -92,20 +107,37 @@ pub(crate) async fn page(
         }
     }
     h.raw("<h2>Verify</h2>");
-    let last = console
-        .verify
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    match last {
-        None => {
+    let running = console.verify.running();
+    if let Some(since) = running {
+        h.raw("<p class=\"note\">")
+            .text(format!(
+                "A verify is running (started {}): this page reloads every {RELOAD} seconds until it is done.",
+                time(since)
+            ))
+            .raw("</p>");
+        if said.verify == "already-running" {
+            h.raw("<p class=\"note\">A verify was already running: no second one was started.</p>");
+        }
+    }
+    match console.verify.last() {
+        None if running.is_none() => {
             h.raw(
                 "<p class=\"note\">No verify run from this console since the server started.</p>",
             );
         }
+        None => {}
         Some(run) => {
             h.raw("<p>")
-                .text(format!("Run {} (took {}).", time(run.at), secs(run.took)))
+                .text(format!(
+                    "{} {} (took {}).",
+                    if running.is_some() {
+                        "The last one ran"
+                    } else {
+                        "Run"
+                    },
+                    time(run.at),
+                    secs(run.took)
+                ))
                 .raw("</p>");
             match &run.report {
                 Ok(r) => report(&mut h, r),
@@ -120,26 +152,38 @@ pub(crate) async fn page(
     if console.inspect.is_some() {
         h.raw("<form method=\"post\" action=\"/console/integrity/verify\"><button class=\"primary\" type=\"submit\">Run verify now</button> <span class=\"note\">Reads the whole journal in one snapshot while appends go on.</span></form>");
     }
-    frame("Integrity", Nav::Integrity, logged_in, h)
+    frame_refreshing(
+        "Integrity",
+        Nav::Integrity,
+        logged_in,
+        h,
+        running.map(|_| RELOAD),
+    )
 }
 
-/// `POST /console/integrity/verify`: runs the deep verify, keeps its report, and
-/// sends the browser back to the page (so a reload does not run it again).
+/// `POST /console/integrity/verify`: starts the deep verify in the background unless
+/// one runs (then it says so), waits up to [`WAIT`] for it, and sends the browser back
+/// to the page (so a reload does not post again).
 pub(crate) async fn run(State(state): State<AppState>) -> Response {
     let console = &state.inner.console;
-    let Some(inspect) = &console.inspect else {
+    let Some(inspect) = console.inspect.clone() else {
         return Redirect::to("/console/integrity").into_response();
     };
-    let started = Instant::now();
-    let report = inspect.verify(PROBLEMS).await.map_err(|e| e.to_string());
-    *console
-        .verify
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(VerifyRun {
-        at: Timestamp::now(),
-        took: started.elapsed(),
-        report,
+    let Some(ticket) = console.verify.begin() else {
+        return Redirect::to("/console/integrity?verify=already-running").into_response();
+    };
+    let mut finished = console.verify.finished();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let report = inspect.verify(PROBLEMS).await.map_err(|e| e.to_string());
+        ticket.finish(VerifyRun {
+            at: Timestamp::now(),
+            took: started.elapsed(),
+            report,
+        });
     });
+    // Done in time: the page shows the report; else it shows the run under way.
+    let _ = tokio::time::timeout(WAIT, finished.changed()).await;
     Redirect::to("/console/integrity").into_response()
 }
 

@@ -1,7 +1,9 @@
 //! `GET /console/sessions/{id}?from=`: one session. Its state, head and lease (as
 //! the engine knows it now: a redb file keeps no lease history, PostgreSQL the
-//! current epoch and holder), what restore would redeliver per loop, and its
-//! timeline frame by frame from seq `from` ([`FRAMES`] a page): completions,
+//! current epoch and holder), what restore would redeliver per loop (restore reads
+//! the log whole: only for a log within a request's [`FRAME_BUDGET`], else the page
+//! says it is not computed), and its timeline frame by frame from seq `from`
+//! ([`FRAMES`] a page, with a cursor to the next): completions,
 //! lifecycle events, consumptions, abandonments, the end. Answers that wrote no
 //! frame (duplicates, collisions) are known only to the server that gave them, since
 //! it started: they are placed after the frame that was the head when they were given.
@@ -15,14 +17,12 @@ use notify_types::{JournalRecord, SessionEvent, SessionId};
 use super::super::html::{Html, Nav, frame};
 use super::super::login::LoggedIn;
 use super::super::observed::{Answer, AnswerKind};
-use super::{PageError, lease_cells, state_words, time, uuid};
+use super::{FRAME_BUDGET, PageError, lease_cells, state_words, time, uuid};
 use crate::serve::error::error_chain;
 use crate::serve::state::AppState;
 
 /// Frames a page of the timeline shows.
 pub(crate) const FRAMES: usize = 200;
-/// A longer log is not restored for the pending section (restore reads it whole).
-const RESTORE_MAX_HEAD: u64 = 100_000;
 
 /// The page's query.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -175,10 +175,10 @@ async fn render(
         ));
     }
     h.raw("<h2>Pending per loop</h2>");
-    let restored = if head > RESTORE_MAX_HEAD {
+    let restored = if head > FRAME_BUDGET {
         h.raw("<p class=\"note\">")
             .text(format!(
-                "Not computed: restore reads the whole log, and this one has {head} frames (more than {RESTORE_MAX_HEAD}); `notify pending` computes it."
+                "Not computed: restore reads the whole log, and this one has {head} frames, more than a page's budget of {FRAME_BUDGET} frames; `notify pending` computes it."
             ))
             .raw("</p>");
         None
