@@ -172,29 +172,6 @@ impl<T> Drop for Ticket<T> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_run_at_a_time_and_its_result_kept() {
-        let flight: Flight<u32> = Flight::default();
-        let ticket = flight.begin();
-        assert!(ticket.is_some() && flight.running().is_some());
-        assert!(flight.begin().is_none(), "a second run while one runs");
-        let finished = flight.finished();
-        if let Some(t) = ticket {
-            t.finish(7);
-        }
-        assert!(finished.has_changed().unwrap_or(false));
-        assert_eq!((flight.running(), flight.last()), (None, Some(7)));
-        // A run dropped unfinished frees the flight and keeps the last result.
-        drop(flight.begin());
-        assert_eq!((flight.running(), flight.last()), (None, Some(7)));
-        assert!(flight.begin().is_some());
-    }
-}
-
 /// A server's state for the console's unit tests: no host (pages that need one answer
 /// 503), the console given `inspect`, open (unsigned) or behind a login.
 #[cfg(test)]
@@ -216,5 +193,28 @@ pub(crate) fn test_state(
             base_url: "http://127.0.0.1:1".into(),
             console: Arc::new(Console::new(inspect, Arc::new(KeySet::new()), open, false)),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_run_at_a_time_and_its_result_kept() {
+        let flight: Flight<u32> = Flight::default();
+        let ticket = flight.begin();
+        assert!(ticket.is_some() && flight.running().is_some());
+        assert!(flight.begin().is_none(), "a second run while one runs");
+        let finished = flight.finished();
+        if let Some(t) = ticket {
+            t.finish(7);
+        }
+        assert!(finished.has_changed().unwrap_or(false));
+        assert_eq!((flight.running(), flight.last()), (None, Some(7)));
+        // A run dropped unfinished frees the flight and keeps the last result.
+        drop(flight.begin());
+        assert_eq!((flight.running(), flight.last()), (None, Some(7)));
+        assert!(flight.begin().is_some());
     }
 }

@@ -38,29 +38,23 @@ pub(crate) use ticker::spawn;
 use super::state::AppState;
 use observed::Answer;
 
-/// Notes an answer the API gave, for the session's timeline; a duplicate or a
-/// collision also notes the session's head (the answer writes no frame, so the
-/// timeline places it after the frame that was last when it was given).
-pub(crate) async fn note(
+/// Notes an answer the API gave, for the session's timeline. No journal read: on the
+/// hot path a duplicate or a collision costs a lock and a scan of the answers kept
+/// (`observed.rs`); where it goes in the timeline is read when a page is rendered.
+pub(crate) fn note(
     state: &AppState,
     session: SessionId,
     key: Uuid,
     kind: AnswerKind,
     seq: Option<u64>,
 ) {
-    let head = match (kind, state.host()) {
-        (AnswerKind::Duplicate | AnswerKind::Collision, Ok(host)) => {
-            host.reader().last_seq(session).await.ok()
-        }
-        _ => None,
-    };
     state.inner.console.observed.answer(Answer {
         at: Timestamp::now(),
         session,
         key,
         kind,
         seq,
-        head,
+        wrote_before: None,
     });
 }
 
