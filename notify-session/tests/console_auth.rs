@@ -91,6 +91,17 @@ async fn the_console_needs_a_login_and_a_read_only_key_only_reads() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A HEAD is a GET without a body: sent to the login form too.
+    let r = http
+        .head(format!("{base}/console/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.headers()[LOCATION].to_str().unwrap(),
+        "/console/login?next=/console/sessions"
+    );
     // The form itself and the stylesheet need no login.
     assert_eq!(
         get(&http, &format!("{base}/console/login"), None)
@@ -142,6 +153,44 @@ async fn the_console_needs_a_login_and_a_read_only_key_only_reads() {
         assert_eq!(r.status(), StatusCode::OK, "{path}");
         assert!(r.text().await.unwrap().contains("Log out"));
     }
+    // A `next` that is not a plain path under /console/ returns to the console's root,
+    // never off-site and never without a Location.
+    for next in [
+        "/console/a\nb",
+        "/console/\u{1}",
+        "https://evil.example/console/",
+        "//evil.example/console/",
+        "/console/../v1/sessions",
+        "/console/%2e%2e/v1/sessions",
+        "/v1/sessions",
+    ] {
+        let r = http
+            .post(format!("{base}/console/login"))
+            .form(&[("key", read_only.as_str()), ("next", next)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{next:?}");
+        assert_eq!(
+            r.headers().get(LOCATION).map(|v| v.to_str().unwrap()),
+            Some("/console/"),
+            "{next:?}"
+        );
+        assert!(r.headers().get(SET_COOKIE).is_some(), "{next:?}");
+    }
+    let form = get(
+        &http,
+        &format!("{base}/console/login?next=https%3A%2F%2Fevil.example%2F"),
+        None,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(
+        form.contains("name=\"next\" value=\"/console/\"") && !form.contains("evil"),
+        "{form}"
+    );
     // The HMAC secret logs in too.
     assert_eq!(login(&http, base, &secret).await.0, StatusCode::SEE_OTHER);
 
@@ -212,4 +261,80 @@ async fn unsigned_on_loopback_the_console_is_open() {
         csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
         "{csp}"
     );
+
+    // With no login, a POST from another site (the operator's browser on a page of
+    // theirs) is refused; so is a request naming a Host that is not loopback (a DNS
+    // rebinding: the attacker's name resolving to 127.0.0.1).
+    let http = browser();
+    let base = &server.url;
+    for (path, name, value) in [
+        ("/console/census", "sec-fetch-site", "cross-site"),
+        ("/console/integrity/verify", "sec-fetch-site", "same-site"),
+        ("/console/census", "origin", "http://evil.example"),
+        ("/console/integrity/verify", "origin", "http://localhost:1"),
+    ] {
+        let r = http
+            .post(format!("{base}{path}"))
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path} {name}: {value}");
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("notify console") && body.contains("Refused"),
+            "{body}"
+        );
+    }
+    for (method, path) in [
+        (reqwest::Method::GET, "/console/"),
+        (reqwest::Method::POST, "/console/census"),
+    ] {
+        let r = http
+            .request(method, format!("{base}{path}"))
+            .header("host", "evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path}");
+        assert!(r.text().await.unwrap().contains("loopback"));
+    }
+    // The same origin, as a browser sends it, is let through.
+    let r = http
+        .post(format!("{base}/console/census"))
+        .header("sec-fetch-site", "same-origin")
+        .header("origin", base.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let r = http
+        .get(format!("{base}/console/"))
+        .header("host", "localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[test]
+fn read_only_keys_alone_do_not_start_a_server() {
+    let (_dir, journal) = journal_dir();
+    let (read_only, _) = read_only_key();
+    let keys = journal.with_extension("keys");
+    std::fs::write(&keys, &read_only).unwrap();
+    let (code, stderr) = serve_support::run_to_exit(
+        &[
+            "serve",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--key-file",
+            keys.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("read-only"), "{stderr}");
 }

@@ -83,7 +83,8 @@ impl ServeConfig {
         }
     }
 
-    /// Checks the settings: unsigned only on loopback, at least one key otherwise,
+    /// Checks the settings: unsigned only on loopback, at least one key the API
+    /// accepts otherwise (`whro_` keys alone are refused),
     /// non-zero limits.
     ///
     /// # Errors
@@ -93,8 +94,14 @@ impl ServeConfig {
         if self.insecure_unsigned && !self.listen.ip().is_loopback() {
             return Err(ConfigError::UnsignedNotLoopback(self.listen));
         }
-        if !self.insecure_unsigned && self.keys.is_empty() {
-            return Err(ConfigError::NoKeys);
+        // Whether any key verifies a request of the API (read-only `whro_` keys
+        // only open the console), not whether the set is empty.
+        if !self.insecure_unsigned && self.keys.keys().is_empty() {
+            return Err(if self.keys.is_empty() {
+                ConfigError::NoKeys
+            } else {
+                ConfigError::OnlyReadOnlyKeys
+            });
         }
         if self.body_limit == 0 || self.max_connections == 0 {
             return Err(ConfigError::ZeroLimit);
@@ -139,6 +146,12 @@ pub enum ConfigError {
         "no signing keys: give at least one whsec_/whpk_ key (a key file or NOTIFY_SERVE_KEYS), or --insecure-unsigned on a loopback address"
     )]
     NoKeys,
+    /// Only read-only `whro_` keys were given: they open the console but verify no
+    /// request, so no client could use the API.
+    #[error(
+        "only read-only whro_ keys were given: they open the console and verify no request; give at least one whsec_/whpk_ key for the API"
+    )]
+    OnlyReadOnlyKeys,
     /// A limit is zero.
     #[error("the body limit and the connection limit must be positive")]
     ZeroLimit,
@@ -148,4 +161,25 @@ pub enum ConfigError {
     /// The advertised URL is not an http(s) URL.
     #[error("the advertised URL must start with http:// or https://: {0}")]
     AdvertiseUrl(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_only_keys_alone_are_refused_for_a_signed_server() {
+        let mut config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+        config.keys = KeySet::parse("whro_MDEyMzQ1Njc4OWFiY2RlZg==").unwrap_or_default();
+        assert_eq!(config.keys.len(), 1, "the read-only key was read");
+        assert_eq!(config.check(), Err(ConfigError::OnlyReadOnlyKeys));
+        // With an API key beside it, the set runs.
+        config.keys = KeySet::parse("whro_MDEyMzQ1Njc4OWFiY2RlZg== whsec_MDEyMzQ1Njc4OWFiY2RlZg==")
+            .unwrap_or_default();
+        assert_eq!(config.check(), Ok(()));
+        // Unsigned on loopback needs no key at all.
+        config.keys = KeySet::new();
+        config.insecure_unsigned = true;
+        assert_eq!(config.check(), Ok(()));
+    }
 }

@@ -1,8 +1,6 @@
 //! The overview's chart: appends and acknowledgements per second over the samples
-//! kept (`observed.rs`), as inline SVG (no script, no image request). Only numbers
-//! this module computes go into the markup.
-
-use std::fmt::Write as _;
+//! kept (`observed.rs`), as inline SVG (no script, no image request), built with
+//! [`Html`] like every page: markup written here, numbers through [`Html::num`].
 
 use super::html::Html;
 use super::observed::{SAMPLES_KEPT, Sample};
@@ -31,41 +29,53 @@ pub(crate) fn rates(samples: &[Sample]) -> Html {
         let top = usize::try_from(top).unwrap_or(1);
         PAD + plot_h - v * plot_h / top
     };
-    let line = |pick: fn(&Sample) -> u64| {
-        let mut points = String::new();
-        for (i, s) in samples.iter().enumerate() {
-            let _ = write!(points, "{},{} ", x_of(i), y_of(pick(s)));
-        }
-        points
-    };
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        "<svg class=\"chart\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"appends and acknowledgements per second, last five minutes\">"
-    );
-    let _ = write!(
-        svg,
-        "<line x1=\"{PAD}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#d8dde3\"/>",
-        b = PAD + plot_h,
-        r = PAD + plot_w
-    );
-    let _ = write!(
-        svg,
-        "<text x=\"{PAD}\" y=\"{y}\">{top}/s</text><text x=\"{PAD}\" y=\"{b}\">5 min ago</text><text x=\"{r}\" y=\"{b}\" text-anchor=\"end\">now</text>",
-        y = PAD - 6,
-        b = HEIGHT - 6,
-        r = PAD + plot_w
-    );
+    let mut svg = Html::default();
+    svg.raw("<svg class=\"chart\" viewBox=\"0 0 ")
+        .num(WIDTH)
+        .raw(" ")
+        .num(HEIGHT)
+        .raw("\" role=\"img\" aria-label=\"appends and acknowledgements per second, last five minutes\">");
+    svg.raw("<line x1=\"")
+        .num(PAD)
+        .raw("\" y1=\"")
+        .num(PAD + plot_h)
+        .raw("\" x2=\"")
+        .num(PAD + plot_w)
+        .raw("\" y2=\"")
+        .num(PAD + plot_h)
+        .raw("\" stroke=\"#d8dde3\"/>");
+    svg.raw("<text x=\"")
+        .num(PAD)
+        .raw("\" y=\"")
+        .num(PAD - 6)
+        .raw("\">")
+        .text(top)
+        .raw("/s</text><text x=\"")
+        .num(PAD)
+        .raw("\" y=\"")
+        .num(HEIGHT - 6)
+        .raw("\">5 min ago</text><text x=\"")
+        .num(PAD + plot_w)
+        .raw("\" y=\"")
+        .num(HEIGHT - 6)
+        .raw("\" text-anchor=\"end\">now</text>");
     if !samples.is_empty() {
-        let _ = write!(
-            svg,
-            "<polyline class=\"appends\" points=\"{}\"/><polyline class=\"acks\" points=\"{}\"/>",
-            line(|s| s.appends),
-            line(|s| s.acks)
-        );
+        for (class, pick) in [
+            (
+                "<polyline class=\"appends\" points=\"",
+                (|s: &Sample| s.appends) as fn(&Sample) -> u64,
+            ),
+            ("<polyline class=\"acks\" points=\"", |s: &Sample| s.acks),
+        ] {
+            svg.raw(class);
+            for (i, s) in samples.iter().enumerate() {
+                svg.num(x_of(i)).raw(",").num(y_of(pick(s))).raw(" ");
+            }
+            svg.raw("\"/>");
+        }
     }
-    svg.push_str("</svg>");
-    Html::trusted(svg)
+    svg.raw("</svg>");
+    svg
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The console's one home for HTML: every dynamic value goes through [`Html::text`],
-//! which escapes it; markup is only ever a `&'static str` ([`Html::raw`]), so no text
-//! from a journal, a key file or a request can become markup.
+//! which escapes it (or [`Html::num`], digits); markup is only ever a `&'static str`
+//! ([`Html::raw`]), so no text from a journal, a key file or a request can become
+//! markup. No other way makes an [`Html`] from a string.
 
 use std::fmt::{Display, Write as _};
 
@@ -87,9 +88,10 @@ impl Html {
         self
     }
 
-    /// Markup built elsewhere in this module from escaped parts (the SVG chart).
-    pub(crate) fn trusted(markup: String) -> Self {
-        Self(markup)
+    /// A number (no escaping needed: digits only), e.g. an SVG coordinate.
+    pub(crate) fn num(&mut self, n: usize) -> &mut Self {
+        let _ = write!(self.0, "{n}");
+        self
     }
 }
 
@@ -106,9 +108,26 @@ pub(crate) enum Nav {
 /// A whole page: the navigation, `title`, `body`; with a logout button when the
 /// console was opened by a login.
 pub(crate) fn frame(title: impl Display, nav: Nav, logged_in: bool, body: Html) -> Response {
+    frame_refreshing(title, nav, logged_in, body, None)
+}
+
+/// [`frame`], reloading itself every `reload` seconds when given (a page showing a
+/// background run under way; no script: a `<meta http-equiv="refresh">`).
+pub(crate) fn frame_refreshing(
+    title: impl Display,
+    nav: Nav,
+    logged_in: bool,
+    body: Html,
+    reload: Option<u32>,
+) -> Response {
     let mut h = Html::default();
-    h.raw("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">")
-        .raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
+    h.raw("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">");
+    if let Some(seconds) = reload {
+        h.raw("<meta http-equiv=\"refresh\" content=\"")
+            .num(usize::try_from(seconds).unwrap_or(2))
+            .raw("\">");
+    }
+    h.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
         .raw("<link rel=\"icon\" href=\"data:,\">")
         .raw("<link rel=\"stylesheet\" href=\"/console/assets/console.css\"><title>")
         .text(&title)

@@ -1,12 +1,14 @@
 //! What the console keeps between requests ([`Console`], held in the server's state):
 //! the journal's inspector, the login's keys and cookie key, what this server answered,
-//! the census and the last verify. Apart from the pages, so that the server's state
-//! holds it without importing the console's routes.
+//! the census and the last verify, each run at most one at a time ([`Flight`]). Apart
+//! from the pages, so that the server's state holds it without importing the
+//! console's routes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use notify_journal::VerifyReport;
 use notify_types::Timestamp;
+use tokio::sync::watch;
 
 use super::super::keys::KeySet;
 use super::census::Census;
@@ -33,8 +35,10 @@ pub(crate) struct Console {
     pub(super) secure: bool,
     pub(super) cookie: CookieKey,
     pub(crate) observed: Observed,
-    pub(crate) census: Mutex<Census>,
-    pub(crate) verify: Mutex<Option<VerifyRun>>,
+    /// The census: the background one every few minutes and "Count now" share it.
+    pub(crate) census: Flight<Census>,
+    /// The deep verify "Run verify now" starts.
+    pub(crate) verify: Flight<VerifyRun>,
     pub(crate) started: Timestamp,
 }
 
@@ -59,9 +63,158 @@ impl Console {
             secure: tls,
             cookie: CookieKey::random(),
             observed: Observed::default(),
-            census: Mutex::new(Census::default()),
-            verify: Mutex::new(None),
+            census: Flight::default(),
+            verify: Flight::default(),
             started: Timestamp::now(),
         }
+    }
+}
+
+/// A job the console runs in the background at most one at a time (the census, the
+/// verify), and its last result, where the pages read it. [`begin`](Self::begin)
+/// answers a [`Ticket`] only when none runs; the ticket's
+/// [`finish`](Ticket::finish) keeps the result and frees the flight (dropped
+/// unfinished, it frees the flight and keeps the previous result).
+#[derive(Debug)]
+pub(crate) struct Flight<T> {
+    state: Arc<Mutex<Flying<T>>>,
+    /// Counts the runs finished, for those waiting on one.
+    done: Arc<watch::Sender<u64>>,
+}
+
+#[derive(Debug)]
+struct Flying<T> {
+    /// Since when one runs.
+    running: Option<Timestamp>,
+    last: Option<T>,
+}
+
+impl<T> Default for Flight<T> {
+    fn default() -> Self {
+        Self {
+            state: Arc::new(Mutex::new(Flying {
+                running: None,
+                last: None,
+            })),
+            done: Arc::new(watch::channel(0).0),
+        }
+    }
+}
+
+impl<T> Flight<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Flying<T>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A ticket to run the job, or `None` when one runs already.
+    pub(crate) fn begin(&self) -> Option<Ticket<T>> {
+        let mut state = self.lock();
+        if state.running.is_some() {
+            return None;
+        }
+        state.running = Some(Timestamp::now());
+        Some(Ticket {
+            state: Arc::clone(&self.state),
+            done: Arc::clone(&self.done),
+            finished: false,
+        })
+    }
+
+    /// Since when a run is under way, if one is.
+    pub(crate) fn running(&self) -> Option<Timestamp> {
+        self.lock().running
+    }
+
+    /// The last finished run's result.
+    pub(crate) fn last(&self) -> Option<T>
+    where
+        T: Clone,
+    {
+        self.lock().last.clone()
+    }
+
+    /// A receiver that changes when a run finishes (subscribe before the run starts).
+    pub(crate) fn finished(&self) -> watch::Receiver<u64> {
+        self.done.subscribe()
+    }
+}
+
+/// The right to run a [`Flight`]'s job, held by the one run under way.
+#[derive(Debug)]
+pub(crate) struct Ticket<T> {
+    state: Arc<Mutex<Flying<T>>>,
+    done: Arc<watch::Sender<u64>>,
+    finished: bool,
+}
+
+impl<T> Ticket<T> {
+    /// Keeps `result` as the last run's and frees the flight.
+    pub(crate) fn finish(mut self, result: T) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.last = Some(result);
+            state.running = None;
+        }
+        self.finished = true;
+        self.done.send_modify(|n| *n += 1);
+    }
+}
+
+impl<T> Drop for Ticket<T> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .running = None;
+            self.done.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// A server's state for the console's unit tests: no host (pages that need one answer
+/// 503), the console given `inspect`, open (unsigned) or behind a login.
+#[cfg(test)]
+pub(crate) fn test_state(
+    inspect: Option<Arc<dyn JournalInspect>>,
+    open: bool,
+) -> crate::serve::state::AppState {
+    let consumers = Arc::new(crate::serve::consume::Consumers::default());
+    crate::serve::state::AppState {
+        inner: Arc::new(crate::serve::state::Inner {
+            host: std::sync::OnceLock::new(),
+            app: Arc::new(crate::serve::host::ServeApp::new(Arc::clone(&consumers))),
+            consumers,
+            directory: Arc::new(crate::serve::NoDirectory),
+            metrics: None,
+            draining: std::sync::atomic::AtomicBool::new(false),
+            drain: tokio::sync::watch::channel(false).0,
+            max_visibility: std::time::Duration::from_secs(60),
+            base_url: "http://127.0.0.1:1".into(),
+            console: Arc::new(Console::new(inspect, Arc::new(KeySet::new()), open, false)),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_run_at_a_time_and_its_result_kept() {
+        let flight: Flight<u32> = Flight::default();
+        let ticket = flight.begin();
+        assert!(ticket.is_some() && flight.running().is_some());
+        assert!(flight.begin().is_none(), "a second run while one runs");
+        let finished = flight.finished();
+        if let Some(t) = ticket {
+            t.finish(7);
+        }
+        assert!(finished.has_changed().unwrap_or(false));
+        assert_eq!((flight.running(), flight.last()), (None, Some(7)));
+        // A run dropped unfinished frees the flight and keeps the last result.
+        drop(flight.begin());
+        assert_eq!((flight.running(), flight.last()), (None, Some(7)));
+        assert!(flight.begin().is_some());
     }
 }

@@ -3,7 +3,8 @@
 //! a key that can only read opens the console; see `keys.rs`), and the server sets a
 //! cookie holding a token it tagged (`cookie.rs`): `HttpOnly`, `SameSite=Strict`,
 //! `Path=/console`, `Secure` under TLS. Every page checks it (`require`): without a
-//! valid one a page load is sent to the login form (303), anything else is 401.
+//! valid one a page load (GET or HEAD) is sent to the login form (303), anything
+//! else is 401.
 //! A server started unsigned on loopback (`--insecure-unsigned`) has an open console.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -40,12 +41,31 @@ fn cookie_of(headers: &HeaderMap) -> Option<&str> {
         .map(|(_, value)| value)
 }
 
-/// Where a login returns to: a console path, or the overview.
+/// Where a login returns to: a path under `/console/` (printable ASCII, no `//`, no
+/// `\\`, no `.` or `..` segment, even percent-encoded), or the console's root.
 fn safe_next(next: Option<&str>) -> &str {
     match next {
-        Some(n) if n.starts_with("/console/") && !n.contains("//") && !n.contains('\\') => n,
+        Some(n)
+            if n.starts_with("/console/")
+                && n.bytes().all(|b| b.is_ascii_graphic())
+                && !n.contains("//")
+                && !n.contains('\\')
+                && !has_dot_segment(n) =>
+        {
+            n
+        }
         _ => "/console/",
     }
+}
+
+/// Whether the path of `target` has a `.` or `..` segment (a browser resolves
+/// `%2e` as `.`).
+fn has_dot_segment(target: &str) -> bool {
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    path.to_ascii_lowercase()
+        .replace("%2e", ".")
+        .split('/')
+        .any(|segment| segment == "." || segment == "..")
 }
 
 /// The layer in front of every page.
@@ -74,7 +94,8 @@ pub(crate) async fn require(
                 Some(_) => "refused",
                 None => "",
             };
-            if request.method() == Method::GET {
+            // A HEAD is a GET without its body: the same redirect.
+            if matches!(*request.method(), Method::GET | Method::HEAD) {
                 let target = request
                     .uri()
                     .path_and_query()
@@ -175,10 +196,13 @@ pub(crate) async fn submit(State(state): State<AppState>, Form(form): Form<Login
         if console.secure { "; Secure" } else { "" }
     );
     let mut response = StatusCode::SEE_OTHER.into_response();
-    if let (Ok(c), Ok(l)) = (HeaderValue::from_str(&cookie), HeaderValue::from_str(&next)) {
+    if let Ok(c) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, c);
-        response.headers_mut().insert(header::LOCATION, l);
     }
+    // `next` is printable ASCII (`safe_next`), so a header value; the root otherwise.
+    let location =
+        HeaderValue::from_str(&next).unwrap_or_else(|_| HeaderValue::from_static("/console/"));
+    response.headers_mut().insert(header::LOCATION, location);
     response
 }
 
@@ -211,32 +235,21 @@ mod tests {
         assert_eq!(safe_next(Some("/console//evil.example")), "/console/");
         assert_eq!(safe_next(Some("/v1/sessions")), "/console/");
         assert_eq!(safe_next(None), "/console/");
+        assert_eq!(safe_next(Some("/console/a\nb")), "/console/");
+        assert_eq!(safe_next(Some("/console/é")), "/console/");
+        assert_eq!(safe_next(Some("/console/../v1/sessions")), "/console/");
+        assert_eq!(safe_next(Some("/console/%2E%2e/v1")), "/console/");
+        assert_eq!(safe_next(Some("/console/./x")), "/console/");
+        assert_eq!(
+            safe_next(Some("/console/sessions?after=a..b")),
+            "/console/sessions?after=a..b"
+        );
     }
 
     /// A server's state with a console that needs a login (no host: pages answer
     /// 503, which is past the door).
     fn state() -> AppState {
-        use std::sync::Arc;
-        let consumers = Arc::new(crate::serve::consume::Consumers::default());
-        AppState {
-            inner: Arc::new(crate::serve::state::Inner {
-                host: std::sync::OnceLock::new(),
-                app: Arc::new(crate::serve::host::ServeApp::new(Arc::clone(&consumers))),
-                consumers,
-                directory: Arc::new(crate::serve::NoDirectory),
-                metrics: None,
-                draining: std::sync::atomic::AtomicBool::new(false),
-                drain: tokio::sync::watch::channel(false).0,
-                max_visibility: std::time::Duration::from_secs(60),
-                base_url: "http://127.0.0.1:1".into(),
-                console: Arc::new(super::super::Console::new(
-                    None,
-                    Arc::new(crate::serve::KeySet::new()),
-                    false,
-                    false,
-                )),
-            }),
-        }
+        super::super::kept::test_state(None, false)
     }
 
     async fn status_of(state: &AppState, cookie: Option<String>) -> (StatusCode, String) {

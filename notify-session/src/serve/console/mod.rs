@@ -7,13 +7,17 @@
 //! `cookie.rs` (the signed session token), `html.rs` (the one home of escaping and
 //! the page frame), `pages/` (one file per page: its queries and its rendering),
 //! `inspect.rs` ([`JournalInspect`]: the engine's figures, scrub and verify),
-//! `kept.rs` (what the console keeps: [`Console`]), `census.rs` (the overview's counts, taken in the background), `observed.rs` (what
-//! this server answered and the rates, kept in memory), `chart.rs` (the SVG chart),
-//! `ticker.rs` (the background tasks).
+//! `kept.rs` (what the console keeps: [`Console`], and [`Flight`](kept::Flight), the
+//! one-at-a-time background runs of verify and census), `census.rs` (the overview's
+//! counts, taken in the background), `observed.rs` (what this server answered and the
+//! rates, kept in memory), `chart.rs` (the SVG chart), `ticker.rs` (the background
+//! tasks), `guard.rs` (where a request comes from: same-origin POSTs, loopback hosts
+//! for an open console).
 
 mod census;
 mod chart;
 mod cookie;
+mod guard;
 mod html;
 mod inspect;
 pub(super) mod kept;
@@ -34,29 +38,23 @@ pub(crate) use ticker::spawn;
 use super::state::AppState;
 use observed::Answer;
 
-/// Notes an answer the API gave, for the session's timeline; a duplicate or a
-/// collision also notes the session's head (the answer writes no frame, so the
-/// timeline places it after the frame that was last when it was given).
-pub(crate) async fn note(
+/// Notes an answer the API gave, for the session's timeline. No journal read: on the
+/// hot path a duplicate or a collision costs a lock and a scan of the answers kept
+/// (`observed.rs`); where it goes in the timeline is read when a page is rendered.
+pub(crate) fn note(
     state: &AppState,
     session: SessionId,
     key: Uuid,
     kind: AnswerKind,
     seq: Option<u64>,
 ) {
-    let head = match (kind, state.host()) {
-        (AnswerKind::Duplicate | AnswerKind::Collision, Ok(host)) => {
-            host.reader().last_seq(session).await.ok()
-        }
-        _ => None,
-    };
     state.inner.console.observed.answer(Answer {
         at: Timestamp::now(),
         session,
         key,
         kind,
         seq,
-        head,
+        wrote_before: None,
     });
 }
 
@@ -85,4 +83,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/console/login", get(login::form).post(login::submit))
         .route("/console/assets/console.css", get(pages::stylesheet))
         .merge(pages)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::check,
+        ))
 }

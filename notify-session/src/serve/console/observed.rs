@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use notify_types::{SessionId, Timestamp, Uuid};
+use notify_types::{CommandId, SessionId, Timestamp, Uuid, consumed_event_id};
 
 /// How many answers are kept (the oldest are forgotten first).
 pub(crate) const ANSWERS_KEPT: usize = 4096;
@@ -52,9 +52,27 @@ pub(crate) struct Answer {
     pub(crate) kind: AnswerKind,
     /// The frame the answer names (the original's, for a duplicate or collision).
     pub(crate) seq: Option<u64>,
-    /// The session's head when the answer was given: the timeline places the answer
-    /// after that frame.
-    pub(crate) head: Option<u64>,
+    /// For a duplicate or a collision (which write no frame): the key of the last
+    /// frame this server wrote in the session before answering (the completion it
+    /// accepted, or the consumption an acknowledgement wrote), set when the answer is
+    /// noted. The timeline places the answer after the later of that frame and the
+    /// original (`seq`), reading that frame's seq when a page is rendered.
+    pub(crate) wrote_before: Option<Uuid>,
+}
+
+impl Answer {
+    /// The key of the frame this answer wrote, if it wrote one: an accepted
+    /// completion's command ID, an acknowledgement's consumption event (derived from
+    /// the command ID).
+    pub(crate) fn frame_written(&self) -> Option<Uuid> {
+        match self.kind {
+            AnswerKind::Accepted => Some(self.key),
+            AnswerKind::Acknowledged => {
+                Some(*consumed_event_id(CommandId::from_uuid(self.key)).as_uuid())
+            }
+            AnswerKind::Duplicate | AnswerKind::Collision => None,
+        }
+    }
 }
 
 /// One second of the rate chart.
@@ -88,14 +106,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Observed {
-    /// Notes an answer.
-    pub(crate) fn answer(&self, answer: Answer) {
+    /// Notes an answer (a duplicate's or a collision's
+    /// [`wrote_before`](Answer::wrote_before) is found among the answers kept).
+    pub(crate) fn answer(&self, mut answer: Answer) {
         match answer.kind {
             AnswerKind::Acknowledged => self.acks.fetch_add(1, Ordering::Relaxed),
             AnswerKind::Accepted => self.accepted.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
         let mut answers = lock(&self.answers);
+        if matches!(answer.kind, AnswerKind::Duplicate | AnswerKind::Collision) {
+            answer.wrote_before = answers
+                .iter()
+                .rev()
+                .filter(|a| a.session == answer.session)
+                .find_map(Answer::frame_written);
+        }
         if answers.len() == ANSWERS_KEPT {
             answers.pop_front();
         }
@@ -158,6 +184,33 @@ impl Observed {
 mod tests {
     use super::*;
 
+    fn answer(session: SessionId, key: Uuid, kind: AnswerKind) -> Answer {
+        Answer {
+            at: Timestamp::UNIX_EPOCH,
+            session,
+            key,
+            kind,
+            seq: None,
+            wrote_before: None,
+        }
+    }
+
+    #[test]
+    fn a_duplicate_knows_the_last_frame_written_before_it_without_a_read() {
+        let o = Observed::default();
+        let (s, other) = (SessionId::new(), SessionId::new());
+        let (c1, c2) = (Uuid::new_v4(), Uuid::new_v4());
+        o.answer(answer(s, Uuid::new_v4(), AnswerKind::Duplicate));
+        o.answer(answer(s, c1, AnswerKind::Accepted));
+        o.answer(answer(s, c1, AnswerKind::Duplicate));
+        o.answer(answer(s, c1, AnswerKind::Acknowledged));
+        o.answer(answer(other, c2, AnswerKind::Accepted));
+        o.answer(answer(s, c2, AnswerKind::Collision));
+        let kept: Vec<Option<Uuid>> = o.answers_for(s).iter().map(|a| a.wrote_before).collect();
+        let consumed = *consumed_event_id(CommandId::from_uuid(c1)).as_uuid();
+        assert_eq!(kept, [None, None, Some(c1), None, Some(consumed)]);
+    }
+
     #[test]
     fn rings_are_bounded() {
         let o = Observed::default();
@@ -177,7 +230,7 @@ mod tests {
                 key: Uuid::nil(),
                 kind: AnswerKind::Acknowledged,
                 seq: None,
-                head: None,
+                wrote_before: None,
             });
         }
         assert_eq!(o.answers_for(s).len(), ANSWERS_KEPT);

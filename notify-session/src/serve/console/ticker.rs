@@ -20,7 +20,7 @@ pub(crate) fn spawn(state: &AppState) {
     tokio::spawn(async move {
         let mut drain = sampler.drain_signal();
         let mut last: Option<(u64, u64)> = None;
-        let mut tick = tokio::time::interval(TICK);
+        let mut tick = interval(TICK);
         loop {
             tokio::select! {
                 _ = tick.tick() => sample(&sampler, &mut last),
@@ -31,7 +31,7 @@ pub(crate) fn spawn(state: &AppState) {
     let census_state = state.clone();
     tokio::spawn(async move {
         let mut drain = census_state.drain_signal();
-        let mut tick = tokio::time::interval(census::EVERY);
+        let mut tick = interval(census::EVERY);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -43,18 +43,27 @@ pub(crate) fn spawn(state: &AppState) {
                 tick.reset_immediately();
                 continue;
             };
-            let reader = host.reader();
             let console = &census_state.inner.console;
+            // A "Count now" under way counts for this round.
+            let Some(ticket) = console.census.begin() else {
+                continue;
+            };
+            let reader = host.reader();
             let taken = tokio::select! {
                 c = census::take(reader.as_ref(), console.inspect.as_ref()) => c,
                 () = until_true(&mut drain) => break,
             };
-            *console
-                .census
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = taken;
+            ticket.finish(taken);
         }
     });
+}
+
+/// An interval that, after a stall (a busy runtime, a suspended machine), ticks once
+/// and then every `period` from there: no burst of catch-up ticks.
+fn interval(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
 }
 
 /// One second's sample: the appends the journal answered (its commit counters, or
@@ -89,5 +98,23 @@ fn sample(state: &AppState, last: &mut Option<(u64, u64)>) {
             clean_passes: status.clean_passes,
             damaged,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_is_not_followed_by_a_burst_of_ticks() {
+        let mut tick = interval(TICK);
+        tick.tick().await;
+        // Five periods pass without a tick taken.
+        tokio::time::advance(TICK * 5).await;
+        tick.tick().await;
+        let start = tokio::time::Instant::now();
+        // The next tick is a whole period later, not at once.
+        tick.tick().await;
+        assert_eq!(start.elapsed(), TICK);
     }
 }

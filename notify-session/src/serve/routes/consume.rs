@@ -299,8 +299,7 @@ pub(crate) async fn ack(
                 *command_id.as_uuid(),
                 AnswerKind::Acknowledged,
                 None,
-            )
-            .await;
+            );
             Ok(answer("acknowledged"))
         }
         AckOutcome::NotHandedOut => {

@@ -76,8 +76,7 @@ pub(crate) async fn completion(
                         *command_id.as_uuid(),
                         AnswerKind::Duplicate,
                         Some(seq),
-                    )
-                    .await;
+                    );
                     Ok(answer("duplicate", StatusCode::OK, Some(seq)))
                 }
                 Stored::Other(seq, digest) => Err(ApiError::collision_of(command_id, seq, digest)),
@@ -97,8 +96,7 @@ pub(crate) async fn completion(
                 *command_id.as_uuid(),
                 AnswerKind::Accepted,
                 None,
-            )
-            .await;
+            );
             Ok(answer("accepted", StatusCode::CREATED, None))
         }
         Ok(_) => {
@@ -116,8 +114,7 @@ pub(crate) async fn completion(
                 *command_id.as_uuid(),
                 AnswerKind::Duplicate,
                 seq,
-            )
-            .await;
+            );
             Ok(answer("duplicate", StatusCode::OK, seq))
         }
         Err(NotifyError::Collision { command_id, seq }) => {
@@ -127,8 +124,7 @@ pub(crate) async fn completion(
                 *command_id.as_uuid(),
                 AnswerKind::Collision,
                 Some(seq),
-            )
-            .await;
+            );
             let digest = match session.journal() {
                 Some(j) => record_at(j.as_ref(), session_id, seq)
                     .await

@@ -18,6 +18,11 @@ use notify_types::{Timestamp, Uuid};
 
 use super::html::{CSS, Html, Nav, frame};
 
+/// The most frames one request reads to count pending notifications (restore reads a
+/// session's log whole): the sessions page and a session's page stop there, and say
+/// so, whatever the journal holds.
+pub(crate) const FRAME_BUDGET: u64 = 10_000;
+
 /// A page that could not be made: its status and what went wrong, in words.
 #[derive(Debug)]
 pub(crate) struct PageError {
@@ -33,6 +38,16 @@ impl PageError {
             status: StatusCode::BAD_REQUEST,
             title: "Not a valid address",
             detail: what.into(),
+        }
+    }
+
+    /// A 403: the request came from somewhere the console does not act for
+    /// (`guard.rs`): `why`, in words.
+    pub(crate) fn forbidden(why: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::FORBIDDEN,
+            title: "Refused",
+            detail: why.into(),
         }
     }
 

@@ -3,41 +3,54 @@
 //! over the last five minutes, and the scrub's last word.
 
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::super::chart;
-use super::super::html::{Html, Nav, frame};
+use super::super::html::{Html, Nav, frame_refreshing};
 use super::super::login::LoggedIn;
+use super::integrity::{RELOAD, WAIT};
 use super::{secs, time};
 use crate::serve::console::census::{self, MAX_PENDING, MAX_WALK};
 use crate::serve::state::AppState;
 
-/// `POST /console/census`: takes a census now, then back to the overview (so a
-/// reload does not take another).
+/// `POST /console/census`: takes a census in the background unless one is under way
+/// (the five-minutely one or another "Count now": then it says so), waits up to
+/// [`WAIT`] for it, then back to the overview (so a reload does not post again).
 pub(crate) async fn recount(State(state): State<AppState>) -> Response {
-    if let Ok(host) = state.host() {
-        let console = &state.inner.console;
-        let taken = census::take(host.reader().as_ref(), console.inspect.as_ref()).await;
-        *console
-            .census
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = taken;
-    }
+    let Ok(host) = state.host() else {
+        return Redirect::to("/console/").into_response();
+    };
+    let console = &state.inner.console;
+    let Some(ticket) = console.census.begin() else {
+        return Redirect::to("/console/?census=already-running").into_response();
+    };
+    let mut finished = console.census.finished();
+    let reader = host.reader();
+    let inspect = console.inspect.clone();
+    tokio::spawn(async move {
+        ticket.finish(census::take(reader.as_ref(), inspect.as_ref()).await);
+    });
+    let _ = tokio::time::timeout(WAIT, finished.changed()).await;
     Redirect::to("/console/").into_response()
+}
+
+/// The overview's query: `census=already-running` after a POST that started nothing.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct Said {
+    #[serde(default)]
+    census: String,
 }
 
 /// The overview.
 pub(crate) async fn page(
     State(state): State<AppState>,
     Extension(LoggedIn(logged_in)): Extension<LoggedIn>,
+    Query(said): Query<Said>,
 ) -> Response {
     let console = &state.inner.console;
-    let census = console
-        .census
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let census = console.census.last().unwrap_or_default();
+    let counting = console.census.running();
     let mut h = Html::default();
     h.raw("<div class=\"cards\"><section><h2>Journal</h2><dl>");
     match &console.inspect {
@@ -122,6 +135,20 @@ pub(crate) async fn page(
             );
         }
     }
+    if let Some(since) = counting {
+        h.dt(
+            "counting now",
+            format!(
+                "since {}{} (this page reloads every {RELOAD} seconds until it is done)",
+                time(since),
+                if said.census == "already-running" {
+                    ": a census was already under way, no second one was started"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
     h.raw("</dl><form method=\"post\" action=\"/console/census\"><button type=\"submit\">Count now</button></form></section><section><h2>Scrub</h2><dl>");
     match console.observed.scrub_history().first() {
         Some(s) => {
@@ -156,5 +183,11 @@ pub(crate) async fn page(
         ))
         .raw("</p>")
         .push(chart::rates(&samples));
-    frame("Overview", Nav::Overview, logged_in, h)
+    frame_refreshing(
+        "Overview",
+        Nav::Overview,
+        logged_in,
+        h,
+        counting.map(|_| RELOAD),
+    )
 }

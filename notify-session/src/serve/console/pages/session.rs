@@ -1,28 +1,31 @@
 //! `GET /console/sessions/{id}?from=`: one session. Its state, head and lease (as
 //! the engine knows it now: a redb file keeps no lease history, PostgreSQL the
-//! current epoch and holder), what restore would redeliver per loop, and its
-//! timeline frame by frame from seq `from` ([`FRAMES`] a page): completions,
+//! current epoch and holder), what restore would redeliver per loop (restore reads
+//! the log whole: only for a log within a request's [`FRAME_BUDGET`], else the page
+//! says it is not computed), and its timeline frame by frame from seq `from`
+//! ([`FRAMES`] a page, with a cursor to the next): completions,
 //! lifecycle events, consumptions, abandonments, the end. Answers that wrote no
 //! frame (duplicates, collisions) are known only to the server that gave them, since
-//! it started: they are placed after the frame that was the head when they were given.
+//! it started: each is placed after the later of its original frame and the last
+//! frame this server wrote in the session before giving it.
+
+use std::collections::HashMap;
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use notify_journal::{JournalError, JournalRead, SeqRecord};
-use notify_types::{JournalRecord, SessionEvent, SessionId};
+use notify_types::{JournalRecord, SessionEvent, SessionId, Uuid};
 
 use super::super::html::{Html, Nav, frame};
 use super::super::login::LoggedIn;
 use super::super::observed::{Answer, AnswerKind};
-use super::{PageError, lease_cells, state_words, time, uuid};
+use super::{FRAME_BUDGET, PageError, lease_cells, state_words, time, uuid};
 use crate::serve::error::error_chain;
 use crate::serve::state::AppState;
 
 /// Frames a page of the timeline shows.
 pub(crate) const FRAMES: usize = 200;
-/// A longer log is not restored for the pending section (restore reads it whole).
-const RESTORE_MAX_HEAD: u64 = 100_000;
 
 /// The page's query.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -175,10 +178,10 @@ async fn render(
         ));
     }
     h.raw("<h2>Pending per loop</h2>");
-    let restored = if head > RESTORE_MAX_HEAD {
+    let restored = if head > FRAME_BUDGET {
         h.raw("<p class=\"note\">")
             .text(format!(
-                "Not computed: restore reads the whole log, and this one has {head} frames (more than {RESTORE_MAX_HEAD}); `notify pending` computes it."
+                "Not computed: restore reads the whole log, and this one has {head} frames, more than a page's budget of {FRAME_BUDGET} frames; `notify pending` computes it."
             ))
             .raw("</p>");
         None
@@ -225,10 +228,40 @@ async fn render(
     let from = at.from.unwrap_or(1).max(1);
     let (frames, damage) = frames_from(reader.as_ref(), session, from).await;
     let answers = state.inner.console.observed.answers_for(session);
+    // Where each answer that wrote no frame goes: after the later of its original
+    // frame and the last frame this server wrote in the session before answering
+    // (read now, one index lookup per distinct frame, at most the answers kept).
+    let mut seq_of: HashMap<Uuid, u64> = HashMap::new();
+    let mut placed: Vec<Option<u64>> = Vec::with_capacity(answers.len());
+    for a in &answers {
+        if !matches!(a.kind, AnswerKind::Duplicate | AnswerKind::Collision) {
+            placed.push(None);
+            continue;
+        }
+        let written = match a.wrote_before {
+            Some(key) => match seq_of.get(&key) {
+                Some(seq) => *seq,
+                None => {
+                    let seq = reader
+                        .lookup(session, key)
+                        .await
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0);
+                    seq_of.insert(key, seq);
+                    seq
+                }
+            },
+            None => 0,
+        };
+        placed.push(Some(a.seq.unwrap_or(0).max(written)));
+    }
     let after = |seq: u64| {
-        answers.iter().filter(move |a| {
-            a.head == Some(seq) && matches!(a.kind, AnswerKind::Duplicate | AnswerKind::Collision)
-        })
+        answers
+            .iter()
+            .zip(&placed)
+            .filter(move |(_, at)| **at == Some(seq))
+            .map(|(a, _)| a)
     };
     h.raw("<h2>Timeline</h2><table class=\"timeline\">")
         .thead(&[

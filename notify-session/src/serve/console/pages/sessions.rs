@@ -1,9 +1,12 @@
 //! `GET /console/sessions?state=&owner=&pending=&after=`: the sessions in ID order,
 //! [`PAGE`] a page, with a keyset cursor (`after`: the last ID shown; never an
 //! offset, so a page costs the same at the start and the end of a million sessions).
-//! Filters (state, owner host, with pending) are applied while reading forward, and
-//! one request examines at most [`SCAN`] sessions: a sparse filter answers a shorter
-//! page and a cursor to continue from.
+//! Filters (state, owner host, with pending) are applied while reading forward, the
+//! cheap reads first (a session's state, then its lease), its head and pending only
+//! for a session that can still be shown. One request examines at most [`SCAN`]
+//! sessions and reads at most [`FRAME_BUDGET`] frames to count pending notifications:
+//! a sparse filter answers a shorter page and a cursor to continue from, and a page
+//! that stopped at its budget says so.
 
 use axum::Extension;
 use axum::extract::{Query, State};
@@ -13,7 +16,7 @@ use notify_types::{SessionId, Uuid};
 
 use super::super::html::{Html, Nav, frame};
 use super::super::login::LoggedIn;
-use super::{PageError, lease_cells, state_words, uuid};
+use super::{FRAME_BUDGET, PageError, lease_cells, state_words, uuid};
 use crate::serve::host::Host;
 use crate::serve::state::AppState;
 
@@ -21,9 +24,6 @@ use crate::serve::state::AppState;
 pub(crate) const PAGE: usize = 50;
 /// The most sessions one request examines.
 pub(crate) const SCAN: usize = 2000;
-/// Sessions with a longer log show no pending count here (restore reads the whole
-/// log): their own page has it.
-const PENDING_MAX_HEAD: u64 = 10_000;
 
 /// The page's query: filters and the cursor.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -38,13 +38,37 @@ pub(crate) struct Filter {
     after: String,
 }
 
+/// A row's pending notifications, as far as this request counted them.
+enum Pending {
+    Counted(usize),
+    /// The log is longer than a request's whole budget.
+    TooLong,
+    /// This request's budget was spent before this row.
+    BudgetSpent,
+    /// Not counted (restore failed, or the state is unknown): the session's page says.
+    Unknown,
+}
+
+impl Pending {
+    fn words(&self) -> String {
+        match self {
+            Self::Counted(n) => n.to_string(),
+            Self::TooLong => format!("not counted: more than {FRAME_BUDGET} frames (see its page)"),
+            Self::BudgetSpent => {
+                "not counted: this page's budget was spent (see its page)".to_owned()
+            }
+            Self::Unknown => "see its page".to_owned(),
+        }
+    }
+}
+
 /// One row.
 struct Row {
     session: SessionId,
     state: &'static str,
     state_detail: String,
     head: u64,
-    pending: Option<usize>,
+    pending: Pending,
     lease: (String, String, String),
 }
 
@@ -53,44 +77,92 @@ struct Found {
     rows: Vec<Row>,
     next: Option<SessionId>,
     examined: usize,
+    /// Frames read to count pending notifications.
+    spent: u64,
+    /// The page stopped before a session whose pending could not be counted within
+    /// the budget (the "with pending" filter needs it).
+    stopped_early: bool,
+    /// Rows shown with their pending not counted, the budget being spent.
+    uncounted: usize,
 }
 
+async fn lease_of(host: &dyn Host, session: SessionId) -> (String, String, String) {
+    match host.lease_info(session).await {
+        Ok(info) => lease_cells(&info),
+        Err(e) => (format!("unknown: {e}"), "-".into(), "-".into()),
+    }
+}
+
+/// The query's filters.
+struct Want {
+    state: Option<&'static str>,
+    owner: Option<Uuid>,
+    pending: bool,
+}
+
+/// What one session is, read cheapest first; `None` once a filter rules it out, or
+/// (`Err(Stop)`) when its pending cannot be counted within the request's budget and
+/// the filter needs it.
 async fn row(
     host: &dyn Host,
     reader: &dyn JournalRead,
     session: SessionId,
-) -> Result<Row, PageError> {
-    let state = reader
-        .session_state(session)
-        .await
-        .map_err(|e| PageError::journal(&format!("session {session}"), &e))?;
-    let head = reader
-        .last_seq(session)
-        .await
-        .map_err(|e| PageError::journal(&format!("session {session}"), &e))?;
-    let pending = if matches!(state, SessionState::Live) && head <= PENDING_MAX_HEAD {
-        crate::restore(session, reader)
-            .await
-            .ok()
-            .map(|r| r.pending_count())
-    } else if state.is_ended() {
-        Some(0)
-    } else {
-        None
+    want: &Want,
+    found: &mut Found,
+) -> Result<Option<Row>, Stop> {
+    let journal = |e: notify_journal::JournalError| {
+        Stop::Error(PageError::journal(&format!("session {session}"), &e))
     };
-    let lease = match host.lease_info(session).await {
-        Ok(info) => lease_cells(&info),
-        Err(e) => (format!("unknown: {e}"), "-".into(), "-".into()),
-    };
+    let state = reader.session_state(session).await.map_err(journal)?;
     let (word, detail) = state_words(&state);
-    Ok(Row {
+    let live = matches!(state, SessionState::Live);
+    if want.state.is_some_and(|s| s != word) || (want.pending && !live) {
+        return Ok(None);
+    }
+    let lease = lease_of(host, session).await;
+    if want.owner.is_some_and(|o| lease.0 != o.to_string()) {
+        return Ok(None);
+    }
+    let head = reader.last_seq(session).await.map_err(journal)?;
+    let pending = if live {
+        if head > FRAME_BUDGET {
+            Pending::TooLong
+        } else if found.spent + head > FRAME_BUDGET {
+            if want.pending {
+                return Err(Stop::Budget);
+            }
+            found.uncounted += 1;
+            Pending::BudgetSpent
+        } else {
+            found.spent += head;
+            match crate::restore(session, reader).await {
+                Ok(r) => Pending::Counted(r.pending_count()),
+                Err(_) => Pending::Unknown,
+            }
+        }
+    } else if state.is_ended() {
+        Pending::Counted(0)
+    } else {
+        Pending::Unknown
+    };
+    if want.pending && matches!(pending, Pending::Counted(0)) {
+        return Ok(None);
+    }
+    Ok(Some(Row {
         session,
         state: word,
         state_detail: detail,
         head,
         pending,
         lease,
-    })
+    }))
+}
+
+/// Why a request stops before its page is full.
+enum Stop {
+    /// Its frame budget is spent.
+    Budget,
+    Error(PageError),
 }
 
 async fn find(state: &AppState, filter: &Filter) -> Result<Found, PageError> {
@@ -100,25 +172,32 @@ async fn find(state: &AppState, filter: &Filter) -> Result<Found, PageError> {
         "" => None,
         s => Some(SessionId::from_uuid(uuid("after", s)?)),
     };
-    let owner: Option<Uuid> = match filter.owner.as_str() {
-        "" => None,
-        s => Some(uuid("owner", s)?),
+    let want = Want {
+        owner: match filter.owner.as_str() {
+            "" => None,
+            s => Some(uuid("owner", s)?),
+        },
+        state: match filter.state.as_str() {
+            "" | "any" => None,
+            "live" => Some("live"),
+            "ended" => Some("ended"),
+            "purged" => Some("purged"),
+            s => {
+                return Err(PageError::bad(format!(
+                    "state must be live, ended or purged, not {s:?}"
+                )));
+            }
+        },
+        pending: !filter.pending.is_empty(),
     };
-    let want_state = match filter.state.as_str() {
-        "" | "any" => None,
-        s @ ("live" | "ended" | "purged") => Some(s),
-        s => {
-            return Err(PageError::bad(format!(
-                "state must be live, ended or purged, not {s:?}"
-            )));
-        }
-    };
-    let with_pending = !filter.pending.is_empty();
-    let filtered = want_state.is_some() || owner.is_some() || with_pending;
+    let filtered = want.state.is_some() || want.owner.is_some() || want.pending;
     let mut found = Found {
         rows: Vec::new(),
         next: None,
         examined: 0,
+        spent: 0,
+        stopped_early: false,
+        uncounted: 0,
     };
     let batch = if filtered { 200 } else { PAGE };
     loop {
@@ -128,15 +207,19 @@ async fn find(state: &AppState, filter: &Filter) -> Result<Found, PageError> {
             .map_err(|e| PageError::journal("the list of sessions", &e))?;
         let full = ids.len() == batch;
         for session in ids {
+            match row(host.as_ref(), reader.as_ref(), session, &want, &mut found).await {
+                Ok(Some(r)) => found.rows.push(r),
+                Ok(None) => {}
+                Err(Stop::Error(e)) => return Err(e),
+                Err(Stop::Budget) => {
+                    // Continue from the last session examined (this one is not).
+                    found.stopped_early = true;
+                    found.next = after;
+                    return Ok(found);
+                }
+            }
             found.examined += 1;
             after = Some(session);
-            let r = row(host.as_ref(), reader.as_ref(), session).await?;
-            let keep = want_state.is_none_or(|s| s == r.state)
-                && owner.is_none_or(|o| r.lease.0 == o.to_string())
-                && (!with_pending || r.pending.is_some_and(|p| p > 0));
-            if keep {
-                found.rows.push(r);
-            }
             if found.rows.len() == PAGE || found.examined == SCAN {
                 // A cursor only if there is more to read.
                 let more = reader
@@ -220,9 +303,7 @@ pub(crate) async fn page_of(state: &AppState, filter: &Filter, logged_in: bool) 
             .text(r.state)
             .raw("</td>")
             .td(r.head)
-            .td(r
-                .pending
-                .map_or_else(|| "see its page".to_owned(), |p| p.to_string()))
+            .td(r.pending.words())
             .raw("<td class=\"id\">")
             .text(&r.lease.0)
             .raw("</td>")
@@ -246,9 +327,24 @@ pub(crate) async fn page_of(state: &AppState, filter: &Filter, logged_in: bool) 
         .inspect
         .as_ref()
         .is_some_and(|i| i.engine() == "redb");
+    if found.stopped_early {
+        h.raw("<p class=\"note\">")
+            .text(format!(
+                "This page stopped early: its budget of {FRAME_BUDGET} frames read to count pending notifications was spent ({} read), and the next session's count would pass it. The next page continues from there.",
+                found.spent
+            ))
+            .raw("</p>");
+    } else if found.uncounted > 0 {
+        h.raw("<p class=\"note\">")
+            .text(format!(
+                "{} sessions show no pending count: this page's budget of {FRAME_BUDGET} frames read to count them was spent ({} read).",
+                found.uncounted, found.spent
+            ))
+            .raw("</p>");
+    }
     h.raw("</div><p class=\"note\">")
         .text(format!(
-            "{} sessions examined for this page, in ID order from the cursor (at most {SCAN} a request); \
+            "{} sessions examined for this page, in ID order from the cursor (at most {SCAN} a request, and at most {FRAME_BUDGET} frames read to count pending); \
              a session is listed once it has a frame. Pending: appended and neither consumed nor abandoned.{}",
             found.examined,
             if redb {
