@@ -121,8 +121,7 @@ pub(super) fn rows() -> Vec<Row> {
             ],
         },
         Row {
-            shape: "appends (64 appenders) into a file already holding 1M records vs a fresh file \
-                    (no bench yet)",
+            shape: "appends (64 appenders) into a file already holding 1M records vs a fresh file",
             parts: vec![ratio(
                 "paired/aged_1m_vs_fresh_64/a",
                 "paired/aged_1m_vs_fresh_64/b",
