@@ -129,9 +129,9 @@ pub(super) fn rows() -> Vec<Row> {
             )],
         },
         Row {
-            shape: "writer memory building a 1M-session file, default options (MB; no bench yet)",
+            shape: "writer memory building a 1M-session file, default options: peak RSS growth (MB)",
             parts: vec![value(
-                "writer_rss_growth_mb/sessions_1m",
+                "writer/peak_rss_growth_mb/sessions_1m",
                 Target::AtMost(64.0),
             )],
         },
