@@ -249,9 +249,30 @@ impl Inbox {
     /// Takes the front of the queue; `None` once the queue is empty and the loop has
     /// ended; otherwise registers `cx` to be woken when either changes.
     pub(crate) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Pending>> {
+        self.poll_take(cx, VecDeque::pop_front).map(Option::flatten)
+    }
+
+    /// Takes up to `max` notifications from the front of the queue (at least one, or
+    /// `None` once the queue is empty and the loop has ended), as
+    /// [`poll_next`](Self::poll_next) does for one, in one critical section.
+    pub(crate) fn poll_many(&self, cx: &mut Context<'_>, max: usize) -> Poll<Option<Vec<Pending>>> {
+        self.poll_take(cx, |queue| {
+            let take = max.min(queue.len());
+            queue.drain(..take).collect()
+        })
+    }
+
+    /// The one consumer-side take: `take` runs on the queue, under the lock, when it
+    /// is not empty; `None` once it is empty and the loop has ended; otherwise `cx` is
+    /// registered to be woken when either changes.
+    fn poll_take<T>(
+        &self,
+        cx: &mut Context<'_>,
+        take: impl FnOnce(&mut VecDeque<Pending>) -> T,
+    ) -> Poll<Option<T>> {
         let mut state = self.lock();
-        if let Some(pending) = state.queue.pop_front() {
-            return Poll::Ready(Some(pending));
+        if !state.queue.is_empty() {
+            return Poll::Ready(Some(take(&mut state.queue)));
         }
         if state.ended {
             return Poll::Ready(None);
@@ -271,20 +292,6 @@ impl Inbox {
             self.room.notify_waiters();
         }
         Poll::Pending
-    }
-
-    /// Takes up to `max` notifications from the front of the queue (at least one, or
-    /// `None` once the queue is empty and the loop has ended), as
-    /// [`poll_next`](Self::poll_next) does for one, in one critical section.
-    pub(crate) fn poll_many(&self, cx: &mut Context<'_>, max: usize) -> Poll<Option<Vec<Pending>>> {
-        {
-            let mut state = self.lock();
-            if !state.queue.is_empty() {
-                let take = max.min(state.queue.len());
-                return Poll::Ready(Some(state.queue.drain(..take).collect()));
-            }
-        }
-        self.poll_next(cx).map(|first| first.map(|p| vec![p]))
     }
 
     /// Applies a release. False if the loop has ended: there is nothing left to

@@ -11,8 +11,7 @@ use std::sync::Arc;
 use notify_journal::{AppendError, AppendOutcome};
 use notify_types::{CommandId, JournalRecord, NotificationConsumed, SessionEvent};
 
-use crate::append::answer_after_end;
-use crate::consumer::{SessionConsumer, SessionReceived, ack_error};
+use crate::consumer::{SessionConsumer, SessionReceived, ack_error, ack_outcome, traced_ack};
 use crate::error::AckError;
 use crate::shared::Shared;
 
@@ -180,6 +179,9 @@ impl SessionBatch {
     ///   they were abandoned on the record, or the end refused while they were pending).
     /// * [`AckError::LoopExited`]: all were journaled (all `acknowledged`), but the loop
     ///   had exited before their release.
+    /// * [`AckError::AnswerCount`]: the journal answered the group with another number
+    ///   of outcomes than it had records; nothing released, every notification is
+    ///   `returned`.
     ///
     /// # Cancel safety
     ///
@@ -192,6 +194,14 @@ impl SessionBatch {
         if self.items.is_empty() {
             return Ok(());
         }
+        let span = self.ack_span();
+        traced_ack(span, self.ack_inner(), |answer| {
+            ack_outcome(answer.as_ref().err().map(|e| &e.error))
+        })
+        .await
+    }
+
+    async fn ack_inner(self) -> Result<(), AckBatchError> {
         let session = self.session.clone();
         let events: Vec<SessionEvent> = self.items.iter().map(consumption).collect();
         let gate = session.end_gate.read().await;
@@ -227,40 +237,55 @@ impl SessionBatch {
                 let appended: Vec<bool> = outcomes.iter().map(|o| o.appended).collect();
                 self.release_new(events, &appended)
             }
-            Err(e) => match e.refusal() {
-                AppendError::SessionEnded { .. } => {
-                    let answers = self.answers_after_end(&records).await;
-                    drop(gate);
-                    self.settle_ended(answers)
-                }
-                AppendError::Fenced { .. } if session.not_owner().is_some() => {
-                    Err(self.refuse(AckError::NotOwner {
-                        session_id: session.id,
-                        owner: session.not_owner().flatten(),
-                    }))
-                }
-                _ => Err(self.refuse(AckError::Journal(e))),
-            },
+            Err(e) if matches!(e.refusal(), AppendError::SessionEnded { .. }) => {
+                let answers = self.answers_after_end(&records).await;
+                drop(gate);
+                self.settle_ended(answers)
+            }
+            Err(e) => Err(self.refuse(ack_error(&session, e))),
         }
     }
 
+    /// The `notify.ack` span (info) of a batch acknowledgement, in the caller's task
+    /// under its span: `session`, `loop_id`, `notifications` (how many), and `outcome`
+    /// once answered, as [`SessionReceived::ack`]'s.
+    pub(crate) fn ack_span(&self) -> tracing::Span {
+        let loop_id = self.items.first().map(|r| r.loop_id.to_string());
+        tracing::info_span!(
+            "notify.ack",
+            session = %self.session.id,
+            loop_id = %loop_id.unwrap_or_default(),
+            notifications = self.items.len(),
+            outcome = tracing::field::Empty,
+        )
+    }
+
     /// What each record answers once the session ended (here, or in another process):
-    /// a consumption journaled before the end is a duplicate, the rest are refused.
+    /// a consumption journaled before the end is a duplicate, the rest are refused
+    /// ([`Shared::answer_ended`]).
     pub(crate) async fn answers_after_end(
         &self,
         records: &[JournalRecord],
     ) -> Vec<Result<AppendOutcome, AppendError>> {
         let mut answers = Vec::with_capacity(records.len());
         for record in records {
-            answers.push(match &self.session.journal {
-                Some(journal) => answer_after_end(journal.as_ref(), self.session.id, record).await,
-                None => Err(AppendError::SessionEnded {
-                    session: self.session.id,
-                    purged: false,
-                }),
-            });
+            answers.push(self.session.answer_ended(record).await);
         }
         answers
+    }
+
+    /// `Err(`[`AckError::AnswerCount`]`)` unless the journal answered one outcome for
+    /// each notification of the batch: a journal that answers fewer (or more) broke
+    /// its contract, and no notification is paired with another's answer or left out.
+    fn check_answers(&self, answers: usize) -> Result<(), AckError> {
+        if answers == self.items.len() {
+            return Ok(());
+        }
+        Err(AckError::AnswerCount {
+            session_id: self.session.id,
+            records: self.items.len(),
+            answers,
+        })
     }
 
     /// Refuses the whole batch with `error`: every notification is handed back.
@@ -276,12 +301,16 @@ impl SessionBatch {
     }
 
     /// Broadcasts the consumptions that are new (`appended[i]`), then releases every
-    /// notification in order (all are journaled).
+    /// notification in order (all are journaled). One answer per notification, or
+    /// none is released: every one is handed back with [`AckError::AnswerCount`].
     pub(crate) fn release_new(
         self,
         events: Vec<SessionEvent>,
         appended: &[bool],
     ) -> Result<(), AckBatchError> {
+        if let Err(e) = self.check_answers(appended.len()) {
+            return Err(self.refuse(e));
+        }
         for (event, &new) in events.into_iter().zip(appended) {
             if new {
                 crate::metrics::consumed();
@@ -316,12 +345,16 @@ impl SessionBatch {
 
     /// The answer once the session ended: each journaled one (answered as a duplicate)
     /// is released (the ended loop has nothing left to release), the others handed
-    /// back with the first refusal.
+    /// back with the first refusal. One answer per notification, or none is released
+    /// (as [`release_new`](Self::release_new)).
     pub(crate) fn settle_ended(
         self,
         answers: Vec<Result<AppendOutcome, AppendError>>,
     ) -> Result<(), AckBatchError> {
-        let session = self.session.id;
+        if let Err(e) = self.check_answers(answers.len()) {
+            return Err(self.refuse(e));
+        }
+        let session = self.session.clone();
         let mut error = None;
         let mut acknowledged = Vec::new();
         let mut returned = Vec::new();
@@ -335,7 +368,7 @@ impl SessionBatch {
                 }
                 Err(e) => {
                     returned.push(item.command_id());
-                    error.get_or_insert(ack_error(session, e));
+                    error.get_or_insert(ack_error(&session, e));
                     // Dropped: handed back, if the loop still takes anything back.
                     drop(item);
                 }

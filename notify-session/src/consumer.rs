@@ -5,9 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use notify_loop::{LoopConsumer, Received};
-use notify_types::{
-    CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent, SessionId,
-};
+use notify_types::{CommandId, LoopId, NotificationConsumed, ProcessNotification, SessionEvent};
 
 use tracing::Instrument as _;
 
@@ -135,12 +133,8 @@ impl SessionReceived {
     /// any duplicate event).
     pub async fn ack(self) -> Result<(), AckError> {
         let span = self.ack_span();
-        traced_ack(span, self.ack_plain(), |answer| match answer {
-            Ok(()) => "acknowledged",
-            Err(AckError::SessionEnded { .. }) => "ended",
-            Err(AckError::NotOwner { .. }) => "not_owner",
-            Err(AckError::LoopExited(_)) => "loop_exited",
-            Err(_) => "failed",
+        traced_ack(span, self.ack_plain(), |answer| {
+            ack_outcome(answer.as_ref().err())
         })
         .await
     }
@@ -208,19 +202,6 @@ impl SessionReceived {
         }
     }
 
-    /// What a refused transactional consumption means to the consumer: a fenced append
-    /// of a hosted session is [`AckError::NotOwner`], as for [`ack`](Self::ack).
-    #[cfg(feature = "postgres")]
-    pub(crate) fn refused(&self, e: notify_journal::AppendError) -> AckError {
-        match (&e, self.session.not_owner()) {
-            (notify_journal::AppendError::Fenced { .. }, Some(owner)) => AckError::NotOwner {
-                session_id: self.session.id,
-                owner,
-            },
-            _ => ack_error(self.session.id, e),
-        }
-    }
-
     /// Releases the notification in the loop once its consumption is journaled
     /// (`duplicate`: journaled earlier).
     pub(crate) async fn release(self, duplicate: bool) -> Result<(), AckError> {
@@ -250,13 +231,34 @@ pub(crate) async fn traced_ack<T, E>(
     answer
 }
 
+/// The `outcome` of an acknowledgement's `notify.ack` span, from its error (`None`:
+/// acknowledged).
+pub(crate) fn ack_outcome(error: Option<&AckError>) -> &'static str {
+    match error {
+        None => "acknowledged",
+        Some(AckError::SessionEnded { .. }) => "ended",
+        Some(AckError::NotOwner { .. }) => "not_owner",
+        Some(AckError::LoopExited(_)) => "loop_exited",
+        Some(_) => "failed",
+    }
+}
+
 /// What a refused consumption means to the consumer, as [`SessionReceived::ack`]
-/// answers it.
-pub(crate) fn ack_error(session: SessionId, e: notify_journal::AppendError) -> AckError {
-    match e {
-        notify_journal::AppendError::SessionEnded { .. } => AckError::SessionEnded {
-            session_id: session,
+/// answers it: the one mapping of every acknowledgement path (plain, transactional,
+/// batch, both engines). The refusal of a group is that of its refusing record
+/// ([`AppendError::refusal`](notify_journal::AppendError::refusal)): the session's end
+/// is [`AckError::SessionEnded`], a fenced append of a hosted session
+/// [`AckError::NotOwner`], anything else [`AckError::Journal`] with the error whole.
+pub(crate) fn ack_error(session: &Shared, e: notify_journal::AppendError) -> AckError {
+    use notify_journal::AppendError;
+    match (e.refusal(), session.not_owner()) {
+        (AppendError::SessionEnded { .. }, _) => AckError::SessionEnded {
+            session_id: session.id,
         },
-        other => AckError::Journal(other),
+        (AppendError::Fenced { .. }, Some(owner)) => AckError::NotOwner {
+            session_id: session.id,
+            owner,
+        },
+        _ => AckError::Journal(e),
     }
 }

@@ -105,6 +105,19 @@ pub enum AckError {
         /// The lease holder that took the session over, when known.
         owner: Option<notify_types::Uuid>,
     },
+    /// The journal answered a batch's group of consumptions with another number of
+    /// answers than it had records (a journal breaking its contract): nothing was
+    /// released, every notification is handed back; acknowledging them again finds
+    /// out which were journaled.
+    #[error("the journal answered {answers} of the {records} consumptions of session {session_id}")]
+    AnswerCount {
+        /// The session.
+        session_id: SessionId,
+        /// Consumptions in the group.
+        records: usize,
+        /// Answers the journal gave.
+        answers: usize,
+    },
 }
 
 /// Why a transactional acknowledgement (`SessionReceived::ack_with` on redb,

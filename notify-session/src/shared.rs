@@ -201,6 +201,22 @@ impl Shared {
         *self.new_owner.lock().unwrap_or_else(|p| p.into_inner()) = Some(owner);
     }
 
+    /// The answer to a record offered after the session ended: nothing is written; one
+    /// journaled before the end is answered as a duplicate, any other
+    /// [`AppendError::SessionEnded`] (always, for a session with no journal).
+    pub(crate) async fn answer_ended(
+        &self,
+        record: &JournalRecord,
+    ) -> Result<AppendOutcome, AppendError> {
+        match &self.journal {
+            Some(journal) => answer_after_end(journal.as_ref(), self.id, record).await,
+            None => Err(AppendError::SessionEnded {
+                session: self.id,
+                purged: false,
+            }),
+        }
+    }
+
     /// Whether the session has ended.
     pub(crate) fn is_ended(&self) -> bool {
         self.ended.load(Ordering::Acquire)

@@ -2,14 +2,12 @@
 //! (effectively once), on redb: [`SessionReceived::ack_with`]. The PostgreSQL
 //! counterpart is `txack_pg.rs`.
 
-use notify_journal::{
-    AppTables, AppTxnError, AppWriteResult, AppendError, AppendOutcome, RedbJournal,
-};
+use notify_journal::{AppTables, AppTxnError, AppWriteResult, AppendOutcome, RedbJournal};
 use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
 
-use crate::append::answer_after_end;
 use crate::consumer::{SessionReceived, ack_error, traced_ack};
 use crate::error::TxAckError;
+use crate::shared::Shared;
 
 impl SessionReceived {
     /// Acknowledges the notification **and** runs `write` on the application's own
@@ -78,7 +76,8 @@ impl SessionReceived {
         let answer = if self.session.is_ended() {
             // Nothing is written after the end; a consumption journaled before it is
             // answered truthfully (its rows committed with it).
-            self.answer_ended(&record)
+            self.session
+                .answer_ended(&record)
                 .await
                 .map_err(AppTxnError::Append)
         } else {
@@ -95,33 +94,15 @@ impl SessionReceived {
             Ok(AppendOutcome {
                 appended: false, ..
             }) => true,
-            Err(e) => return Err(TxAckError::from_app_txn(self.session.id, e)),
+            Err(e) => return Err(TxAckError::from_app_txn(&self.session, e)),
         };
         self.release(duplicate).await.map_err(TxAckError::Ack)
     }
 }
 
-impl SessionReceived {
-    /// The answer to a consumption after the session ended: nothing is written; one
-    /// journaled before the end is answered as a duplicate, any other
-    /// [`AppendError::SessionEnded`].
-    pub(crate) async fn answer_ended(
-        &self,
-        record: &JournalRecord,
-    ) -> Result<AppendOutcome, AppendError> {
-        match &self.session.journal {
-            Some(j) => answer_after_end(j.as_ref(), self.session.id, record).await,
-            None => Err(AppendError::SessionEnded {
-                session: self.session.id,
-                purged: false,
-            }),
-        }
-    }
-}
-
 impl TxAckError {
     /// The session's answer for a transactional append's failure.
-    pub(crate) fn from_app_txn(session: notify_types::SessionId, e: AppTxnError) -> Self {
+    pub(crate) fn from_app_txn(session: &Shared, e: AppTxnError) -> Self {
         match e {
             AppTxnError::Append(e) => Self::Ack(ack_error(session, e)),
             AppTxnError::Write(e) => Self::Write(e),

@@ -6,6 +6,7 @@ use notify_journal::{AppTables, AppTxnError, AppWriteResult, AppendError, RedbJo
 use notify_types::{JournalRecord, ProcessNotification, SessionEvent};
 
 use crate::batch::{AckBatchError, SessionBatch, consumption};
+use crate::consumer::{ack_outcome, traced_ack};
 use crate::error::{AckError, TxAckError};
 
 impl SessionBatch {
@@ -83,6 +84,27 @@ impl SessionBatch {
         if self.items.is_empty() {
             return Ok(());
         }
+        let span = self.ack_span();
+        traced_ack(
+            span,
+            self.ack_with_inner(journal, write),
+            |answer| match answer.as_ref().err().map(|e| &e.error) {
+                None => ack_outcome(None),
+                Some(TxAckError::Ack(e)) => ack_outcome(Some(e)),
+                Some(_) => "failed",
+            },
+        )
+        .await
+    }
+
+    async fn ack_with_inner<F>(
+        self,
+        journal: &RedbJournal,
+        write: F,
+    ) -> Result<(), AckBatchError<TxAckError>>
+    where
+        F: FnMut(&AppTables<'_>, &[&ProcessNotification]) -> AppWriteResult + Send + 'static,
+    {
         let session = self.session.clone();
         let events: Vec<SessionEvent> = self.items.iter().map(consumption).collect();
         let records: Vec<JournalRecord> = events.iter().cloned().map(Into::into).collect();
@@ -129,7 +151,7 @@ impl SessionBatch {
                 drop(gate);
                 self.settle_ended(answers).map_err(tx)
             }
-            Err(e) => Err(self.refuse(TxAckError::from_app_txn(session.id, e))),
+            Err(e) => Err(self.refuse(TxAckError::from_app_txn(&session, e))),
         }
     }
 }

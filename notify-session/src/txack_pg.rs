@@ -10,7 +10,7 @@
 use notify_journal::{AppendOutcome, PgAppendStatement, PgJournal};
 use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
 
-use crate::consumer::{SessionReceived, traced_ack};
+use crate::consumer::{SessionReceived, ack_error, traced_ack};
 use crate::error::TxAckError;
 
 /// What a transactional acknowledgement on PostgreSQL found, answered before the
@@ -158,11 +158,11 @@ impl SessionReceived {
         let outcome = if self.session.is_ended() {
             // Nothing is written after the end (however the host stopped the session
             // since); a consumption journaled before it is answered truthfully.
-            self.answer_ended(&record).await
+            self.session.answer_ended(&record).await
         } else {
             journal.append_in(tx, self.session.id, &record).await
         }
-        .map_err(|e| TxAckError::Ack(self.refused(e)))?;
+        .map_err(|e| TxAckError::Ack(ack_error(&self.session, e)))?;
         self.decide(event, outcome).await
     }
 
@@ -183,7 +183,7 @@ impl SessionReceived {
         self.check_served().map_err(TxAckError::Ack)?;
         let statement = journal
             .append_statement(self.session.id, &record)
-            .map_err(|e| TxAckError::Ack(self.refused(e)))?;
+            .map_err(|e| TxAckError::Ack(ack_error(&self.session, e)))?;
         Ok(PgAckStatement {
             received: self,
             event,
@@ -250,7 +250,7 @@ impl PgAckStatement {
     pub async fn answer(self, status: i16, seq: i64) -> Result<PgAck, TxAckError> {
         let outcome = match self.statement.answer(status, seq) {
             Ok(outcome) => outcome,
-            Err(e) => return Err(TxAckError::Ack(self.received.refused(e))),
+            Err(e) => return Err(TxAckError::Ack(ack_error(&self.received.session, e))),
         };
         self.received.decide(self.event, outcome).await
     }

@@ -75,3 +75,12 @@ async fn a_cancelled_ack_released_none() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_answer_is_refused_whole() {
+    on_postgres(
+        "a_short_answer_is_refused_whole",
+        batch_support::a_short_answer_is_refused_whole,
+    )
+    .await;
+}

@@ -34,6 +34,11 @@
 //!   appending to a copy of one journal of 10,000 records (so that the scrub reads at
 //!   its full pace from the first append on; a sample whose scrub finished no pass or
 //!   stopped fails the bench).
+//! * Not criterion: appends (64 appenders) into a file already holding 1,024,000 records
+//!   (`common::fixture`, opened once) against a fresh file (issue 34):
+//!   `paired/aged_1m_vs_fresh_64` with the default options, and
+//!   `paired/census_cliff_scaled_1m_vs_fresh_64` with the key census's budget cut to
+//!   2^17 keys (its cliff at a reachable scale; see `bench_aged`).
 //! * Not criterion: every ratio with a target measured again as paired rounds (10
 //!   rounds alternating the two sides, `paired/NAME/{a,b}` metrics, appends/s): on a
 //!   machine whose load drifts, the two sides of a ratio see the same load.
@@ -77,12 +82,12 @@ fn drive(
 ) -> (Duration, Vec<Duration>) {
     let dir = tempfile::tempdir().unwrap();
     let j = RedbJournal::open(dir.path().join("j.redb"), options).unwrap();
-    let out = drive_on(rt, &j, appenders, per, route, latencies);
+    let out = drive_on(rt, &j, appenders, per, route, latencies, 0);
     j.close();
     out
 }
 
-/// [`drive`] on a journal already open (left open).
+/// [`drive`] on a journal already open (left open), keys from `first_key` on.
 fn drive_on(
     rt: &tokio::runtime::Runtime,
     j: &RedbJournal,
@@ -90,8 +95,9 @@ fn drive_on(
     per: u64,
     route: Route,
     latencies: bool,
+    first_key: u64,
 ) -> (Duration, Vec<Duration>) {
-    let next_key = Arc::new(AtomicU64::new(0));
+    let next_key = Arc::new(AtomicU64::new(first_key));
     let started = Instant::now();
     let lat = rt.block_on(async {
         let tasks: Vec<_> = (0..appenders)
@@ -480,8 +486,9 @@ fn bench_paired(_: &mut Criterion) {
         &mut |i| append_journal(&rt, &d, 64, i),
     );
     bench_census(&rt);
+    bench_aged(&rt);
     scrub::bench_scrub(&rt, &|j, appenders, per| {
-        drive_on(&rt, j, appenders, per, by_appender, false).0
+        drive_on(&rt, j, appenders, per, by_appender, false, 0).0
     });
 }
 
@@ -510,6 +517,73 @@ fn bench_census(rt: &tokio::runtime::Runtime) {
         &mut |i| spread_with(rt, &d, spread_route::<1_000>, i),
         &mut |i| spread_with(rt, &off, spread_route::<1_000>, i),
     );
+}
+
+/// Records in the aged files of [`bench_aged`] (`NOTIFY_BENCH_AGED_RECORDS` to change;
+/// the metrics name their count, so only the 1M run is issue 34's row).
+const AGED: u64 = 1_024_000;
+
+/// Issue 34: 64 appenders into a file already holding 1M records (16 sessions, keys
+/// past its own; `common::fixture`), opened once, against a fresh file, routed alike:
+///
+/// * `paired/aged_1m_vs_fresh_64`: default options, 8 of its sessions.
+/// * `paired/census_cliff_scaled_1m_vs_fresh_64`: the key census's cliff at a scale a
+///   run reaches: its budget cut to 2^17 keys (the default's 2^21 / 16), so the 1M keys
+///   stand to it as 16M keys to the default; appends round robin over all 16
+///   sessions. Not the issue's 20M-key shape, and never reported as it.
+fn bench_aged(rt: &tokio::runtime::Runtime) {
+    aged_vs_fresh(rt, "aged", &RedbOptions::default(), by_appender, 10, 6_400);
+    aged_vs_fresh(
+        rt,
+        "census_cliff_scaled",
+        &RedbOptions::default().census_max_keys(1 << 17),
+        spread_route::<16>,
+        // Past the cliff an append reads a whole 64k-frame log: ~15 appends/s here.
+        2,
+        320,
+    );
+}
+
+/// One comparison of [`bench_aged`]: `paired/{label}_{1m|N}_vs_fresh_64`.
+fn aged_vs_fresh(
+    rt: &tokio::runtime::Runtime,
+    label: &str,
+    options: &RedbOptions,
+    route: Route,
+    rounds: u32,
+    iters: u64,
+) {
+    let records = std::env::var("NOTIFY_BENCH_AGED_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(AGED);
+    let name = match records {
+        AGED => format!("{label}_1m_vs_fresh_64"),
+        n => format!("{label}_{n}_vs_fresh_64"),
+    };
+    if std::env::var("NOTIFY_BENCH_PAIRED").is_ok_and(|only| !name.contains(&only)) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let aged = RedbJournal::open(
+        common::fixture(dir.path(), "aged.redb", records, false),
+        options.clone(),
+    )
+    .unwrap();
+    let mut next_key = records;
+    paired(
+        &name,
+        rounds,
+        iters,
+        &mut |i| {
+            let (per, total) = split(i, 64);
+            let (elapsed, _) = drive_on(rt, &aged, 64, per, route, false, next_key);
+            next_key += total;
+            scale(elapsed, i, total)
+        },
+        &mut |i| spread_with(rt, options, route, i),
+    );
+    aged.close();
 }
 
 criterion_group!(

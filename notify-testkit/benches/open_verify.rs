@@ -33,51 +33,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{file_len, metric, record, runtime, session};
+use common::{file_len, fixture, metric, record, runtime, session};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
-use notify_journal::{RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen};
-
-/// Builds a journal of `records` frames over 16 sessions.
-fn fixture(dir: &Path, name: &str, records: u64, quick_repair: bool) -> PathBuf {
-    let path = dir.join(name);
-    let rt = runtime();
-    let j = Arc::new(
-        RedbJournal::open(
-            &path,
-            RedbOptions::default()
-                .durability(RedbDurability::NonDurableForTestsOnly)
-                .quick_repair(quick_repair)
-                .verify_on_open(RedbVerifyOnOpen::Off)
-                // The fixture only needs its records, so it skips the key census (its
-                // cost is the `census_vs_off` rows of the append bench).
-                .confirm_misses(false),
-        )
-        .unwrap(),
-    );
-    const WRITERS: u64 = 1024;
-    let per = records / WRITERS;
-    rt.block_on(async {
-        let tasks: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let j = Arc::clone(&j);
-                tokio::spawn(async move {
-                    let s = session(w % 16);
-                    for i in 0..per {
-                        j.append(s, record(s, w * per + i)).await.unwrap();
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-    });
-    j.close();
-    path
-}
+use notify_journal::{RedbJournal, RedbOptions, RedbVerifyOnOpen};
 
 /// A crash image: a byte copy of the file while the journal is open after a durable
 /// commit (redb's recovery flag is set in it).

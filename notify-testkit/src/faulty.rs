@@ -22,6 +22,10 @@ pub enum AppendFault {
     /// "persisted but reported failed". (If the inner backend itself fails, its error is
     /// returned unchanged.)
     PersistedButFailed,
+    /// Forward the append to the inner backend, then answer an atomic group with its
+    /// last record's outcome left out: a journal breaking `append_all`'s contract (one
+    /// outcome per record). A single `append` is forwarded unchanged.
+    ShortAnswer,
 }
 
 impl AppendFault {
@@ -288,7 +292,7 @@ impl<B: JournalBackend> JournalLayer for FaultyJournal<B> {
                         Err(error) => (Err(error), false),
                     }
                 }
-                None => {
+                None | Some(AppendFault::ShortAnswer) => {
                     let result = self.inner.append(session, record).await;
                     let written = matches!(result, Ok(AppendOutcome { appended: true, .. }));
                     (result, written)
@@ -323,6 +327,14 @@ impl<B: JournalBackend> JournalLayer for FaultyJournal<B> {
                         ),
                         Err(error) => (Err(error), 0),
                     }
+                }
+                Some(AppendFault::ShortAnswer) => {
+                    let mut result = self.inner.append_all(session, records, if_head).await;
+                    let n = result.as_deref().map_or(0, written);
+                    if let Ok(outcomes) = &mut result {
+                        outcomes.pop();
+                    }
+                    (result, n)
                 }
                 None => {
                     let result = self.inner.append_all(session, records, if_head).await;

@@ -157,3 +157,56 @@ impl<J: JournalLeases + ?Sized> JournalLayer for Fence<J> {
         JournalBackend::append_all(&*self.journal, session, records, if_head)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use notify_journal::{AppTxnError, AppendError};
+    use notify_types::SessionId;
+
+    use super::super::table::LeaseTable;
+    use super::HostPlacement;
+    use crate::consumer::ack_error;
+    use crate::error::{AckError, TxAckError};
+    use crate::shared::Shared;
+
+    /// A hosted session whose placement is not in its host's lease table (released).
+    fn hosted() -> Shared {
+        let shared = Shared::new(SessionId::new(), None);
+        let table = Arc::new(LeaseTable::default());
+        shared.mark_hosted(Arc::new(HostPlacement::new(shared.id, 1, table)));
+        shared
+    }
+
+    #[test]
+    fn a_fenced_consumption_of_a_hosted_session_is_not_owner_on_every_path() {
+        let shared = hosted();
+        let fenced = AppendError::Fenced { session: shared.id };
+        let grouped = AppendError::GroupRefused {
+            index: 1,
+            source: Box::new(fenced.clone()),
+        };
+        for e in [fenced, grouped] {
+            assert!(
+                matches!(ack_error(&shared, e.clone()), AckError::NotOwner { session_id, owner: None } if session_id == shared.id),
+                "plain and batch: {e:?}"
+            );
+            let tx = TxAckError::from_app_txn(&shared, AppTxnError::Append(e.clone()));
+            assert!(
+                matches!(tx, TxAckError::Ack(AckError::NotOwner { .. })),
+                "transactional, single and batch: {tx:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fenced_consumption_of_an_unhosted_session_is_a_journal_failure() {
+        let shared = Shared::new(SessionId::new(), None);
+        let e = ack_error(&shared, AppendError::Fenced { session: shared.id });
+        assert!(
+            matches!(e, AckError::Journal(AppendError::Fenced { .. })),
+            "{e:?}"
+        );
+    }
+}

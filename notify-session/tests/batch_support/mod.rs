@@ -273,3 +273,35 @@ pub(crate) async fn a_cancelled_ack_released_none<J: JournalBackend + Clone + 's
     assert_eq!(f.broadcast(), f.notified);
     assert!(f.pending().await.is_empty());
 }
+
+/// A journal that answers a group with fewer outcomes than it had records broke its
+/// contract: the batch is refused whole with `AckError::AnswerCount` (no notification
+/// paired with another's answer, none left out), nothing is released or broadcast,
+/// every one is handed back in order, and acknowledging again finds them journaled.
+pub(crate) async fn a_short_answer_is_refused_whole<J: JournalBackend + Clone + 'static>(
+    journal: J,
+) {
+    let mut f = Fixture::new(journal, 4).await;
+    let batch = f.batch(4).await;
+    f.control.fail_next_append(AppendFault::ShortAnswer);
+    let err = batch.ack().await.unwrap_err();
+    assert!(
+        matches!(
+            err.error,
+            AckError::AnswerCount {
+                records: 4,
+                answers: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.returned, f.notified, "every one handed back");
+    assert!(err.acknowledged.is_empty());
+    assert!(f.broadcast().is_empty(), "nothing broadcast");
+    let batch = f.batch(10).await;
+    assert_eq!(ids(&batch), f.notified, "handed back in order, none lost");
+    batch.ack().await.unwrap();
+    assert_eq!(f.consumed().await, f.notified, "journaled once");
+    assert!(f.pending().await.is_empty());
+}

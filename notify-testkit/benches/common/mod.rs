@@ -5,8 +5,11 @@
 // Each bench uses a part of this module (and of what it re-exports).
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use notify_journal::{RedbDurability, RedbJournal, RedbOptions, RedbVerifyOnOpen};
 
 pub use notify_testkit::bench::fixture::{
     LOOP, command_id, consumed, notification, record, runtime, session,
@@ -73,4 +76,45 @@ pub fn paired(
     metric(&format!("paired/{name}/a"), ra, "/s");
     metric(&format!("paired/{name}/b"), rb, "/s");
     (ra, rb)
+}
+
+/// Builds a journal of `records` frames over 16 sessions (`session(0..16)`, keys
+/// `command_id(0..records)`) by 1,024 concurrent appenders, with non-durable commits
+/// made durable by the clean close; returns its path.
+pub fn fixture(dir: &Path, name: &str, records: u64, quick_repair: bool) -> PathBuf {
+    let path = dir.join(name);
+    let rt = runtime();
+    let j = Arc::new(
+        RedbJournal::open(
+            &path,
+            RedbOptions::default()
+                .durability(RedbDurability::NonDurableForTestsOnly)
+                .quick_repair(quick_repair)
+                .verify_on_open(RedbVerifyOnOpen::Off)
+                // The fixture only needs its records, so it skips the key census (its
+                // cost is the `census_vs_off` rows of the append bench).
+                .confirm_misses(false),
+        )
+        .unwrap(),
+    );
+    const WRITERS: u64 = 1024;
+    let per = records / WRITERS;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let j = Arc::clone(&j);
+                tokio::spawn(async move {
+                    let s = session(w % 16);
+                    for i in 0..per {
+                        j.append(s, record(s, w * per + i)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    j.close();
+    path
 }

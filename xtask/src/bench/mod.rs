@@ -18,7 +18,8 @@
 //! (`notify-testkit/benches/format1/harness.rs`). Without git history it is skipped.
 //!
 //! Here: running the benches and the summary's steps. `results.rs` reads a run back,
-//! `comparisons.rs` and `figures.rs` are the two tables' rows, `render.rs` prints them,
+//! `issue34.rs` is issue 34's table (each of its rows with its target, met or not),
+//! `comparisons.rs` and `figures.rs` are the two other tables' rows, `render.rs` prints them,
 //! `chart_list.rs` names the charts and `charts.rs` draws them, `page.rs` writes the page.
 
 use std::path::Path;
@@ -30,6 +31,7 @@ mod charts;
 mod comparisons;
 mod figures;
 mod format1;
+mod issue34;
 mod page;
 mod render;
 mod results;
@@ -94,6 +96,7 @@ fn measure_all<E: From<anyhow::Error>>(
         cargo(&["bench", "-p", "notify-session", "--bench", name])?;
     }
     testkit("restore_memory")?;
+    testkit("drain")?;
     // The serve bench drives the real `notify` binary, which cargo builds only for the
     // benches of its own package: built here, in the bench profile's directory.
     cargo(&build_notify("bench"))?;
@@ -102,6 +105,7 @@ fn measure_all<E: From<anyhow::Error>>(
         testkit("host")?;
         cargo(&["bench", "-p", "notify-session", "--bench", "txack_pg"])?;
         testkit("postgres")?;
+        testkit("drain_pg")?;
     }
     Ok(())
 }

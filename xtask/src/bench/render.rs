@@ -62,7 +62,8 @@ pub(super) fn figure(results: &Results, src: Src) -> Option<(String, f64)> {
 }
 
 pub(super) fn render(results: &Results) -> String {
-    let mut s = String::new();
+    let mut s = super::issue34::render(results);
+    s.push('\n');
     let _ = writeln!(
         s,
         "| comparison (same run) | measured | baseline | ratio | target | met |"

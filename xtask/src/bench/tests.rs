@@ -158,3 +158,72 @@ fn a_page_without_its_markers_is_refused() {
     assert!(fill("# Benchmarks\n", "tables").is_err());
     assert!(fill(&format!("{END}\n{BEGIN}\n"), "tables").is_err());
 }
+
+#[test]
+fn every_row_of_issue_34_prints_with_its_target_and_a_verdict() {
+    let mut results = sample();
+    results
+        .metrics
+        .retain(|name, _| !name.starts_with("pg_shapes/"));
+    for (name, value, unit) in [
+        // redb vs raw redb: 0.96× (met), 0.80× (unmet), 0.80× (met).
+        ("paired/journal_1_vs_raw_minimal_1/a", 960.0, "/s"),
+        ("paired/journal_1_vs_raw_minimal_1/b", 1_000.0, "/s"),
+        ("paired/journal_64_vs_raw_minimal_64/a", 800.0, "/s"),
+        ("paired/journal_64_vs_raw_minimal_64/b", 1_000.0, "/s"),
+        ("paired/journal_1024_vs_raw_minimal_1000/a", 800.0, "/s"),
+        ("paired/journal_1024_vs_raw_minimal_1000/b", 1_000.0, "/s"),
+        // Spread: both met.
+        ("spread_shuffled/1", 1_000.0, "/s"),
+        ("spread_shuffled/1000", 700.0, "/s"),
+        ("spread_shuffled/100000", 650.0, "/s"),
+        // Drain on redb met; PostgreSQL's not run.
+        ("drain/batch_per_s", 25_000.0, "completions/s"),
+        ("drain/turn_per_s", 1_500.0, "completions/s"),
+    ] {
+        results.metrics.insert(
+            name.to_owned(),
+            Metric {
+                value,
+                unit: unit.to_owned(),
+            },
+        );
+    }
+    let table = super::issue34::render(&results);
+    let lines: Vec<&str> = table.lines().skip(2).collect();
+    assert_eq!(lines.len(), super::issue34::rows().len(), "{table}");
+    assert_eq!(lines.len(), 8, "one line per row of the issue");
+    let row = |start: &str| {
+        *lines
+            .iter()
+            .find(|l| l.starts_with(&format!("| {start}")))
+            .unwrap_or_else(|| panic!("no row {start}: {table}"))
+    };
+    assert!(
+        row("redb journal vs raw redb")
+            .ends_with("| 0.96× / 0.80× / 0.80× | ≥ 0.95× / ≥ 0.9× / ≥ 0.8× | **UNMET** |"),
+        "{table}"
+    );
+    assert!(
+        row("140k fresh commands").ends_with("| 0.70× / 0.65× | ≥ 0.7× / ≥ 0.6× | MET |"),
+        "{table}"
+    );
+    assert!(
+        row("one loop consumer draining").ends_with(
+            "| 25000 completions/s / (1500 completions/s) / not measured | ≥ 20000 | MET |"
+        ),
+        "{table}"
+    );
+    // What the run did not measure is never met.
+    for shape in [
+        "PostgreSQL journal vs bare",
+        "appends past the census",
+        "ack_in_pg vs plain ack",
+        "appends (64 appenders) into a file",
+        "writer memory",
+    ] {
+        assert!(row(shape).ends_with("| **NOT MEASURED** |"), "{table}");
+    }
+    let (page, _) = build(&format!("{BEGIN}\n{END}\n"), &results).unwrap();
+    assert!(page.contains(&table), "the page holds the table");
+}
