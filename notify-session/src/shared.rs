@@ -177,15 +177,23 @@ impl Shared {
     }
 
     /// What an acknowledgement (or a retried event) must be refused with before it
-    /// writes: the host's stop, as [`stopped_by_host`](Self::stopped_by_host), unless
-    /// the session has ended, whose answer is the ended path's (nothing is written
-    /// after the end; an event journaled before it is answered truthfully) however
-    /// its host stopped it afterwards.
+    /// writes: the host's stop, as [`stopped_by_host`](Self::stopped_by_host), or a
+    /// placement that no longer holds the lease (past its deadline, released or
+    /// replaced; the host stops the session next), unless the session has ended, whose
+    /// answer is the ended path's (nothing is written after the end; an event
+    /// journaled before it is answered truthfully) however its host stopped it
+    /// afterwards. A transactional ack writes through the application's own journal
+    /// handle, not the host's fence, so this is its fence.
     pub(crate) fn refused_by_host(&self) -> Option<Option<Uuid>> {
         if self.is_ended() {
             return None;
         }
-        self.stopped_by_host()
+        self.stopped_by_host().or_else(|| {
+            self.hosted
+                .get()
+                .filter(|p| !p.serving())
+                .map(|p| p.owner())
+        })
     }
 
     /// Marks the session stopped by its host, naming the new owner when known. The

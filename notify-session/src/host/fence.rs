@@ -200,6 +200,22 @@ mod tests {
         }
     }
 
+    /// A transactional ack (`ack_with`, `ack_in_pg`) writes through the application's
+    /// own journal handle, not through the fence: the check it makes first must refuse
+    /// a placement that no longer holds the lease even before the host has stopped the
+    /// session, as the fence refuses a plain ack's append.
+    #[test]
+    fn a_placement_without_its_lease_refuses_acks_before_the_host_stops_it() {
+        let shared = hosted();
+        assert!(
+            shared.stopped_by_host().is_none(),
+            "not stopped by its host yet"
+        );
+        assert_eq!(shared.refused_by_host(), Some(None));
+        let unhosted = Shared::new(SessionId::new(), None);
+        assert_eq!(unhosted.refused_by_host(), None);
+    }
+
     #[test]
     fn a_fenced_consumption_of_an_unhosted_session_is_a_journal_failure() {
         let shared = Shared::new(SessionId::new(), None);
