@@ -267,11 +267,7 @@ fn with_the_background_scrub_a_hidden_key_is_never_believed_absent() {
 /// old listing went back to that session after every seek, growing without end.
 #[test]
 fn a_seek_answering_below_its_start_ends_the_listing() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = damage_support::runtime();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.redb");
     let truth = damage_support::build(&path, &rt);

@@ -293,14 +293,19 @@ pub(crate) enum Damage {
     Truncations(usize),
 }
 
-/// Builds a journal, damages copies of it as `damage` says, runs every operation on
-/// each copy, and prints the counts.
-pub(crate) fn run(damage: Damage, seed: u64, verify_on_open: RedbVerifyOnOpen) -> Tally {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// The runtime the trials' async operations run on.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// Builds a journal, damages copies of it as `damage` says, runs every operation on
+/// each copy, and prints the counts.
+pub(crate) fn run(damage: Damage, seed: u64, verify_on_open: RedbVerifyOnOpen) -> Tally {
+    let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let original = dir.path().join("original.redb");
     let truth = build(&original, &rt);

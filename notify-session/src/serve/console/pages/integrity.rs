@@ -264,6 +264,24 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The body of the page at `path`.
+    async fn page(app: &axum::Router, path: &str) -> String {
+        let answer = app
+            .clone()
+            .oneshot(
+                Request::get(path)
+                    .header(header::HOST, "127.0.0.1:8080")
+                    .body(Body::empty())
+                    .unwrap_or_default(),
+            )
+            .await
+            .unwrap_or_else(|e| match e {});
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
     #[tokio::test]
     async fn a_second_verify_while_one_runs_starts_nothing() {
         let slow = Arc::new(Slow::default());
@@ -287,20 +305,7 @@ mod tests {
         assert_eq!(to, "/console/integrity?verify=already-running");
         assert_eq!(slow.began.load(Ordering::SeqCst), 1);
         // The page says one runs.
-        let page = app
-            .clone()
-            .oneshot(
-                Request::get("/console/integrity?verify=already-running")
-                    .header(header::HOST, "127.0.0.1:8080")
-                    .body(Body::empty())
-                    .unwrap_or_default(),
-            )
-            .await
-            .unwrap_or_else(|e| match e {});
-        let body = axum::body::to_bytes(page.into_body(), 1 << 20)
-            .await
-            .unwrap_or_default();
-        let body = String::from_utf8_lossy(&body);
+        let body = page(&app, "/console/integrity?verify=already-running").await;
         assert!(body.contains("A verify is running"), "{body}");
         assert!(body.contains("already running: no second one"), "{body}");
         slow.release.add_permits(1);
@@ -310,19 +315,7 @@ mod tests {
             .unwrap_or_else(|e| match e {});
         assert_eq!(first.status(), StatusCode::SEE_OTHER);
         // Its result is kept where the page reads it.
-        let page = app
-            .oneshot(
-                Request::get("/console/integrity")
-                    .header(header::HOST, "127.0.0.1:8080")
-                    .body(Body::empty())
-                    .unwrap_or_default(),
-            )
-            .await
-            .unwrap_or_else(|e| match e {});
-        let body = axum::body::to_bytes(page.into_body(), 1 << 20)
-            .await
-            .unwrap_or_default();
-        let body = String::from_utf8_lossy(&body);
+        let body = page(&app, "/console/integrity").await;
         assert!(body.contains("The verify could not read"), "{body}");
         assert_eq!(slow.began.load(Ordering::SeqCst), 1);
     }
