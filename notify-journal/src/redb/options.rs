@@ -229,9 +229,10 @@ impl RedbOptions {
     /// Memory: about 12 to 22 bytes per key held exactly (8-byte fingerprints in hash
     /// sets, a 2-byte tag per frame), plus at most 16 bytes per key of this bound for
     /// the Bloom filters of the sessions past it: at the default, at most about
-    /// 44 MiB + 32 MiB. Not counted: each session held costs about 150 to 300 bytes of
-    /// its own (map entry, set or filter, tag vector), whatever its keys. Past the bound the least recently used sessions are demoted to
-    /// filters (6 to 10 bytes per key,
+    /// 44 MiB + 32 MiB, whatever the number of sessions: each session held is charged
+    /// its own cost (about 320 bytes: map entry, set or filter, tag vector) as 20 keys
+    /// of this bound, or as many bytes of the filters'. Past the bound the least
+    /// recently used sessions are demoted to filters (6 to 10 bytes per key,
     /// still proving a miss true without reading the log); past the filters' budget
     /// the least recently used are forgotten and each is read again, whole, on its next
     /// miss. So size it to the keys of the sessions being written: with the default, up

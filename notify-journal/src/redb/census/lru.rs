@@ -13,6 +13,13 @@ use crate::redb::format::keys::FastMap;
 
 /// The filters' budget: bits per key of the exact tier's bound (16 bytes).
 pub(crate) const FILTER_BITS_PER_BOUND_KEY: usize = 128;
+/// What holding a session costs besides its keys (its map entry, its set's or
+/// filter's allocation, its tag vector: about 250 to 350 bytes, measured), charged
+/// against the tier that holds it, so that the bound holds whatever the session count:
+/// in the exact tier as this many keys (16 bytes each)...
+pub(super) const SESSION_KEYS: usize = 20;
+/// ...and in the filters' budget as this many bits (the same 320 bytes).
+pub(super) const SESSION_BITS: usize = SESSION_KEYS * FILTER_BITS_PER_BOUND_KEY;
 /// Bits of a frame's tag, counted in the filters' budget for a filtered session.
 const TAG_BITS: usize = 16;
 /// One filter takes at most this share of the filters' budget (1/4): a session of more
@@ -85,13 +92,15 @@ pub(super) struct State {
 
 impl State {
     /// Starts covering `session` (about `n` keys to come): exactly while the exact tier
-    /// has room, else in a filter with room for twice them.
+    /// has room for them and the session's own cost ([`SESSION_KEYS`]), else in a
+    /// filter with room for twice them.
     pub(super) fn cover(&mut self, session: u128, n: usize, max_keys: usize, clock: u64) {
-        let cover = if self.keys.saturating_add(n) <= max_keys {
+        let cover = if self.keys.saturating_add(n).saturating_add(SESSION_KEYS) <= max_keys {
+            self.keys += SESSION_KEYS;
             Cover::Exact(FastSet::default())
         } else {
             let f = Filter::with_room(n.saturating_mul(2), filter_cap(max_keys));
-            self.bits += f.bits();
+            self.bits += f.bits() + SESSION_BITS;
             self.filters += 1;
             Cover::Filter(f)
         };
@@ -138,13 +147,13 @@ impl State {
             Some(Keys {
                 cover: Cover::Exact(set),
                 ..
-            }) => self.keys -= set.len(),
+            }) => self.keys -= set.len() + SESSION_KEYS,
             Some(Keys {
                 cover: Cover::Filter(f),
                 tags,
                 ..
             }) => {
-                self.bits -= f.bits() + tags.len() * TAG_BITS;
+                self.bits -= f.bits() + tags.len() * TAG_BITS + SESSION_BITS;
                 self.filters -= 1;
             }
             None => {}
@@ -184,8 +193,8 @@ impl State {
                     for fp in set {
                         f.insert(*fp);
                     }
-                    self.keys -= set.len();
-                    self.bits += f.bits() + k.tags.len() * TAG_BITS;
+                    self.keys -= set.len() + SESSION_KEYS;
+                    self.bits += f.bits() + k.tags.len() * TAG_BITS + SESSION_BITS;
                     self.filters += 1;
                     k.cover = Cover::Filter(f);
                 }

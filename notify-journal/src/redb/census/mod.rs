@@ -38,7 +38,10 @@
 //! and `notify_journal_census_frames_read_total` counts every frame read to cover or
 //! decide a miss. The session just used is never forgotten for its own size (a session
 //! larger than the bound is held over it), nor one read in the last [`RECENT_TICKS`](lru::RECENT_TICKS).
-//! Each session held also costs about 150 to 300 bytes not counted in the bound.
+//! Each session held is charged its own cost besides its keys (its map entry, set or
+//! filter, tag vector: [`SESSION_KEYS`](lru::SESSION_KEYS) keys in the exact tier, as
+//! many bytes in the filters'), so the bound holds whatever the session count: many
+//! short sessions are demoted and forgotten like a few long ones.
 //!
 //! A purge step forgets its session. A tombstone drop forgets no live session (a
 //! dropped session's census is already gone: its purge forgot it); both bump a
@@ -231,7 +234,9 @@ impl Census {
 
 #[cfg(test)]
 mod tests {
-    use super::lru::{Cover, FILTER_BITS_PER_BOUND_KEY, RECENT_TICKS, filter_cap};
+    use super::lru::{
+        Cover, FILTER_BITS_PER_BOUND_KEY, RECENT_TICKS, SESSION_BITS, SESSION_KEYS, filter_cap,
+    };
     use super::*;
 
     #[test]
@@ -266,8 +271,10 @@ mod tests {
 
     #[test]
     fn past_the_bound_sessions_are_demoted_to_filters_not_forgotten() {
-        let c = Census::new(8);
-        // Four sessions of four keys each, round robin: twice the exact bound.
+        // Room for four sessions of two keys each (each session costs SESSION_KEYS).
+        let bound = 4 * (SESSION_KEYS + 2);
+        let c = Census::new(bound);
+        // Four sessions of four keys each, round robin: past the exact bound.
         for seq in 1..=4u64 {
             let frames: Vec<_> = (1..=4u128)
                 .map(|s| (s, seq, s * 1000 + u128::from(seq)))
@@ -286,7 +293,7 @@ mod tests {
             }
         }
         let st = c.lock();
-        assert!(st.keys <= 8, "{} keys held exactly", st.keys);
+        assert!(st.keys <= bound, "{} keys held exactly", st.keys);
         assert!(
             st.sessions
                 .values()
@@ -311,15 +318,17 @@ mod tests {
 
     #[test]
     fn a_filter_is_held_to_a_share_of_the_budget_and_a_held_one_never_fills() {
-        // Bound 8: budget 1,024 bits, one filter at most 256.
-        assert_eq!(filter_cap(8), 256);
+        // Bound 84 (64 keys besides the session's cost): budget 10,752 bits, one filter
+        // at most 2,048.
+        let bound = SESSION_KEYS + 64;
+        assert_eq!(filter_cap(bound), 2048);
         assert_eq!(filter_cap(1), 64);
-        let c = Census::new(8);
+        let c = Census::new(bound);
         for seq in 1..=100u64 {
             c.record(&[(1, seq, u128::from(seq))]);
         }
-        // Demoted past 8 keys into a filter held to 256 bits (its room, 18 keys, would
-        // take 512), then never full: still covered, no read.
+        // Demoted past 64 keys into a filter held to 2,048 bits (its room, 130 keys,
+        // would take 4,096), then never full: still covered, no read.
         for seq in 1..=100u64 {
             let k = c.known(1, u128::from(seq), 100);
             assert_eq!(k.upto, 100);
@@ -327,7 +336,7 @@ mod tests {
         }
         let st = c.lock();
         match &st.sessions[&1].cover {
-            Cover::Filter(f) => assert_eq!((f.bits(), f.capped), (256, true)),
+            Cover::Filter(f) => assert_eq!((f.bits(), f.capped), (2048, true)),
             Cover::Exact(_) => panic!("not demoted"),
         }
     }
@@ -347,5 +356,36 @@ mod tests {
         }
         assert_eq!(c.known(1, 5, 100).upto, 0);
         assert!(c.lock().bits <= 8 * FILTER_BITS_PER_BOUND_KEY);
+    }
+
+    /// Each session held costs memory besides its keys: with many sessions of one key
+    /// each (a file of many short sessions being written), the sessions held stay
+    /// within what the bound pays for, whatever the session count.
+    #[test]
+    fn many_small_sessions_stay_within_the_bound() {
+        let bound = 1 << 14;
+        let c = Census::new(bound);
+        let sessions = 64 * 1024u128;
+        for batch in (1..=sessions).collect::<Vec<_>>().chunks(64) {
+            let frames: Vec<_> = batch.iter().map(|s| (*s, 1, s * 7)).collect();
+            c.record(&frames);
+        }
+        let st = c.lock();
+        // What the two tiers pay for: the exact tier's bound in keys, the filters'
+        // budget in bits, each session charged its own cost (and a few sessions kept
+        // past the budget while recent).
+        let paid = bound / SESSION_KEYS + bound * FILTER_BITS_PER_BOUND_KEY / SESSION_BITS;
+        assert!(
+            st.sessions.len() <= paid + RECENT_TICKS as usize * 64,
+            "{} sessions held, the bound pays for {paid}",
+            st.sessions.len()
+        );
+        assert!(st.keys <= bound, "{} keys", st.keys);
+        assert!(
+            st.bits
+                <= bound * FILTER_BITS_PER_BOUND_KEY + RECENT_TICKS as usize * 64 * SESSION_BITS,
+            "{} bits",
+            st.bits
+        );
     }
 }
