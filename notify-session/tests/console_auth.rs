@@ -261,6 +261,8 @@ async fn unsigned_on_loopback_the_console_is_open() {
         csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
         "{csp}"
     );
+    // Its own forms send their origin (a "null" one is refused below).
+    assert_eq!(r.headers()["referrer-policy"], "same-origin");
 
     // With no login, a POST from another site (the operator's browser on a page of
     // theirs) is refused; so is a request naming a Host that is not loopback (a DNS
@@ -272,6 +274,9 @@ async fn unsigned_on_loopback_the_console_is_open() {
         ("/console/integrity/verify", "sec-fetch-site", "same-site"),
         ("/console/census", "origin", "http://evil.example"),
         ("/console/integrity/verify", "origin", "http://localhost:1"),
+        // An origin hidden by the sending page's own referrer policy: the console's
+        // pages send theirs (same-origin), so only another site's page sends "null".
+        ("/console/census", "origin", "null"),
     ] {
         let r = http
             .post(format!("{base}{path}"))

@@ -73,7 +73,8 @@ async fn pages_stop_at_their_frame_budget_and_say_so() {
     // Its cursor continues from there.
     let second = page(&format!("{base}/console/sessions?after={a}&pending=1")).await;
     assert!(second.contains(&b.to_string()), "{second}");
-    assert!(second.contains("6000"), "{second}");
+    // Its row: head 6,000, and its pending counted (6,000 completions, none consumed).
+    assert!(second.contains("<td>6000</td><td>6000</td>"), "{second}");
 
     // A session longer than the budget: pending is not computed on its page, in words,
     // and the timeline pages on.

@@ -168,7 +168,10 @@ pub(crate) fn html_response(h: Html) -> Response {
             (header::CACHE_CONTROL, "no-store"),
             (header::CONTENT_SECURITY_POLICY, CSP),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
+            // Not `no-referrer`: under it a browser sends `Origin: null` on the pages'
+            // own forms, which the same-origin check (`guard.rs`) must refuse, as it
+            // is what another site's page sends when it hides its origin.
+            (header::REFERRER_POLICY, "same-origin"),
         ],
         h.0,
     )
