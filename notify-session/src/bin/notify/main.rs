@@ -36,6 +36,12 @@ use crate::error::{CliError, Exit};
 use crate::journal::Journal;
 use crate::output::Out;
 
+/// The binary's allocator: mimalloc (the library leaves the choice to its users).
+/// Under `notify serve`'s load glibc's malloc took a seventh of the server's time;
+/// mimalloc runs the same allocations in about a third of the instructions.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 async fn run(command: Command, out: &mut Out) -> Result<Exit, CliError> {
     let usage = |e: clap::Error| -> CliError {
         let _ = e.print();

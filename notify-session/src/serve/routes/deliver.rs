@@ -8,11 +8,12 @@ use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use notify_types::{
     JournalRecord, Notified, NotifyError, ProcessCompletionNotification, ProcessNotification,
     SessionEvent,
 };
+use serde::Serialize;
 use serde_json::json;
 
 use super::{json, session_id};
@@ -23,6 +24,17 @@ use crate::serve::error::ApiError;
 use crate::serve::locate::payload_digest;
 use crate::serve::locate::{Open, Stored, record_at, served, stored, with_owner};
 use crate::serve::state::AppState;
+
+/// A delivery's answer, as `json!` would write it (keys in sorted order), without
+/// building a `Value` on every delivery.
+#[derive(Serialize)]
+struct CompletionAnswer {
+    command_id: String,
+    disposition: &'static str,
+    loop_id: String,
+    seq: Option<u64>,
+    session_id: String,
+}
 
 /// Delivers a completion notification.
 pub(crate) async fn completion(
@@ -45,17 +57,15 @@ pub(crate) async fn completion(
         });
     }
     let (command_id, loop_id) = (n.command_id, n.loop_id);
-    let answer = |disposition: &str, status: StatusCode, seq: Option<u64>| {
-        json(
-            status,
-            json!({
-                "disposition": disposition,
-                "command_id": command_id.to_string(),
-                "session_id": session_id.to_string(),
-                "loop_id": loop_id.to_string(),
-                "seq": seq,
-            }),
-        )
+    let answer = |disposition: &'static str, status: StatusCode, seq: Option<u64>| {
+        let body = CompletionAnswer {
+            command_id: command_id.to_string(),
+            disposition,
+            loop_id: loop_id.to_string(),
+            seq,
+            session_id: session_id.to_string(),
+        };
+        (status, axum::Json(body)).into_response()
     };
     let session = match served(&state, session_id, &uri, Open::IfExists).await {
         Ok((session, _)) => session,
