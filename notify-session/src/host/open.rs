@@ -104,12 +104,26 @@ async fn open_placement<J: JournalLeases + 'static>(
             });
         }
     }
-    let t0 = Instant::now();
-    let lease = inner
+    let mut t0 = Instant::now();
+    let mut lease = inner
         .journal
         .acquire_lease(session)
         .await
         .map_err(|e| HostError::from_lease(session, e))?;
+    // An acquire that waited (on PostgreSQL, for a stalled holder's appends in flight
+    // holding the lease row) took its lease late in the call, but the local deadline
+    // counts from the call's start, so it may be near or past already: the session
+    // would be stopped as lost as it opens. Acquiring again extends our own live lease
+    // under its epoch, and the deadline counts from that call's start.
+    if t0.elapsed() > inner.keep_for() / 4 {
+        let again = Instant::now();
+        lease = inner
+            .journal
+            .acquire_lease(session)
+            .await
+            .map_err(|e| HostError::from_lease(session, e))?;
+        t0 = again;
+    }
     // The placement: its own fence, refusing appends once it is no longer the one the
     // table holds (a handle kept from it stays refused after a later open).
     let generation = inner.table.next_generation();
