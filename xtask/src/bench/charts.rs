@@ -6,7 +6,7 @@
 
 use plotters::prelude::*;
 
-use super::render::figure;
+use super::human::figure;
 use super::results::{Results, Src};
 
 /// One line (or set of bars): its legend and its points, `(x, where y comes from)`.

@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use super::render::figure;
+use super::human::figure;
 use super::results::{Results, Src};
 
 /// What one part of a row must reach.

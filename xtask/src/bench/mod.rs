@@ -31,6 +31,7 @@ mod charts;
 mod comparisons;
 mod figures;
 mod format1;
+mod human;
 mod issue34;
 mod page;
 mod render;
