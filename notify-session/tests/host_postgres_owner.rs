@@ -9,30 +9,13 @@
 
 mod host_support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use host_support::pg::{drop_schema, journal};
 use host_support::{OneLoop, WAIT, notification, opening_host, started, stop_of};
-use notify_journal::{PgJournal, PgOptions};
 use notify_session::{HostError, StopReason};
 use notify_testkit::postgres::database_url;
 use notify_types::{LoopId, NotifyError, SessionId, Uuid};
-
-async fn journal(url: &str, schema: &str, lease: Duration) -> Arc<PgJournal> {
-    let options = PgOptions::default().schema(schema).lease_duration(lease);
-    Arc::new(PgJournal::connect(url, options).await.unwrap())
-}
-
-async fn drop_schema(url: &str, schema: &str) {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
-}
 
 /// On the code before the fix the resumed host stopped the session by its deadline
 /// without asking the engine: `LeaseLost { owner: None }`, and `NotOwner` named no

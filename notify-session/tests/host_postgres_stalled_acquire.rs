@@ -12,26 +12,12 @@
 
 mod host_support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use host_support::pg::{drop_schema, journal, raw};
 use host_support::{WAIT, opening_host};
-use notify_journal::{PgJournal, PgOptions};
 use notify_testkit::postgres::database_url;
 use notify_types::{SessionId, Uuid};
-
-async fn journal(url: &str, schema: &str, lease: Duration) -> Arc<PgJournal> {
-    let options = PgOptions::default().schema(schema).lease_duration(lease);
-    Arc::new(PgJournal::connect(url, options).await.unwrap())
-}
-
-async fn raw(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-}
 
 /// On the code before the fix the session was stopped as lost as soon as its open
 /// finished (`HostError::Lost`): its deadline had passed while the acquire waited.
@@ -89,9 +75,5 @@ async fn an_acquire_that_waited_for_a_stalled_append_keeps_its_lease() {
 
     host.shutdown().await.unwrap();
     drop(stalled);
-    let client = raw(&url).await;
-    client
-        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
+    drop_schema(&url, &schema).await;
 }
