@@ -3,6 +3,16 @@
 
 use super::results::{Metric, Results, Src};
 
+/// A ratio as the tables print it: two decimals, or three where two would round it onto
+/// its `target` without being it (0.948 printed "0.95×" beside "≥ 0.95×", unmet).
+pub(super) fn ratio_text(r: f64, target: Option<f64>) -> String {
+    let two = (r * 100.0).round() / 100.0;
+    match target {
+        Some(t) if (two - t).abs() < 1e-9 && r != t => format!("{r:.3}×"),
+        _ => format!("{r:.2}×"),
+    }
+}
+
 fn human_rate(rate: f64) -> String {
     if rate >= 1e6 {
         format!("{:.2} M/s", rate / 1e6)

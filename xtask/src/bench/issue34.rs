@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use super::human::figure;
+use super::human::{figure, ratio_text};
 use super::results::{Results, Src};
 
 /// What one part of a row must reach.
@@ -172,10 +172,10 @@ fn judge(results: &Results, part: &Part) -> Option<(String, Option<bool>)> {
         None => None,
     };
     Some(match (part.target, base) {
-        (Target::RatioAtLeast(t), Some(b)) => (format!("{:.2}×", m / b), Some(m / b >= t)),
+        (Target::RatioAtLeast(t), Some(b)) => (ratio_text(m / b, Some(t)), Some(m / b >= t)),
         (Target::AtLeast(t), _) => (shown, Some(m >= t)),
         (Target::AtMost(t), _) => (shown, Some(m <= t)),
-        (Target::Shown, Some(b)) => (format!("({:.2}×)", m / b), None),
+        (Target::Shown, Some(b)) => (format!("({})", ratio_text(m / b, None)), None),
         (Target::Shown, None) => (format!("({shown})"), None),
         (Target::RatioAtLeast(_), None) => (shown, Some(false)),
     })

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::comparisons::{Goal, rows};
 use super::figures::FIGURES;
-use super::human::figure;
+use super::human::{figure, ratio_text};
 use super::results::Results;
 
 pub(super) fn render(results: &Results) -> String {
@@ -28,7 +28,13 @@ pub(super) fn render(results: &Results) -> String {
             None => None,
         };
         let (bv, ratio) = match &base {
-            Some((bv, b)) => (bv.clone(), format!("{:.2}×", m / b)),
+            Some((bv, b)) => {
+                let target = match r.goal {
+                    Goal::RateAtLeast(t) | Goal::TimeAtMost(t) | Goal::ValueAtMost(t) => Some(t),
+                    Goal::AbsAtMost(_) | Goal::Info => None,
+                };
+                (bv.clone(), ratio_text(m / b, target))
+            }
             None => ("—".to_owned(), "—".to_owned()),
         };
         let b = base.as_ref().map_or(f64::NAN, |(_, b)| *b);
