@@ -528,8 +528,8 @@ const AGED: u64 = 1_024_000;
 ///
 /// * `paired/aged_1m_vs_fresh_64`: default options, 8 of its sessions.
 /// * `paired/census_cliff_scaled_1m_vs_fresh_64`: the key census's cliff at a scale a
-///   run reaches: its budget cut to 2^17 keys (the default's 2^21 / 16), so the 1M keys
-///   stand to it as 16M keys to the default; appends round robin over all 16
+///   run reaches: its budget cut to 2^17 keys (the default's 2^20 / 8), so the 1M keys
+///   stand to it as 8M keys to the default; appends round robin over all 16
 ///   sessions. Not the 20M-key shape, and never reported as it.
 fn bench_aged(rt: &tokio::runtime::Runtime) {
     aged_vs_fresh(rt, "aged", &RedbOptions::default(), by_appender, 10, 6_400);

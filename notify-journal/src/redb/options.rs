@@ -114,8 +114,13 @@ impl Default for RedbOptions {
     }
 }
 
-/// The default [`RedbOptions::census_max_keys`]: 2²¹ (2,097,152) keys held exactly.
-pub const DEFAULT_CENSUS_MAX_KEYS: usize = 1 << 21;
+/// The default [`RedbOptions::census_max_keys`]: 2²⁰ (1,048,576) keys held exactly.
+///
+/// Sized so that the writer of a file of any number of sessions stays within 64 MB
+/// (`restore_memory`'s writer bench: one record to each of 250,000, 1M or 2M sessions
+/// grew the process by 58 MB; at 2²¹, 93 MB). Raise it for more keys in the sessions
+/// being written (about 30 MB per 2²⁰ more).
+pub const DEFAULT_CENSUS_MAX_KEYS: usize = 1 << 20;
 
 /// The default [`RedbOptions::scrub_interval`]: one hour between scrub passes.
 pub const DEFAULT_SCRUB_INTERVAL: Duration = Duration::from_secs(3600);
@@ -223,20 +228,20 @@ impl RedbOptions {
     }
 
     /// The most key fingerprints the key census holds exactly, over all sessions
-    /// (default [`DEFAULT_CENSUS_MAX_KEYS`], 2²¹; at least 1). Only with
+    /// (default [`DEFAULT_CENSUS_MAX_KEYS`], 2²⁰; at least 1). Only with
     /// [`confirm_misses`](Self::confirm_misses).
     ///
     /// Memory: about 12 to 22 bytes per key held exactly (8-byte fingerprints in hash
     /// sets, a 2-byte tag per frame), plus at most 16 bytes per key of this bound for
     /// the Bloom filters of the sessions past it: at the default, at most about
-    /// 44 MiB + 32 MiB, whatever the number of sessions: each session held is charged
-    /// its own cost (about 320 bytes: map entry, set or filter, tag vector) as 20 keys
-    /// of this bound, or as many bytes of the filters'. Past the bound the least
+    /// 22 MiB + 16 MiB, whatever the number of sessions: each session held is charged
+    /// its own cost (about 300 bytes: map slot, boxed entry, set or filter, tag vector)
+    /// as 20 keys of this bound, or as many bytes of the filters'. Past the bound the least
     /// recently used sessions are demoted to filters (6 to 10 bytes per key,
     /// still proving a miss true without reading the log); past the filters' budget
     /// the least recently used are forgotten and each is read again, whole, on its next
     /// miss. So size it to the keys of the sessions being written: with the default, up
-    /// to about 5M keys or more in all stay covered; beyond that sessions written round
+    /// to about 2.5M keys or more in all stay covered; beyond that sessions written round
     /// robin fall back to reading a whole log on nearly every append, which
     /// `notify_journal_census_frames_read_total` shows (`docs/metrics.md`); this bound
     /// is the knob.
