@@ -119,7 +119,7 @@ impl Default for RedbOptions {
 /// Sized so that the writer of a file of any number of sessions stays within 64 MB
 /// (`restore_memory`'s writer bench: one record to each of 250,000, 1M or 2M sessions
 /// grew the process by 58 MB; at 2²¹, 93 MB). Raise it for more keys in the sessions
-/// being written (about 30 MB per 2²⁰ more).
+/// being written (about 35 MB per 2²⁰ more).
 pub const DEFAULT_CENSUS_MAX_KEYS: usize = 1 << 20;
 
 /// The default [`RedbOptions::scrub_interval`]: one hour between scrub passes.

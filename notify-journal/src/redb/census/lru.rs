@@ -83,7 +83,7 @@ pub(super) struct State {
     /// Each session's census, boxed: the map's table then costs 32 bytes a slot, not
     /// the 128 of an inline entry (with a hash table's slack and a table grown for a
     /// peak, the slots were most of the census's memory: 68 MB of 118 MB for the
-    /// 200,000 one-record sessions held at the default bound).
+    /// 200,000 one-record sessions held at a bound of 2²¹ keys).
     pub(super) sessions: FastMap<u128, Box<Keys>>,
     /// Fingerprints held exactly, over all sessions.
     pub(super) keys: usize,
