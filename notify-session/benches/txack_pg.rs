@@ -6,8 +6,9 @@
 //! * `txack_pg/plain/N`: N consumers (one loop each) receive and `ack` notifications
 //!   (the journal's own append, batched by its writer connections).
 //! * `txack_pg/tx/N`: the same with `ack_in_pg`, each consumer on its own connection:
-//!   `BEGIN`, one `INSERT` into the application's table, the consumption appended in
-//!   the same transaction, `COMMIT`, then `committed()`.
+//!   `BEGIN`, the consumption appended, one `INSERT` into the application's table (a
+//!   statement prepared once per connection, as a driver's statement cache does), all
+//!   in one transaction, `COMMIT`, then `committed()`.
 //!
 //! The notifications are notified before the clock starts; the consumers' connections
 //! are opened before it too. A sample acknowledges at least 512 notifications.
@@ -73,26 +74,30 @@ fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) ->
         let elapsed = timed(
             inboxes,
             per,
-            async |_| (Arc::clone(&for_acks), client(&schema_for).await),
-            move |received, (journal, mut client)| async move {
+            // The application's statement prepared once per connection, as its driver's
+            // statement cache would (sqlx's, deadpool's `prepare_cached`).
+            async |_| {
+                let client = client(&schema_for).await;
+                let insert = client
+                    .prepare("INSERT INTO conversation (id, body) VALUES ($1, 'build exited')")
+                    .await
+                    .unwrap();
+                (Arc::clone(&for_acks), client, insert)
+            },
+            move |received, (journal, mut client, insert)| async move {
                 if tx {
                     let id = *received.command_id().as_uuid();
                     let t = client.transaction().await.unwrap();
                     // The consumption first: it says whether to write.
                     if let PgAck::Write(pending) = received.ack_in_pg(&journal, &t).await.unwrap() {
-                        t.execute(
-                            "INSERT INTO conversation (id, body) VALUES ($1, 'build exited')",
-                            &[&id],
-                        )
-                        .await
-                        .unwrap();
+                        t.execute(&insert, &[&id]).await.unwrap();
                         t.commit().await.unwrap();
                         pending.committed().await.unwrap();
                     }
                 } else {
                     received.ack().await.unwrap();
                 }
-                (journal, client)
+                (journal, client, insert)
             },
         )
         .await;

@@ -5,7 +5,7 @@
 //! record commit or roll back together (see `docs/postgres.md`).
 
 use notify_types::{JournalRecord, SessionId, Uuid};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
 use super::error::sanitize;
 use super::frame::pg_checksum;
@@ -64,6 +64,23 @@ impl PgAppendStatement {
             &self.bytes,
             &self.epoch,
             &self.checksum,
+        ]
+    }
+
+    /// [`params`](Self::params) with their PostgreSQL types, in the same order, for
+    /// drivers that send a statement without preparing it first (tokio-postgres'
+    /// `query_typed`): `uuid`, `uuid`, `uuid`, `text`, `bytea`, `int8`, `int4`.
+    #[must_use]
+    pub fn typed_params(&self) -> [(&(dyn ToSql + Sync), Type); 7] {
+        let [holder, session, key, kind, bytes, epoch, checksum] = self.params();
+        [
+            (holder, Type::UUID),
+            (session, Type::UUID),
+            (key, Type::UUID),
+            (kind, Type::TEXT),
+            (bytes, Type::BYTEA),
+            (epoch, Type::INT8),
+            (checksum, Type::INT4),
         ]
     }
 
@@ -164,9 +181,14 @@ impl PgJournal {
         record: &JournalRecord,
     ) -> Result<AppendOutcome, AppendError> {
         let st = self.append_statement(session, record)?;
-        let row = tx.query_one(&st.sql, &st.params()).await.map_err(|e| {
-            AppendError::Storage(sanitize("append in the application's transaction", &e))
-        })?;
+        // With its parameters' types given, the statement goes out as one round trip
+        // (parse, bind and execute together), not a prepare and then an execute.
+        let row = tx
+            .query_typed_one(&st.sql, &st.typed_params())
+            .await
+            .map_err(|e| {
+                AppendError::Storage(sanitize("append in the application's transaction", &e))
+            })?;
         let read = || -> Result<(i16, i64), tokio_postgres::Error> {
             Ok((row.try_get(0)?, row.try_get(1)?))
         };
