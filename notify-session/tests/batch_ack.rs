@@ -11,17 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use batch_support::{Fixture, ids};
-use notify_journal::{AppTableError, RedbJournal, RedbOptions};
+use batch_support::{Fixture, ids, redb};
+use notify_journal::{AppTableError, RedbJournal};
 use notify_session::{AckError, TxAckError};
 use notify_types::CommandId;
-
-fn redb() -> (tempfile::TempDir, RedbJournal) {
-    let dir = tempfile::tempdir().unwrap();
-    let journal =
-        RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap();
-    (dir, journal)
-}
 
 const ROWS: &str = "app/rows";
 

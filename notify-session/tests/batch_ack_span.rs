@@ -9,16 +9,8 @@ mod batch_support;
 
 use std::sync::{Arc, Mutex};
 
-use batch_support::Fixture;
-use notify_journal::{RedbJournal, RedbOptions};
+use batch_support::{Fixture, redb};
 use notify_session::{AckError, TxAckError};
-
-fn redb() -> (tempfile::TempDir, RedbJournal) {
-    let dir = tempfile::tempdir().unwrap();
-    let journal =
-        RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap();
-    (dir, journal)
-}
 
 /// A span's fields as recorded, in order: (name, value).
 type SpanFields = Vec<(String, String)>;

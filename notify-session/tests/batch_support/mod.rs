@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use notify_journal::{AppendError, JournalBackend, JournalRead, replay_all};
+use notify_journal::{
+    AppendError, JournalBackend, JournalRead, RedbJournal, RedbOptions, replay_all,
+};
 use notify_loop::LoopConfig;
 use notify_session::{AckError, IfPending, Session, SessionBatch, SessionConsumer, restore};
 use notify_testkit::{AppendFault, FaultControl, FaultyJournal};
@@ -16,6 +18,14 @@ use notify_types::{
     ProcessTerminalReason, SessionEvent, SessionId,
 };
 use tokio::sync::broadcast;
+
+/// A fresh redb journal in a temporary directory (kept alive by the `TempDir`).
+pub(crate) fn redb() -> (tempfile::TempDir, RedbJournal) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal =
+        RedbJournal::open(dir.path().join("notify.redb"), RedbOptions::default()).unwrap();
+    (dir, journal)
+}
 
 /// A session over `journal` (wrapped in a `FaultyJournal`), one loop, `n` notified.
 pub(crate) struct Fixture<J> {
