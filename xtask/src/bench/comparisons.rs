@@ -18,6 +18,16 @@ pub(super) enum Goal {
     Info,
 }
 
+impl Goal {
+    /// The bound this goal sets on the measured-to-baseline ratio, if it sets one.
+    pub(super) fn ratio_target(&self) -> Option<f64> {
+        match *self {
+            Goal::RateAtLeast(t) | Goal::TimeAtMost(t) | Goal::ValueAtMost(t) => Some(t),
+            Goal::AbsAtMost(_) | Goal::Info => None,
+        }
+    }
+}
+
 /// One comparison: a figure, its baseline (none: judged on its own) and its goal.
 pub(super) struct Row {
     pub(super) what: &'static str,

@@ -28,13 +28,7 @@ pub(super) fn render(results: &Results) -> String {
             None => None,
         };
         let (bv, ratio) = match &base {
-            Some((bv, b)) => {
-                let target = match r.goal {
-                    Goal::RateAtLeast(t) | Goal::TimeAtMost(t) | Goal::ValueAtMost(t) => Some(t),
-                    Goal::AbsAtMost(_) | Goal::Info => None,
-                };
-                (bv.clone(), ratio_text(m / b, target))
-            }
+            Some((bv, b)) => (bv.clone(), ratio_text(m / b, r.goal.ratio_target())),
             None => ("—".to_owned(), "—".to_owned()),
         };
         let b = base.as_ref().map_or(f64::NAN, |(_, b)| *b);
