@@ -72,8 +72,8 @@ pub const FORMAT_VERSION: u64 = redb::format::FORMAT_VERSION;
 mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgAppendStatement, PgJournal, PgOpenError,
-    PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
+    LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgAppendStatement, PgAppendWithError,
+    PgAppendedWith, PgJournal, PgOpenError, PgOptions, PgSslMode, PgStats, PgTls, PgTlsRefusal,
 };
 
 /// Plumbing for the workspace's own crates (the testkit's in-memory journal, the

@@ -16,22 +16,23 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use notify_journal::{RedbJournal, RedbOptions};
 
 mod txack_support;
-use txack_support::{ack_group, prepared, timed};
+use txack_support::{ONE_SESSION, Shape, ack_group, prepared, timed};
 
-fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) -> Duration {
+fn acks(rt: &tokio::runtime::Runtime, shape: Shape, mode: &'static str, iters: u64) -> Duration {
     let dir = tempfile::tempdir().unwrap();
+    let consumers = shape.consumers;
     let per = iters.div_ceil(consumers as u64).max(1);
     let elapsed = rt.block_on(async {
         let journal =
             RedbJournal::open(dir.path().join("txack.redb"), RedbOptions::default()).unwrap();
-        let (session, inboxes) = prepared(journal.clone(), consumers, per).await;
+        let (sessions, inboxes) = prepared(journal.clone(), shape, per).await;
         let for_acks = journal.clone();
         let elapsed = timed(
             inboxes,
             per,
             async |_| for_acks.clone(),
             move |received, journal| async move {
-                if tx {
+                if mode == "tx" {
                     let id = received.command_id().as_uuid().as_u128();
                     received
                         .ack_with(&journal, move |t| {
@@ -48,7 +49,7 @@ fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) ->
             },
         )
         .await;
-        drop(session);
+        drop(sessions);
         journal.close();
         elapsed
     });
@@ -56,7 +57,7 @@ fn acks(rt: &tokio::runtime::Runtime, consumers: usize, tx: bool, iters: u64) ->
 }
 
 fn bench(c: &mut Criterion) {
-    ack_group(c, "txack", acks);
+    ack_group(c, "txack", &["plain", "tx"], &ONE_SESSION, acks);
 }
 
 criterion_group!(benches, bench);

@@ -39,8 +39,8 @@
 //!
 //! Inside: `session.rs` (routing and the notify path), `shared.rs` (the state a
 //! session's handles and consumers share, the end gate among it), `append.rs`,
-//! `consumer.rs`, `txack.rs` and `txack_pg.rs` (acknowledging in the consumer's own
-//! transaction), `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`,
+//! `consumer.rs`, `txack.rs`, `txack_pg.rs` and `txack_pg_with.rs` (acknowledging in
+//! the consumer's own transaction), `end.rs`, `restore.rs`, `retry.rs`, `supervisor.rs`, `error.rs`,
 //! `metrics.rs` and `host/` (the host runtime); the `notify` command line is
 //! `src/bin/notify/` (feature `cli`).
 //!
@@ -97,6 +97,8 @@ mod txack;
 mod txack_batch;
 #[cfg(feature = "postgres")]
 mod txack_pg;
+#[cfg(feature = "postgres")]
+mod txack_pg_with;
 
 /// The README's usage example and every guide page (`docs/*.md`): their Rust examples
 /// are compiled (and run, unless marked `no_run`) as doctests, where they are read.
@@ -154,6 +156,8 @@ pub use supervisor::{
 };
 #[cfg(feature = "postgres")]
 pub use txack_pg::{PgAck, PgAckPending, PgAckStatement};
+#[cfg(feature = "postgres")]
+pub use txack_pg_with::PgAcked;
 
 pub mod prelude {
     //! What a session user needs, in one import: `use notify_session::prelude::*;`.

@@ -5,7 +5,8 @@
 //! Either answers [`PgAck`] **before the application writes**: `Write` (write the rows
 //! in the same transaction, commit, then [`PgAckPending::committed`]) or
 //! `AlreadyConsumed` (an earlier transaction committed the consumption and its rows,
-//! say one whose `COMMIT` answer was lost: write nothing).
+//! say one whose `COMMIT` answer was lost: write nothing). `txack_pg_with.rs` runs the
+//! same transaction whole, pipelined.
 
 use notify_journal::{AppendOutcome, PgAppendStatement, PgJournal};
 use notify_types::{JournalRecord, NotificationConsumed, SessionEvent};
@@ -191,7 +192,7 @@ impl SessionReceived {
         })
     }
 
-    fn consumption(&self) -> (SessionEvent, JournalRecord) {
+    pub(crate) fn consumption(&self) -> (SessionEvent, JournalRecord) {
         let event = SessionEvent::NotificationConsumed(NotificationConsumed::new(
             self.session.id,
             self.loop_id,
@@ -203,7 +204,18 @@ impl SessionReceived {
 
     /// What the append's `outcome` means: appended inside the transaction (write,
     /// then commit), or committed earlier (release now: nothing to write).
-    async fn decide(
+    /// The consumption `event` committed with the application's writes: broadcast
+    /// and released ([`PgAckPending::committed`]).
+    pub(crate) async fn committed(self, event: SessionEvent) -> Result<(), TxAckError> {
+        PgAckPending {
+            received: self,
+            event,
+        }
+        .committed()
+        .await
+    }
+
+    pub(crate) async fn decide(
         self,
         event: SessionEvent,
         outcome: AppendOutcome,

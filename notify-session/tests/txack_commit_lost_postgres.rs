@@ -2,8 +2,10 @@
 //! answer never reached the application: the consumer is told its commit failed, drops
 //! the acknowledgement (the notification is handed again) and runs the same code once
 //! more. The consumption is already journaled, so the second round must write no
-//! second row: the application learns it before it writes, on both paths
-//! (`ack_in_pg`, and the handed-out statement of `pg_ack_statement`).
+//! second row: the application learns it before it writes, on both step-by-step paths
+//! (`ack_in_pg`, and the handed-out statement of `pg_ack_statement`); with
+//! `ack_in_pg_with`, whose write is pipelined with the consumption and so runs, the
+//! second round is rolled back.
 //!
 //! The answer is lost by a TCP proxy on 127.0.0.1 between the application's client and
 //! the server: it forwards everything until the client sends `COMMIT`, waits for the
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use notify_journal::{PgJournal, PgOptions};
 use notify_loop::LoopConfig;
-use notify_session::{PgAck, Session, SessionReceived, restore};
+use notify_session::{PgAck, PgAcked, Session, SessionReceived, restore};
 use notify_testkit::postgres::database_url;
 use notify_types::{
     CommandId, LoopId, ProcessCompletionNotification, ProcessLifecycleState, ProcessTerminalReason,
@@ -130,6 +132,7 @@ async fn pump(
 enum Path {
     AckInPg,
     Statement,
+    AckInPgWith,
 }
 
 /// The consumer's code for one notification: the acknowledgement first, then, only if
@@ -141,8 +144,14 @@ async fn consume(
     insert: &str,
     received: SessionReceived,
     path: Path,
-) -> Result<bool, tokio_postgres::Error> {
+) -> Result<bool, Box<dyn std::error::Error>> {
     let id = *received.command_id().as_uuid();
+    if let Path::AckInPgWith = path {
+        let acked = received
+            .ack_in_pg_with(journal, app, async |c| c.execute(insert, &[&id]).await)
+            .await?;
+        return Ok(matches!(acked, PgAcked::Committed(1)));
+    }
     let tx = app.transaction().await?;
     let ack = match path {
         Path::AckInPg => received.ack_in_pg(journal, &tx).await.unwrap(),
@@ -152,6 +161,7 @@ async fn consume(
             let row = tx.query_one(&st.sql, &st.params()).await?;
             statement.answer(row.get(0), row.get(1)).await.unwrap()
         }
+        Path::AckInPgWith => return Err("ack_in_pg_with is answered above".into()),
     };
     match ack {
         PgAck::Write(pending) => {
@@ -267,4 +277,9 @@ async fn ack_in_pg_after_a_lost_commit_answer_writes_the_row_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_statement_after_a_lost_commit_answer_writes_the_row_once() {
     commit_answer_lost_then_retried(Path::Statement).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_in_pg_with_after_a_lost_commit_answer_writes_the_row_once() {
+    commit_answer_lost_then_retried(Path::AckInPgWith).await;
 }

@@ -115,6 +115,21 @@ impl PgAppendStatement {
     }
 }
 
+impl PgAppendStatement {
+    /// [`answer`](Self::answer) for the statement's row as tokio-postgres returns it.
+    pub(crate) fn answer_row(
+        &self,
+        row: &tokio_postgres::Row,
+    ) -> Result<AppendOutcome, AppendError> {
+        let read = || -> Result<(i16, i64), tokio_postgres::Error> {
+            Ok((row.try_get(0)?, row.try_get(1)?))
+        };
+        let (status, seq) =
+            read().map_err(|e| AppendError::Storage(sanitize("append's answer", &e)))?;
+        self.answer(status, seq)
+    }
+}
+
 impl PgJournal {
     /// The append of `record` to `session` as a statement to run inside a transaction
     /// of the application's own, with any driver ([`PgAppendStatement`]). The checks
@@ -189,11 +204,6 @@ impl PgJournal {
             .map_err(|e| {
                 AppendError::Storage(sanitize("append in the application's transaction", &e))
             })?;
-        let read = || -> Result<(i16, i64), tokio_postgres::Error> {
-            Ok((row.try_get(0)?, row.try_get(1)?))
-        };
-        let (status, seq) =
-            read().map_err(|e| AppendError::Storage(sanitize("append's answer", &e)))?;
-        st.answer(status, seq)
+        st.answer_row(&row)
     }
 }

@@ -73,6 +73,7 @@
 
 mod ack_in_tx;
 mod append;
+mod append_with;
 mod connect;
 mod error;
 mod frame;
@@ -103,6 +104,7 @@ use notify_types::{JournalRecord, SessionId, Timestamp, Uuid};
 use tokio::task::JoinHandle;
 
 pub use ack_in_tx::PgAppendStatement;
+pub use append_with::{PgAppendWithError, PgAppendedWith};
 pub use error::{PgOpenError, PgTlsRefusal};
 pub use options::{LeasePolicy, PgOptions};
 pub use schema::MigrationMode;

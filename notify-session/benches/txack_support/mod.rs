@@ -1,6 +1,6 @@
 //! What the two acknowledgement benches (`txack`, `txack_pg`) share: the criterion
-//! group, a session whose loops already hold their notifications, and the measured
-//! loop over its consumers.
+//! group, sessions whose loops already hold their notifications, and the measured
+//! loop over their consumers.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -22,14 +22,47 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The group both benches run, named `group`: `plain/N` and `tx/N` for 1 and 64
-/// consumers (criterion IDs `GROUP/plain/1`, `GROUP/tx/64`, ..., which the xtask's
-/// bench figures read), each sample timed by the engine's `acks(rt, consumers, tx,
-/// iters)`.
+/// Where the consumers are: `consumers` loops over `sessions` sessions (loop `i` on
+/// session `i % sessions`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub(crate) consumers: usize,
+    pub(crate) sessions: usize,
+}
+
+impl Shape {
+    /// The criterion parameter: `64` for one session, `64x8` for 64 over 8.
+    fn label(self) -> String {
+        if self.sessions == 1 {
+            self.consumers.to_string()
+        } else {
+            format!("{}x{}", self.consumers, self.sessions)
+        }
+    }
+}
+
+/// 1 and 64 consumers of one session: the shapes both benches run.
+pub(crate) const ONE_SESSION: [Shape; 2] = [
+    Shape {
+        consumers: 1,
+        sessions: 1,
+    },
+    Shape {
+        consumers: 64,
+        sessions: 1,
+    },
+];
+
+/// The group a bench runs, named `group`: each of `modes` (`plain`, `tx`, ...) at each
+/// of `shapes` (criterion IDs `GROUP/plain/1`, `GROUP/tx/64x8`, ..., which the
+/// xtask's bench figures read), each sample timed by the engine's
+/// `acks(rt, shape, mode, iters)`.
 pub(crate) fn ack_group(
     c: &mut Criterion,
     group: &str,
-    acks: impl Fn(&tokio::runtime::Runtime, usize, bool, u64) -> Duration,
+    modes: &[&'static str],
+    shapes: &[Shape],
+    acks: impl Fn(&tokio::runtime::Runtime, Shape, &'static str, u64) -> Duration,
 ) {
     let rt = runtime();
     let mut g = c.benchmark_group(group);
@@ -37,31 +70,33 @@ pub(crate) fn ack_group(
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(1));
-    for consumers in [1usize, 64] {
-        for (name, tx) in [("plain", false), ("tx", true)] {
-            g.bench_with_input(BenchmarkId::new(name, consumers), &(), |b, ()| {
-                b.iter_custom(|iters| acks(&rt, consumers, tx, iters));
+    for &shape in shapes {
+        for &mode in modes {
+            g.bench_with_input(BenchmarkId::new(mode, shape.label()), &(), |b, ()| {
+                b.iter_custom(|iters| acks(&rt, shape, mode, iters));
             });
         }
     }
     g.finish();
 }
 
-/// A session over `journal` with `consumers` loops, each holding `per` notifications
-/// (notified before any clock starts).
-pub(crate) async fn prepared(
-    journal: impl JournalBackend + 'static,
-    consumers: usize,
+/// Sessions over `journal` with `shape.consumers` loops, each holding `per`
+/// notifications (notified before any clock starts).
+pub(crate) async fn prepared<J: JournalBackend + Clone + 'static>(
+    journal: J,
+    shape: Shape,
     per: u64,
-) -> (Session, Vec<SessionConsumer>) {
-    let session = Session::new(SessionId::new(), journal);
+) -> (Vec<Session>, Vec<SessionConsumer>) {
+    let sessions: Vec<Session> = (0..shape.sessions)
+        .map(|_| Session::new(SessionId::new(), journal.clone()))
+        .collect();
     let mut inboxes = Vec::new();
     let mut tasks = Vec::new();
-    for _ in 0..consumers {
+    for i in 0..shape.consumers {
+        let session = sessions[i % sessions.len()].clone();
         let loop_id = LoopId::new();
         let config = LoopConfig::new(session.id(), loop_id).capacity(usize::MAX);
         inboxes.push(session.register_loop(config).unwrap());
-        let session = session.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..per {
                 let n = ProcessCompletionNotification {
@@ -79,7 +114,7 @@ pub(crate) async fn prepared(
     for t in tasks {
         t.await.unwrap();
     }
-    (session, inboxes)
+    (sessions, inboxes)
 }
 
 /// Each consumer receives its `per` notifications and hands each to `ack` (its own

@@ -320,6 +320,30 @@ pub(super) fn rows() -> Vec<Row> {
             Info,
         ),
         row(
+            "PostgreSQL transactional ack (ack_in_pg) vs plain ack, 64 consumers over 8 sessions",
+            Crit("txack_pg/tx/64x8"),
+            Crit("txack_pg/plain/64x8"),
+            Info,
+        ),
+        row(
+            "PostgreSQL pipelined transactional ack (ack_in_pg_with) vs plain ack, 1 consumer",
+            Crit("txack_pg/tx_with/1"),
+            Crit("txack_pg/plain/1"),
+            Info,
+        ),
+        row(
+            "PostgreSQL pipelined transactional ack (ack_in_pg_with) vs plain ack, 64 consumers",
+            Crit("txack_pg/tx_with/64"),
+            Crit("txack_pg/plain/64"),
+            Info,
+        ),
+        row(
+            "PostgreSQL pipelined transactional ack (ack_in_pg_with) vs ack_in_pg, 1 consumer",
+            Crit("txack_pg/tx_with/1"),
+            Crit("txack_pg/tx/1"),
+            Info,
+        ),
+        row(
             "PostgreSQL 1 appender vs redb journal",
             Crit("concurrent_appenders/postgres/1"),
             Crit("concurrent_appenders/redb/1"),

@@ -218,7 +218,7 @@ fn every_row_of_issue_34_prints_with_its_target_and_a_verdict() {
     for shape in [
         "PostgreSQL journal vs bare",
         "appends past the census",
-        "ack_in_pg vs plain ack",
+        "transactional ack on PostgreSQL",
         "appends (64 appenders) into a file",
         "writer memory",
     ] {
