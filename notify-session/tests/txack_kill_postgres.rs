@@ -1,9 +1,10 @@
 //! Effectively once on PostgreSQL, with real processes: a consumer that, for each
 //! notification, inserts a row into its own table and appends the acknowledgement in
-//! the same transaction on its own connection (half through
-//! `SessionReceived::ack_in_pg`, half through the handed-out statement of
+//! the same transaction on its own connection (a third through
+//! `SessionReceived::ack_in_pg`, a third through the handed-out statement of
 //! `pg_ack_statement` run by a plain tokio-postgres client, standing in for another
-//! driver), while a notifier keeps notifying; killed with SIGKILL at random points over
+//! driver, a third through `ack_in_pg_with`, which runs the transaction itself,
+//! pipelined), while a notifier keeps notifying; killed with SIGKILL at random points over
 //! and over, each kill proven to land mid-work. Afterwards the table holds exactly one
 //! row per notification the journal records as consumed: none twice, none missing. A
 //! final phase restores: what it hands back is exactly what was journaled and not
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use notify_journal::{PgJournal, PgOptions};
 use notify_loop::LoopConfig;
-use notify_session::{PgAck, Session, SessionConsumer, SessionReceived, restore};
+use notify_session::{PgAck, PgAcked, Session, SessionConsumer, SessionReceived, restore};
 use notify_testkit::kill;
 use notify_testkit::postgres::database_url;
 use notify_types::{CommandId, ProcessCompletionNotification, Uuid};
@@ -90,26 +91,39 @@ fn txack_pg_kill_child() {
             if mode == "plain" {
                 consume_plain(&app, &insert, received).await;
             } else {
-                consume_tx(&mut app, &journal, &insert, received, i.is_multiple_of(2)).await;
+                consume_tx(&mut app, &journal, &insert, received, i % 3).await;
             }
             say_acked(id.as_u128());
         }
     });
 }
 
-/// The transactional consumer: the acknowledgement first (through `ack_in_pg`, or the
-/// handed-out statement run by the plain client as another driver would), then its
-/// row only if it says to write, in one transaction.
+/// The transactional consumer, by `path`: 0, the handed-out statement run by the
+/// plain client as another driver would; 1, `ack_in_pg`; each the acknowledgement
+/// first, then its row only if it says to write, in one transaction. 2,
+/// `ack_in_pg_with`: the transaction run by the acknowledgement, the row's `INSERT`
+/// pipelined with it (rolled back if the consumption was journaled already).
 async fn consume_tx(
     app: &mut tokio_postgres::Client,
     journal: &PgJournal,
     insert: &str,
     received: SessionReceived,
-    statement: bool,
+    path: u64,
 ) {
     let id = *received.command_id().as_uuid();
+    if path == 2 {
+        let acked = received
+            .ack_in_pg_with(journal, app, async |c| c.execute(insert, &[&id]).await)
+            .await
+            .unwrap();
+        assert!(
+            matches!(acked, PgAcked::Committed(1) | PgAcked::AlreadyConsumed),
+            "{acked:?}"
+        );
+        return;
+    }
     let tx = app.transaction().await.unwrap();
-    let ack = if statement {
+    let ack = if path == 0 {
         let statement = received.pg_ack_statement(journal).unwrap();
         let st = statement.statement().clone();
         let row = tx.query_one(&st.sql, &st.params()).await.unwrap();
@@ -194,7 +208,14 @@ async fn story(url: &str, mode: &str, kills: u64) -> Story {
         if mode == "plain" {
             consume_plain(&admin, &insert, received).await;
         } else {
-            consume_tx(&mut admin, &journal, &insert, received, i % 2 == 1).await;
+            consume_tx(
+                &mut admin,
+                &journal,
+                &insert,
+                received,
+                u64::try_from(i % 3).unwrap(),
+            )
+            .await;
         }
     }
     drop((consumer, session));
