@@ -92,7 +92,8 @@ impl PgJournal {
     /// on `client` (it runs before anything sent on `client` after), so nothing of
     /// the transaction commits unless its `COMMIT` had already been sent: then the
     /// outcome is unknown, as for [`AppendError::CommitFailed`]. Append again with
-    /// the same record to find out.
+    /// the same record to find out. A panic in `write` unwinds through this call the
+    /// same way: the `ROLLBACK` is queued as the future is dropped.
     ///
     /// # Errors
     ///
