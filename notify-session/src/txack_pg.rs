@@ -202,8 +202,6 @@ impl SessionReceived {
         (event, record)
     }
 
-    /// What the append's `outcome` means: appended inside the transaction (write,
-    /// then commit), or committed earlier (release now: nothing to write).
     /// The consumption `event` committed with the application's writes: broadcast
     /// and released ([`PgAckPending::committed`]).
     pub(crate) async fn committed(self, event: SessionEvent) -> Result<(), TxAckError> {
@@ -215,7 +213,9 @@ impl SessionReceived {
         .await
     }
 
-    pub(crate) async fn decide(
+    /// What the append's `outcome` means: appended inside the transaction (write,
+    /// then commit), or committed earlier (release now: nothing to write).
+    async fn decide(
         self,
         event: SessionEvent,
         outcome: AppendOutcome,

@@ -113,9 +113,7 @@ impl PgAppendStatement {
             )))),
         }
     }
-}
 
-impl PgAppendStatement {
     /// [`answer`](Self::answer) for the statement's row as tokio-postgres returns it.
     pub(crate) fn answer_row(
         &self,
