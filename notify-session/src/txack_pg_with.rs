@@ -91,73 +91,59 @@ impl SessionReceived {
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let span = self.ack_span();
-        traced_ack(
-            span,
-            self.ack_in_pg_with_inner(journal, client, write),
-            |answer| match answer {
-                Ok(PgAcked::Committed(_)) => "written",
-                Ok(PgAcked::AlreadyConsumed) => "already_consumed",
-                Err(_) => "failed",
-            },
-        )
-        .await
-    }
-
-    async fn ack_in_pg_with_inner<T, E, W>(
-        self,
-        journal: &PgJournal,
-        client: &mut tokio_postgres::Client,
-        write: W,
-    ) -> Result<PgAcked<T>, TxAckError>
-    where
-        W: AsyncFnOnce(&tokio_postgres::Client) -> Result<T, E>,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let (event, record) = self.consumption();
-        // Not under the end gate, for the reason `ack_in_pg` gives.
-        self.check_served().map_err(TxAckError::Ack)?;
-        let written = if self.session.is_ended() {
-            // Nothing is written after the end; a consumption journaled before it is
-            // answered truthfully, and `write` does not run.
-            let outcome = self
-                .session
-                .answer_ended(&record)
-                .await
-                .map_err(|e| TxAckError::Ack(ack_error(&self.session, e)))?;
-            if outcome.appended {
-                // `answer_ended` never appends; answered as the end it reports.
-                return Err(TxAckError::Ack(AckError::SessionEnded {
-                    session_id: self.session.id,
-                }));
-            }
-            None
-        } else {
-            match journal
-                .append_with(client, self.session.id, &record, write)
-                .await
-            {
-                Ok(PgAppendedWith::Committed { written, .. }) => Some(written),
-                Ok(PgAppendedWith::Duplicate { .. }) => None,
-                Err(PgAppendWithError::Append(e)) => {
-                    return Err(TxAckError::Ack(ack_error(&self.session, e)));
+        let work = async move {
+            let (event, record) = self.consumption();
+            // Not under the end gate, for the reason `ack_in_pg` gives.
+            self.check_served().map_err(TxAckError::Ack)?;
+            let written = if self.session.is_ended() {
+                // Nothing is written after the end; a consumption journaled before it is
+                // answered truthfully, and `write` does not run.
+                let outcome = self
+                    .session
+                    .answer_ended(&record)
+                    .await
+                    .map_err(|e| TxAckError::Ack(ack_error(&self.session, e)))?;
+                if outcome.appended {
+                    // `answer_ended` never appends; answered as the end it reports.
+                    return Err(TxAckError::Ack(AckError::SessionEnded {
+                        session_id: self.session.id,
+                    }));
                 }
-                Err(PgAppendWithError::Write(e)) => return Err(TxAckError::Write(e.into())),
-                Err(e) => {
-                    return Err(TxAckError::Ack(AckError::Journal(AppendError::Storage(
-                        StorageError::msg(e.to_string()),
-                    ))));
+                None
+            } else {
+                match journal
+                    .append_with(client, self.session.id, &record, write)
+                    .await
+                {
+                    Ok(PgAppendedWith::Committed { written, .. }) => Some(written),
+                    Ok(PgAppendedWith::Duplicate { .. }) => None,
+                    Err(PgAppendWithError::Append(e)) => {
+                        return Err(TxAckError::Ack(ack_error(&self.session, e)));
+                    }
+                    Err(PgAppendWithError::Write(e)) => return Err(TxAckError::Write(e.into())),
+                    Err(e) => {
+                        return Err(TxAckError::Ack(AckError::Journal(AppendError::Storage(
+                            StorageError::msg(e.to_string()),
+                        ))));
+                    }
+                }
+            };
+            match written {
+                Some(written) => {
+                    self.committed(event).await?;
+                    Ok(PgAcked::Committed(written))
+                }
+                None => {
+                    self.release(true).await.map_err(TxAckError::Ack)?;
+                    Ok(PgAcked::AlreadyConsumed)
                 }
             }
         };
-        match written {
-            Some(written) => {
-                self.committed(event).await?;
-                Ok(PgAcked::Committed(written))
-            }
-            None => {
-                self.release(true).await.map_err(TxAckError::Ack)?;
-                Ok(PgAcked::AlreadyConsumed)
-            }
-        }
+        traced_ack(span, work, |answer| match answer {
+            Ok(PgAcked::Committed(_)) => "written",
+            Ok(PgAcked::AlreadyConsumed) => "already_consumed",
+            Err(_) => "failed",
+        })
+        .await
     }
 }

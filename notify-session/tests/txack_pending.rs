@@ -1,10 +1,11 @@
 //! `SessionStatus::pending` (notifications handed to a hosted session's loops and not
 //! yet acknowledged) stays exact on every path that releases a notification: a plain
 //! `ack` (also one whose consumption an earlier, cancelled call journaled), `ack_with`
-//! on redb, `ack_in_pg` and the handed-out statement of `pg_ack_statement` on
-//! PostgreSQL (also after an earlier transaction committed the consumption), the
-//! abandonment of an end, a stop, and a loop removed while it held some; and under
-//! traffic (many appenders, one consumer per loop) it ends where restore does.
+//! on redb, `ack_in_pg`, the handed-out statement of `pg_ack_statement` and
+//! `ack_in_pg_with` on PostgreSQL (also after an earlier transaction committed the
+//! consumption), the abandonment of an end, a stop, and a loop removed while it held
+//! some; and under traffic (many appenders, one consumer per loop) it ends where
+//! restore does.
 //!
 //! The PostgreSQL test needs `NOTIFY_TEST_DATABASE_URL` (or `CI` set, which implies the
 //! local default).
@@ -22,7 +23,7 @@ use notify_journal::{
     JournalBackend, JournalLeases, PgJournal, PgOptions, RedbJournal, RedbOptions,
 };
 use notify_loop::LoopConfig;
-use notify_session::{AckError, IfPending, PgAck, SessionHost, restore};
+use notify_session::{AckError, IfPending, PgAck, PgAcked, SessionHost, restore};
 use notify_testkit::MemoryJournal;
 use notify_testkit::postgres::database_url;
 use notify_types::{
@@ -305,9 +306,9 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    let mut one = one_session(Arc::clone(&journal), |h| h, 4).await;
+    let mut one = one_session(Arc::clone(&journal), |h| h, 6).await;
     let (id, loop_id) = (one.id, one.loop_id);
-    assert_eq!(pending(&one.host, id), 4);
+    assert_eq!(pending(&one.host, id), 6);
 
     // ack_in_pg, committed.
     let received = one.consumer.recv().await.unwrap();
@@ -315,10 +316,10 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
     let PgAck::Write(acked) = received.ack_in_pg(&journal, &tx).await.unwrap() else {
         panic!("a new consumption answered AlreadyConsumed");
     };
-    assert_eq!(pending(&one.host, id), 4, "not released before the commit");
+    assert_eq!(pending(&one.host, id), 6, "not released before the commit");
     tx.commit().await.unwrap();
     acked.committed().await.unwrap();
-    assert_eq!(pending(&one.host, id), 3, "ack_in_pg");
+    assert_eq!(pending(&one.host, id), 5, "ack_in_pg");
 
     // The handed-out statement, answered, committed.
     let received = one.consumer.recv().await.unwrap();
@@ -331,7 +332,32 @@ async fn the_postgres_acknowledgements_keep_the_count_exact() {
     };
     tx.commit().await.unwrap();
     acked.committed().await.unwrap();
-    assert_eq!(pending(&one.host, id), 2, "pg_ack_statement");
+    assert_eq!(pending(&one.host, id), 4, "pg_ack_statement");
+
+    // ack_in_pg_with, committed; then of a consumption journaled earlier.
+    let received = one.consumer.recv().await.unwrap();
+    let acked = received
+        .ack_in_pg_with(&journal, &mut app, async |c| {
+            c.execute("SELECT 1", &[]).await
+        })
+        .await
+        .unwrap();
+    assert!(matches!(acked, PgAcked::Committed(_)), "{acked:?}");
+    assert_eq!(pending(&one.host, id), 3, "ack_in_pg_with");
+    let received = one.consumer.recv().await.unwrap();
+    journal_consumption(journal.as_ref(), id, loop_id, received.command_id()).await;
+    let acked = received
+        .ack_in_pg_with(&journal, &mut app, async |c| {
+            c.execute("SELECT 1", &[]).await
+        })
+        .await
+        .unwrap();
+    assert!(matches!(acked, PgAcked::AlreadyConsumed), "{acked:?}");
+    assert_eq!(
+        pending(&one.host, id),
+        2,
+        "ack_in_pg_with of a journaled consumption"
+    );
 
     // Committed by an earlier transaction whose answer was lost: released at once,
     // on both paths.

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use notify_journal::{JournalBackend, PgJournal, PgOptions};
 use notify_loop::LoopConfig;
-use notify_session::{PgAcked, Session, SessionConsumer, TxAckError, restore};
+use notify_session::{PgAcked, Session, SessionConsumer, SessionReceived, TxAckError, restore};
 use notify_testkit::postgres::database_url;
 use notify_types::{
     CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
@@ -133,6 +133,40 @@ async fn pending(db: &Db, session: &Session) -> usize {
         .pending_count()
 }
 
+/// Acknowledges `received` with the application's row (its command) written in the
+/// same transaction.
+async fn ack_with_row(
+    db: &Db,
+    app: &mut tokio_postgres::Client,
+    insert: &tokio_postgres::Statement,
+    received: SessionReceived,
+) -> Result<PgAcked<u64>, TxAckError> {
+    let id = *received.command_id().as_uuid();
+    received
+        .ack_in_pg_with(&db.journal, app, async |c| c.execute(insert, &[&id]).await)
+        .await
+}
+
+/// `command` comes back to `consumer`; acknowledged again on `app`, it commits: one
+/// row, nothing pending.
+async fn handed_back_and_committed(
+    db: &Db,
+    session: &Session,
+    consumer: &mut SessionConsumer,
+    (app, insert): (&mut tokio_postgres::Client, &tokio_postgres::Statement),
+    command: CommandId,
+) {
+    let received = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(received.command_id(), command, "handed back");
+    let acked = ack_with_row(db, app, insert, received).await.unwrap();
+    assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
+    assert_eq!(db.rows(&db.admin).await, 1);
+    assert_eq!(pending(db, session).await, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_consumption_and_the_row_commit_together() {
     let Some(db) = Db::new("txack_pg_with").await else {
@@ -141,17 +175,13 @@ async fn the_consumption_and_the_row_commit_together() {
     let (session, mut consumer, command, _) = one_notification(&db).await;
     let (mut app, insert) = db.app().await;
     let received = consumer.recv().await.unwrap();
-    let id = *received.command_id().as_uuid();
-    let acked = received
-        .ack_in_pg_with(&db.journal, &mut app, async |c| {
-            c.execute(&insert, &[&id]).await
-        })
+    assert_eq!(received.command_id(), command);
+    let acked = ack_with_row(&db, &mut app, &insert, received)
         .await
         .unwrap();
     assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
     assert_eq!(db.rows(&db.admin).await, 1);
     assert_eq!(pending(&db, &session).await, 0, "the consumption committed");
-    assert_eq!(*command.as_uuid(), id);
     drop((consumer, session));
     db.drop_schema().await;
 }
@@ -182,20 +212,7 @@ async fn a_failing_write_rolls_back_its_statements_and_the_consumption() {
     assert_eq!(pending(&db, &session).await, 1, "nothing was journaled");
 
     // Handed back; acknowledged again, on the same connection, it commits.
-    let received = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(received.command_id(), command, "handed back");
-    let acked = received
-        .ack_in_pg_with(&db.journal, &mut app, async |c| {
-            c.execute(&insert, &[&id]).await
-        })
-        .await
-        .unwrap();
-    assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
-    assert_eq!(db.rows(&db.admin).await, 1);
-    assert_eq!(pending(&db, &session).await, 0);
+    handed_back_and_committed(&db, &session, &mut consumer, (&mut app, &insert), command).await;
     drop((consumer, session));
     db.drop_schema().await;
 }
@@ -282,19 +299,7 @@ async fn a_dropped_acknowledgement_rolls_back_before_the_connection_is_used_agai
     assert!(!in_tx, "the connection is still inside a transaction");
     assert_eq!(pending(&db, &session).await, 1, "nothing was journaled");
 
-    let received = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(received.command_id(), command, "handed back");
-    let acked = received
-        .ack_in_pg_with(&db.journal, &mut app, async |c| {
-            c.execute(&insert, &[&id]).await
-        })
-        .await
-        .unwrap();
-    assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
-    assert_eq!(db.rows(&db.admin).await, 1);
+    handed_back_and_committed(&db, &session, &mut consumer, (&mut app, &insert), command).await;
     drop((consumer, session));
     db.drop_schema().await;
 }
@@ -333,11 +338,7 @@ async fn sixty_four_consumers_over_eight_sessions_under_traffic_write_each_row_o
             let (mut app, insert) = db.app().await;
             for _ in 0..PER_LOOP {
                 let received = consumer.recv().await.unwrap();
-                let id = *received.command_id().as_uuid();
-                let acked = received
-                    .ack_in_pg_with(&db.journal, &mut app, async |c| {
-                        c.execute(&insert, &[&id]).await
-                    })
+                let acked = ack_with_row(&db, &mut app, &insert, received)
                     .await
                     .unwrap();
                 assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
