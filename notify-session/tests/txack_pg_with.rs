@@ -113,19 +113,6 @@ fn completion(session_id: SessionId, loop_id: LoopId) -> ProcessCompletionNotifi
     }
 }
 
-/// A session of one loop holding one notification.
-async fn one_notification(db: &Db) -> (Session, SessionConsumer, CommandId, LoopId) {
-    let (session_id, loop_id) = (SessionId::new(), LoopId::new());
-    let session = Session::new(session_id, Arc::clone(&db.journal));
-    let consumer = session
-        .register_loop(LoopConfig::new(session_id, loop_id))
-        .unwrap();
-    let n = completion(session_id, loop_id);
-    let command = n.command_id;
-    session.notify_process_completion(n).await.unwrap();
-    (session, consumer, command, loop_id)
-}
-
 async fn pending(db: &Db, session: &Session) -> usize {
     restore(session.id(), db.journal.as_ref())
         .await
@@ -147,103 +134,139 @@ async fn ack_with_row(
         .await
 }
 
-/// `command` comes back to `consumer`; acknowledged again on `app`, it commits: one
-/// row, nothing pending.
-async fn handed_back_and_committed(
-    db: &Db,
-    session: &Session,
-    consumer: &mut SessionConsumer,
-    (app, insert): (&mut tokio_postgres::Client, &tokio_postgres::Statement),
+/// A session of one loop holding one notification (`command`), and the application's
+/// connection.
+struct One {
+    db: Db,
+    session: Session,
+    consumer: SessionConsumer,
     command: CommandId,
-) {
-    let received = tokio::time::timeout(Duration::from_secs(10), consumer.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(received.command_id(), command, "handed back");
-    let acked = ack_with_row(db, app, insert, received).await.unwrap();
-    assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
-    assert_eq!(db.rows(&db.admin).await, 1);
-    assert_eq!(pending(db, session).await, 0);
+    loop_id: LoopId,
+    app: tokio_postgres::Client,
+    insert: tokio_postgres::Statement,
+}
+
+impl One {
+    async fn new() -> Option<Self> {
+        let db = Db::new("txack_pg_with").await?;
+        let (session_id, loop_id) = (SessionId::new(), LoopId::new());
+        let session = Session::new(session_id, Arc::clone(&db.journal));
+        let consumer = session
+            .register_loop(LoopConfig::new(session_id, loop_id))
+            .unwrap();
+        let n = completion(session_id, loop_id);
+        let command = n.command_id;
+        session.notify_process_completion(n).await.unwrap();
+        let (app, insert) = db.app().await;
+        Some(Self {
+            db,
+            session,
+            consumer,
+            command,
+            loop_id,
+            app,
+            insert,
+        })
+    }
+
+    async fn pending(&self) -> usize {
+        pending(&self.db, &self.session).await
+    }
+
+    async fn rows(&self) -> i64 {
+        self.db.rows(&self.db.admin).await
+    }
+
+    /// The notification comes back; acknowledged again on the same connection, it
+    /// commits: one row, nothing pending. Then the schema is dropped.
+    async fn handed_back_and_committed(mut self) {
+        let received = tokio::time::timeout(Duration::from_secs(10), self.consumer.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(received.command_id(), self.command, "handed back");
+        let acked = ack_with_row(&self.db, &mut self.app, &self.insert, received)
+            .await
+            .unwrap();
+        assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
+        assert_eq!(self.rows().await, 1);
+        assert_eq!(self.pending().await, 0);
+        self.finish().await;
+    }
+
+    async fn finish(self) {
+        drop((self.consumer, self.session));
+        self.db.drop_schema().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_consumption_and_the_row_commit_together() {
-    let Some(db) = Db::new("txack_pg_with").await else {
+    let Some(mut one) = One::new().await else {
         return;
     };
-    let (session, mut consumer, command, _) = one_notification(&db).await;
-    let (mut app, insert) = db.app().await;
-    let received = consumer.recv().await.unwrap();
-    assert_eq!(received.command_id(), command);
-    let acked = ack_with_row(&db, &mut app, &insert, received)
+    let received = one.consumer.recv().await.unwrap();
+    assert_eq!(received.command_id(), one.command);
+    let acked = ack_with_row(&one.db, &mut one.app, &one.insert, received)
         .await
         .unwrap();
     assert!(matches!(acked, PgAcked::Committed(1)), "{acked:?}");
-    assert_eq!(db.rows(&db.admin).await, 1);
-    assert_eq!(pending(&db, &session).await, 0, "the consumption committed");
-    drop((consumer, session));
-    db.drop_schema().await;
+    assert_eq!(one.rows().await, 1);
+    assert_eq!(one.pending().await, 0, "the consumption committed");
+    one.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_write_rolls_back_its_statements_and_the_consumption() {
-    let Some(db) = Db::new("txack_pg_with").await else {
+    let Some(mut one) = One::new().await else {
         return;
     };
-    let (session, mut consumer, command, _) = one_notification(&db).await;
-    let (mut app, insert) = db.app().await;
-    let received = consumer.recv().await.unwrap();
-    let id = *received.command_id().as_uuid();
+    let received = one.consumer.recv().await.unwrap();
+    let (id, insert) = (*received.command_id().as_uuid(), &one.insert);
     // The INSERT runs, then the application refuses: both must roll back.
     let err = received
-        .ack_in_pg_with(&db.journal, &mut app, async |c| {
-            c.execute(&insert, &[&id]).await?;
+        .ack_in_pg_with(&one.db.journal, &mut one.app, async |c| {
+            c.execute(insert, &[&id]).await?;
             Err::<(), Box<dyn std::error::Error + Send + Sync>>("the application refused".into())
         })
         .await
         .unwrap_err();
     assert!(matches!(err, TxAckError::Write(_)), "{err:?}");
     assert_eq!(
-        db.rows(&db.admin).await,
+        one.rows().await,
         0,
         "the write's INSERT committed outside the acknowledgement's transaction"
     );
-    assert_eq!(pending(&db, &session).await, 1, "nothing was journaled");
-
-    // Handed back; acknowledged again, on the same connection, it commits.
-    handed_back_and_committed(&db, &session, &mut consumer, (&mut app, &insert), command).await;
-    drop((consumer, session));
-    db.drop_schema().await;
+    assert_eq!(one.pending().await, 1, "nothing was journaled");
+    one.handed_back_and_committed().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumption_journaled_earlier_rolls_back_the_retrys_write() {
-    let Some(db) = Db::new("txack_pg_with").await else {
+    let Some(mut one) = One::new().await else {
         return;
     };
-    let (session, mut consumer, command, loop_id) = one_notification(&db).await;
-    let (mut app, insert) = db.app().await;
-    let received = consumer.recv().await.unwrap();
+    let received = one.consumer.recv().await.unwrap();
     // An earlier transaction committed the consumption (and, in the application, its
     // row, which this table leaves out so that a second one can be counted).
     let event = SessionEvent::NotificationConsumed(NotificationConsumed::new(
-        session.id(),
-        loop_id,
-        command,
+        one.session.id(),
+        one.loop_id,
+        one.command,
     ));
-    let outcome = db
+    let outcome = one
+        .db
         .journal
-        .append(session.id(), JournalRecord::from(event))
+        .append(one.session.id(), JournalRecord::from(event))
         .await
         .unwrap();
     assert!(outcome.appended);
-    let id = *received.command_id().as_uuid();
+    let (id, insert) = (*received.command_id().as_uuid(), &one.insert);
     let ran = std::sync::atomic::AtomicBool::new(false);
     let acked = received
-        .ack_in_pg_with(&db.journal, &mut app, async |c| {
+        .ack_in_pg_with(&one.db.journal, &mut one.app, async |c| {
             ran.store(true, std::sync::atomic::Ordering::SeqCst);
-            c.execute(&insert, &[&id]).await
+            c.execute(insert, &[&id]).await
         })
         .await
         .unwrap();
@@ -253,27 +276,24 @@ async fn a_consumption_journaled_earlier_rolls_back_the_retrys_write() {
         "the write ran (pipelined with the consumption)"
     );
     assert_eq!(
-        db.rows(&db.admin).await,
+        one.rows().await,
         0,
         "the retry's row committed beside the earlier one"
     );
-    assert_eq!(pending(&db, &session).await, 0);
-    drop((consumer, session));
-    db.drop_schema().await;
+    assert_eq!(one.pending().await, 0);
+    one.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_acknowledgement_rolls_back_before_the_connection_is_used_again() {
-    let Some(db) = Db::new("txack_pg_with").await else {
+    let Some(mut one) = One::new().await else {
         return;
     };
-    let (session, mut consumer, command, _) = one_notification(&db).await;
-    let (mut app, insert) = db.app().await;
-    let received = consumer.recv().await.unwrap();
-    let id = *received.command_id().as_uuid();
+    let received = one.consumer.recv().await.unwrap();
+    let (id, insert) = (*received.command_id().as_uuid(), &one.insert);
     let (inserted_tx, inserted) = tokio::sync::oneshot::channel();
-    let ack = received.ack_in_pg_with(&db.journal, &mut app, async |c| {
-        let n = c.execute(&insert, &[&id]).await?;
+    let ack = received.ack_in_pg_with(&one.db.journal, &mut one.app, async |c| {
+        let n = c.execute(insert, &[&id]).await?;
         let _ = inserted_tx.send(());
         // Never returns: the acknowledgement is dropped here, inside its transaction.
         std::future::pending::<()>().await;
@@ -286,22 +306,20 @@ async fn a_dropped_acknowledgement_rolls_back_before_the_connection_is_used_agai
     // The same connection: had the transaction stayed open, this read would run in
     // it and count its uncommitted row.
     assert_eq!(
-        db.rows(&app).await,
+        one.db.rows(&one.app).await,
         0,
         "the dropped transaction was not rolled back"
     );
     // Inside the open transaction, its INSERT would have assigned it an ID.
-    let in_tx: bool = app
+    let in_tx: bool = one
+        .app
         .query_one("SELECT pg_current_xact_id_if_assigned() IS NOT NULL", &[])
         .await
         .unwrap()
         .get(0);
     assert!(!in_tx, "the connection is still inside a transaction");
-    assert_eq!(pending(&db, &session).await, 1, "nothing was journaled");
-
-    handed_back_and_committed(&db, &session, &mut consumer, (&mut app, &insert), command).await;
-    drop((consumer, session));
-    db.drop_schema().await;
+    assert_eq!(one.pending().await, 1, "nothing was journaled");
+    one.handed_back_and_committed().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
