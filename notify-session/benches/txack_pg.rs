@@ -112,7 +112,8 @@ fn acks(rt: &tokio::runtime::Runtime, shape: Shape, mode: &'static str, iters: u
                             .unwrap();
                         assert!(matches!(acked, PgAcked::Committed(1)));
                     }
-                    _ => received.ack().await.unwrap(),
+                    "plain" => received.ack().await.unwrap(),
+                    other => panic!("no acknowledgement mode {other}"),
                 }
                 (journal, client, insert)
             },

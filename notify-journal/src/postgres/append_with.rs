@@ -2,7 +2,7 @@
 //! whole on the application's connection ([`PgJournal::append_with`]), pipelined:
 //! `BEGIN`, the append and the application's first statement reach the server in one
 //! round trip, then `COMMIT` (the append is new and the writes succeeded) or
-//! `ROLLBACK` (anything else). Three round trips of the step-by-step transaction
+//! `ROLLBACK` (anything else). The four round trips of the step-by-step transaction
 //! (`append_in`: `BEGIN`, the append, the application's statement, `COMMIT`) become
 //! two.
 //!
