@@ -23,9 +23,9 @@ use notify_journal::{JournalBackend, PgJournal, PgOptions};
 use notify_loop::LoopConfig;
 use notify_session::{PgAcked, Session, SessionConsumer, SessionReceived, TxAckError, restore};
 use notify_testkit::postgres::database_url;
+use notify_testkit::sample;
 use notify_types::{
-    CommandId, JournalRecord, LoopId, NotificationConsumed, ProcessCompletionNotification,
-    ProcessLifecycleState, ProcessTerminalReason, SessionEvent, SessionId, Uuid,
+    CommandId, JournalRecord, LoopId, NotificationConsumed, SessionEvent, SessionId, Uuid,
 };
 
 /// A journal in a schema of its own, the application's table beside it, and a
@@ -102,17 +102,6 @@ impl Db {
     }
 }
 
-fn completion(session_id: SessionId, loop_id: LoopId) -> ProcessCompletionNotification {
-    ProcessCompletionNotification {
-        command_id: CommandId::new(),
-        session_id,
-        loop_id,
-        process_handle: "build-42".into(),
-        state: ProcessLifecycleState::Exited,
-        reason: ProcessTerminalReason::Exited,
-    }
-}
-
 async fn pending(db: &Db, session: &Session) -> usize {
     restore(session.id(), db.journal.as_ref())
         .await
@@ -154,7 +143,7 @@ impl One {
         let consumer = session
             .register_loop(LoopConfig::new(session_id, loop_id))
             .unwrap();
-        let n = completion(session_id, loop_id);
+        let n = sample::notification(session_id, loop_id);
         let command = n.command_id;
         session.notify_process_completion(n).await.unwrap();
         let (app, insert) = db.app().await;
@@ -346,7 +335,7 @@ async fn sixty_four_consumers_over_eight_sessions_under_traffic_write_each_row_o
         tasks.push(tokio::spawn(async move {
             for _ in 0..PER_LOOP {
                 notifier
-                    .notify_process_completion(completion(notifier.id(), loop_id))
+                    .notify_process_completion(sample::notification(notifier.id(), loop_id))
                     .await
                     .unwrap();
             }
