@@ -1,19 +1,21 @@
 //! `notify serve` under load (`cargo bench -p notify-testkit --features serve --bench
 //! serve`, after `cargo build --profile bench -p notify-session --features serve --bin
-//! notify`; `cargo xtask bench` does both): a load
-//! generator on hyper drives the real binary over loopback with signed completions
-//! (each a new command ID, HTTP/1.1 keep-alive, one request in flight per
-//! connection) at 1, 64 and 256 connections for 5 s each, and the same number of
-//! tasks calls `notify_process_completion` in process on a redb journal in the same
-//! run: completions/s and p50/p99 latency side by side. Then the server's resident
-//! memory per idle connection (1,000 connections, each after one request).
+//! notify`; `cargo xtask bench` does both; needs `wrk`, Debian's package of that name):
+//! wrk, a separate process, drives the real binary over loopback with signed
+//! completions (each a new command ID, HTTP/1.1 keep-alive, one request in flight per
+//! connection) at 1, 64 and 256 connections for 5 s each, and the same number of tasks
+//! calls `notify_process_completion` in process on a redb journal in the same run, the
+//! two sides taking turns for three rounds (the median round is reported):
+//! completions/s and p50/p99 latency side by side, and the server's CPU time per
+//! completion. Then the server's resident memory per idle connection (1,000
+//! connections, each after one request). `SERVE_LEVELS=64` runs only the levels named.
 //!
-//! Both sides share the machine's cores with the generator, so the HTTP figures include
-//! the generator's own cost: per request a new command ID, the encoding, the HMAC and
-//! hyper's client (a third to a half of the server's CPU per request). Building and
-//! signing every request before the clock starts was tried and is worse: a level's
-//! requests held in memory (over a GB at 64 connections) cost more in cache misses and
-//! page faults than the signing they save.
+//! Both sides share the machine's two cores with the generator. Every request is signed
+//! before its level's clock starts (a file of requests per wrk thread, which its Lua
+//! script sends in order), so what the generator costs during the level is wrk's own
+//! HTTP work; a generator on hyper in this process, signing as it went, took a third to
+//! a half of the server's CPU per request, and measured 0.32× at 64 connections where
+//! wrk measures 0.4×.
 //!
 //! Figures for `cargo xtask bench` (`notify_testkit::bench::metric`):
 //! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms}` for N connections (tasks), and
@@ -26,7 +28,8 @@
     clippy::print_stdout
 )]
 
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -46,6 +49,8 @@ use notify_types::{
 
 const RUN: Duration = Duration::from_secs(5);
 const LEVELS: [usize; 3] = [1, 64, 256];
+/// Rounds per level, the two sides taking turns: the median round is reported.
+const ROUNDS: usize = 3;
 
 fn completion(s: SessionId, l: LoopId) -> ProcessCompletionNotification {
     ProcessCompletionNotification {
@@ -72,6 +77,14 @@ struct Figures {
     per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// The server's CPU time per completion (user and system), in µs.
+    cpu_us: Option<f64>,
+}
+
+/// The round with the median rate (its latencies with it).
+fn median(mut rounds: Vec<Figures>) -> Figures {
+    rounds.sort_by(|a, b| a.per_s.total_cmp(&b.per_s));
+    rounds.swap_remove(rounds.len() / 2)
 }
 
 fn figures(mut lat: Vec<Duration>, elapsed: Duration) -> Figures {
@@ -84,6 +97,7 @@ fn figures(mut lat: Vec<Duration>, elapsed: Duration) -> Figures {
         per_s: lat.len() as f64 / elapsed.as_secs_f64(),
         p50_ms: pick(0.50),
         p99_ms: pick(0.99),
+        cpu_us: None,
     }
 }
 
@@ -125,7 +139,55 @@ async fn send(
     status
 }
 
-async fn http_level(addr: &str, key: &SignKey, conns: usize) -> Figures {
+/// wrk's script: each of its threads sends its own file of requests signed before the
+/// clock starts, in order, one each; `done` prints the figures on one line.
+const WRK_SCRIPT: &str = r#"
+local threads, next = {}, 1
+function setup(thread)
+  thread:set("id", next)
+  table.insert(threads, thread)
+  next = next + 1
+end
+function init(args)
+  local f = assert(io.open(args[1] .. "." .. id, "rb"))
+  local data = f:read("*a")
+  f:close()
+  reqs, sent = {}, 0
+  local pos = 1
+  while true do
+    local s = string.find(data, "\0", pos, true)
+    if not s then break end
+    reqs[#reqs + 1] = string.sub(data, pos, s - 1)
+    pos = s + 1
+  end
+  count = #reqs
+end
+function request()
+  sent = sent + 1
+  return reqs[sent] or reqs[count]
+end
+function done(summary, latency, requests)
+  local over = 0
+  for _, t in ipairs(threads) do
+    local sent, count = t:get("sent"), t:get("count")
+    if sent > count then over = over + sent - count end
+  end
+  local e = summary.errors
+  io.write(string.format("NOTIFY-WRK %d %d %d %d %d %d %d %d %d %d\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect, e.read, e.write, e.status, e.timeout, over))
+end
+"#;
+
+/// The most completions one level can send: every request is signed beforehand, one
+/// new command ID each, so a level that ran out would send duplicates (and fails).
+const SIGNED_PER_LEVEL: usize = 600_000;
+
+/// One level over HTTP: wrk (a separate process, from the system's packages) drives
+/// `conns` keep-alive connections for [`RUN`], one request in flight on each, every
+/// request a completion with a new command ID, signed before the clock starts and
+/// spread over one loop per connection.
+async fn http_level(addr: &str, key: &SignKey, conns: usize, dir: &Path, server: u32) -> Figures {
     let s = SessionId::new();
     let mut admin = connect(addr).await;
     assert_eq!(
@@ -155,38 +217,86 @@ async fn http_level(addr: &str, key: &SignKey, conns: usize) -> Figures {
         assert_eq!(status, 201);
         loops.push(l);
     }
-    let start = Instant::now();
-    let deadline = start + RUN;
-    let mut tasks = Vec::new();
-    for l in loops {
-        let (addr, key) = (addr.to_owned(), key.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut sender = connect(&addr).await;
-            let path = format!("/v1/sessions/{s}/completions");
-            let mut lat = Vec::new();
-            while Instant::now() < deadline {
-                let n = completion(s, l);
-                let t = Instant::now();
-                let status = send(
-                    &mut sender,
-                    &key,
-                    "POST",
-                    &path,
-                    &n.command_id.to_string(),
-                    n.encode(),
-                )
-                .await;
-                assert_eq!(status, 201);
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
+    let threads = conns.min(2);
+    let prefix = dir.join(format!("requests-{conns}"));
+    let path = format!("/v1/sessions/{s}/completions");
+    let ts = now();
+    for t in 1..=threads {
+        let mut out = Vec::with_capacity(SIGNED_PER_LEVEL / threads * 700);
+        for i in 0..SIGNED_PER_LEVEL / threads {
+            let n = completion(s, loops[(i * threads + t) % loops.len()]);
+            let (id, body) = (n.command_id.to_string(), n.encode());
+            let sig = key.sign(&id, ts, &body);
+            write!(
+                out,
+                "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nwebhook-id: {id}\r\nwebhook-timestamp: {ts}\r\nwebhook-signature: {sig}\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            out.extend_from_slice(&body);
+            out.push(0);
+        }
+        std::fs::write(format!("{}.{t}", prefix.display()), out).unwrap();
     }
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await.unwrap());
+    let script = dir.join("notify.lua");
+    std::fs::write(&script, WRK_SCRIPT).unwrap();
+    let cpu_before = cpu_ticks(server);
+    let out = Command::new("wrk")
+        .arg(format!("-t{threads}"))
+        .arg(format!("-c{conns}"))
+        .arg(format!("-d{}s", RUN.as_secs()))
+        .args(["--timeout", "30s", "-s"])
+        .arg(&script)
+        .arg(format!("http://{addr}"))
+        .arg("--")
+        .arg(&prefix)
+        .output()
+        .expect("wrk, the load generator (Debian's package `wrk`), must be installed");
+    let cpu = cpu_ticks(server) - cpu_before;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "wrk failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("NOTIFY-WRK "))
+        .unwrap_or_else(|| panic!("wrk printed no figures: {stdout}"));
+    let v: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+    let [
+        requests,
+        micros,
+        p50,
+        p99,
+        connect,
+        read,
+        write,
+        status,
+        timeout,
+        over,
+    ] = v[..]
+    else {
+        panic!("wrk's figures: {line}")
+    };
+    assert_eq!(
+        (connect, read, write, status, timeout),
+        (0, 0, 0, 0, 0),
+        "wrk met errors (connect, read, write, non-2xx, timeout): {stdout}"
+    );
+    assert_eq!(
+        over, 0,
+        "a level ran out of signed requests: raise SIGNED_PER_LEVEL"
+    );
+    for t in 1..=threads {
+        let _ = std::fs::remove_file(format!("{}.{t}", prefix.display()));
     }
-    figures(lat, start.elapsed())
+    Figures {
+        per_s: requests as f64 / (micros as f64 / 1e6),
+        p50_ms: p50 as f64 / 1000.0,
+        p99_ms: p99 as f64 / 1000.0,
+        cpu_us: Some(cpu as f64 / ticks_per_s() * 1e6 / requests as f64),
+    }
 }
 
 async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
@@ -240,6 +350,25 @@ fn record(side: &str, conns: usize, f: &Figures) {
     metric(&format!("serve/{side}/{conns}/p99_ms"), f.p99_ms, "ms");
 }
 
+/// A process's CPU time so far (user and system), in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's name (in parentheses): utime and stime are the
+    // 12th and 13th of them.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+}
+
+/// Clock ticks per second, as `/proc` counts CPU time: `USER_HZ`, 100 on Linux
+/// whatever the kernel's own tick.
+fn ticks_per_s() -> f64 {
+    100.0
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -281,21 +410,30 @@ async fn main() {
     );
 
     println!(
-        "serve: signed completions over HTTP/1.1 vs in-process notify_process_completion (redb, {}s each)",
+        "serve: signed completions over HTTP/1.1 (wrk) vs in-process notify_process_completion (redb, {}s each, medians of {ROUNDS} rounds)",
         RUN.as_secs()
     );
     println!(
-        "| connections | HTTP completions/s | HTTP p50 ms | HTTP p99 ms | in-process/s | in-process p50 ms | in-process p99 ms | HTTP / in-process |"
+        "| connections | HTTP completions/s | HTTP p50 ms | HTTP p99 ms | server CPU µs / completion | in-process/s | in-process p50 ms | in-process p99 ms | HTTP / in-process |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for conns in LEVELS {
-        let http = http_level(&addr, &key, conns).await;
-        let local = in_process_level(&journal, conns).await;
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let levels: Vec<usize> = std::env::var("SERVE_LEVELS").map_or_else(
+        |_| LEVELS.to_vec(),
+        |v| v.split(',').map(|n| n.trim().parse().unwrap()).collect(),
+    );
+    for conns in levels {
+        let (mut https, mut locals) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            https.push(http_level(&addr, &key, conns, dir.path(), child.id()).await);
+            locals.push(in_process_level(&journal, conns).await);
+        }
+        let (http, local) = (median(https), median(locals));
         println!(
-            "| {conns} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {conns} | {:.0} | {:.2} | {:.2} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} |",
             http.per_s,
             http.p50_ms,
             http.p99_ms,
+            http.cpu_us.unwrap_or(0.0),
             local.per_s,
             local.p50_ms,
             local.p99_ms,

@@ -59,6 +59,16 @@ pub(crate) fn run_bench(args: &BenchArgs) -> TaskResult {
     let target = target_dir()?;
     let root = root()?;
     if args.measure {
+        // The serve bench's load generator: missing, the run would stop half-way.
+        if std::process::Command::new("wrk")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            bail!(
+                "`cargo xtask bench` needs wrk, the serve bench's load generator (Debian: `apt-get install wrk`)"
+            );
+        }
         measure_all(&root, &target, postgres, &|a: &[&str]| -> TaskResult {
             run(cargo()?.args(a))
         })?;
