@@ -65,9 +65,10 @@ pub(crate) fn run_bench(args: &BenchArgs) -> TaskResult {
             .output()
             .is_err()
         {
-            bail!(
+            return Err(anyhow::anyhow!(
                 "`cargo xtask bench` needs wrk, the serve bench's load generator (Debian: `apt-get install wrk`)"
-            );
+            )
+            .into());
         }
         measure_all(&root, &target, postgres, &|a: &[&str]| -> TaskResult {
             run(cargo()?.args(a))
