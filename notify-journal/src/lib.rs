@@ -53,7 +53,7 @@ pub use redb::app_tables::{
 pub use redb::check::scrub::{ScrubState, ScrubStatus};
 pub use redb::options::{
     DEFAULT_CACHE_SIZE, DEFAULT_CENSUS_MAX_KEYS, DEFAULT_DROP_STEP, DEFAULT_SCRUB_INTERVAL,
-    DEFAULT_SCRUB_PACE, RedbDurability, RedbOptions, RedbVerifyOnOpen,
+    DEFAULT_SCRUB_PACE, DEFAULT_TAIL_MAX, RedbDurability, RedbOptions, RedbVerifyOnOpen,
 };
 pub use redb::read_only::RedbReader;
 pub use redb::snapshot::database::RedbStats;

@@ -71,12 +71,13 @@ async fn a_format_1_file_opens_upgraded_with_every_frame_intact() {
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.frames, 77);
     j.close();
-    // Upgraded for good: reopening finds format 2, nothing of format 1 left.
+    // Upgraded for good: reopening finds the current format (3), nothing of format 1
+    // left.
     {
         let db = redb::Database::open(&path).unwrap();
         let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
         let meta = txn.open_table(tamper::META).unwrap();
-        assert_eq!(meta.get("format_version").unwrap().unwrap().value(), 2);
+        assert_eq!(meta.get("format_version").unwrap().unwrap().value(), 3);
         assert!(meta.get("upgrading_from").unwrap().is_none());
         let names: Vec<String> = txn
             .list_tables()
@@ -228,7 +229,7 @@ async fn a_format_1_file_of_5000_frames_upgrades_whole() {
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.frames, 5000);
     j.close();
-    assert_eq!(format_version(&path), 2);
+    assert_eq!(format_version(&path), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

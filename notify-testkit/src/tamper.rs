@@ -1,4 +1,4 @@
-//! Damaging a redb journal's file on purpose, for the integrity checks: the format-2
+//! Damaging a redb journal's file on purpose, for the integrity checks: the format-3
 //! tables as `notify-journal/docs/design.md` lays them out, and [`RedbTamper`], a redb
 //! journal that can be damaged behind its back between operations.
 
@@ -17,6 +17,9 @@ pub const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("notify_lo
 /// `(session, seq) -> position`.
 pub const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
     TableDefinition::new("notify_positions");
+/// `position -> (session, seq)`: the log's tail (format 3), the frames not yet folded
+/// into [`POSITIONS`].
+pub const TAIL: TableDefinition<'_, u64, (u128, u64)> = TableDefinition::new("notify_tail");
 /// `(key, session) -> position`.
 pub const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");
 /// `session -> state row` (ended and purged sessions: CRC-32C, version, state, session,
@@ -62,18 +65,32 @@ pub fn with_txn(
     txn.commit().map_err(|e| err("commit", e))
 }
 
-/// The log position of frame `seq` of `session`.
+/// The log position of frame `seq` of `session` (its positions entry, or its entry in
+/// the log's tail).
 ///
 /// # Errors
 ///
 /// No such frame, or a redb failure.
 pub fn position(txn: &redb::WriteTransaction, session: u128, seq: u64) -> Result<u64, TamperError> {
-    txn.open_table(POSITIONS)
+    if let Some(pos) = txn
+        .open_table(POSITIONS)
         .map_err(|e| err("open positions", e))?
         .get((session, seq))
         .map_err(|e| err("read positions", e))?
-        .map(|g| g.value())
-        .ok_or_else(|| TamperError(format!("no frame {seq} of {}", Uuid::from_u128(session))))
+    {
+        return Ok(pos.value());
+    }
+    let tail = txn.open_table(TAIL).map_err(|e| err("open tail", e))?;
+    for entry in tail.iter().map_err(|e| err("read tail", e))? {
+        let (k, v) = entry.map_err(|e| err("read tail entry", e))?;
+        if v.value() == (session, seq) {
+            return Ok(k.value());
+        }
+    }
+    Err(TamperError(format!(
+        "no frame {seq} of {}",
+        Uuid::from_u128(session)
+    )))
 }
 
 /// Rewrites the stored bytes of frame `seq` of `session` with `edit`; with `reseal`

@@ -81,6 +81,7 @@ pub struct RedbOptions {
     pub(crate) census_max_keys: usize,
     pub(crate) scrub_interval: Duration,
     pub(crate) scrub_pace: u64,
+    pub(crate) tail_max: usize,
 }
 
 /// The default [`RedbOptions::cache_size`]: 16 MiB.
@@ -110,6 +111,7 @@ impl Default for RedbOptions {
             census_max_keys: DEFAULT_CENSUS_MAX_KEYS,
             scrub_interval: DEFAULT_SCRUB_INTERVAL,
             scrub_pace: DEFAULT_SCRUB_PACE,
+            tail_max: DEFAULT_TAIL_MAX,
         }
     }
 }
@@ -127,6 +129,10 @@ pub const DEFAULT_SCRUB_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// The default [`RedbOptions::scrub_pace`]: 1,000,000 table entries a second.
 pub const DEFAULT_SCRUB_PACE: u64 = 1_000_000;
+
+/// The default [`RedbOptions::tail_max`]: the writer folds the log's tail into the
+/// positions table once it holds 4,096 frames.
+pub const DEFAULT_TAIL_MAX: usize = 4096;
 
 /// The largest [`RedbOptions::max_batch`] and [`RedbOptions::drop_step`].
 const MAX_BATCH_LIMIT: usize = 1 << 16;
@@ -272,6 +278,24 @@ impl RedbOptions {
     #[must_use]
     pub fn scrub_pace(mut self, entries_per_second: u64) -> Self {
         self.scrub_pace = entries_per_second;
+        self
+    }
+
+    /// How many frames the log's tail holds before the writer folds it into the
+    /// positions table (default [`DEFAULT_TAIL_MAX`], 4,096; the writer also folds it
+    /// before every purge step, tombstone drop and import, and when the journal closes).
+    ///
+    /// A new frame's place in its session's log is written to the tail, keyed by its
+    /// log position, so a batch's entries land together whatever the sessions; a fold
+    /// moves them, sorted by session, into the positions table, where each of the
+    /// table's leaves is written once however many of its entries the tail held. A
+    /// larger tail spreads a fold's cost over more appends (appends spread over many
+    /// sessions gain most) and costs more per read of a session's log: a read (replay,
+    /// head, listing) reads the whole tail once, and the writer keeps it in memory
+    /// (about 40 bytes an entry). 0 folds at every batch, as format 2 wrote positions.
+    #[must_use]
+    pub fn tail_max(mut self, frames: usize) -> Self {
+        self.tail_max = frames;
         self
     }
 

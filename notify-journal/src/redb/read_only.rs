@@ -307,9 +307,10 @@ fn check_layout(db: &ReadOnlyDatabase, path: &Path) -> Result<(), OpenError> {
     };
     match open::journal_layout(db, path)? {
         // `journal_layout` refuses a fresh database.
-        open::Layout::Current | open::Layout::Fresh => Ok(()),
+        // A format-2 file is read as it is: no tail, every frame in the positions table.
+        open::Layout::Current | open::Layout::Format2 | open::Layout::Fresh => Ok(()),
         open::Layout::Format1 => Err(needs_upgrade(
-            "it is of format version 1; opening it for writing upgrades it to version 2 in place",
+            "it is of format version 1; opening it for writing upgrades it to version 3 in place",
         )),
         open::Layout::Upgrading => Err(needs_upgrade(
             "its upgrade from format version 1 is unfinished; opening it for writing completes it",

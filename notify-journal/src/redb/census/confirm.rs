@@ -7,6 +7,7 @@ use redb::ReadableTable;
 
 use super::{Census, Known, Miss, fingerprint};
 use crate::error::Corruption;
+use crate::redb::format::positions::SessionLog;
 use crate::redb::format::{body, frame};
 
 /// What a read of a session's frames found.
@@ -17,13 +18,11 @@ struct Scan {
     hidden: Option<u64>,
 }
 
-/// Reads `session`'s frames `from..=head` (positions contiguous, every frame checked),
-/// counting them in `read`.
-#[allow(clippy::too_many_arguments)]
+/// Reads the session's frames `from..=head` (positions contiguous, every frame
+/// checked), counting them in `read`.
 fn scan<P, L>(
-    positions: &P,
+    frames: &SessionLog<'_, P>,
     log: &L,
-    session: u128,
     from: u64,
     head: u64,
     key: u128,
@@ -33,36 +32,51 @@ where
     P: ReadableTable<(u128, u64), u64>,
     L: ReadableTable<u64, &'static [u8]>,
 {
+    let session = frames.session();
     let mut found = Vec::new();
     let mut expected = from;
     let mut hidden = None;
-    for entry in positions.range((session, from)..=(session, head))? {
-        let (k, v) = entry?;
-        let seq = k.value().1;
-        if seq != expected {
-            return Ok(Err(Miss::Damaged(expected, Corruption::Missing)));
-        }
-        *read += 1;
-        let Some(guard) = log.get(v.value())? else {
-            return Ok(Err(Miss::Damaged(seq, Corruption::Missing)));
-        };
-        let f = match frame::parse(guard.value()) {
-            Ok(f) => f,
-            Err(c) => return Ok(Err(Miss::Damaged(seq, c))),
-        };
-        if f.session != session || f.seq != seq {
-            return Ok(Err(Miss::Damaged(
-                seq,
-                Corruption::Misplaced {
-                    found: f.describe(),
-                },
-            )));
-        }
-        if f.key == key && hidden.is_none() {
-            hidden = Some(seq);
-        }
-        found.push(fingerprint(f.key));
-        expected = seq.saturating_add(1);
+    let mut damaged = None;
+    frames.each(
+        from,
+        head,
+        |e| e,
+        |seq, pos| {
+            if seq != expected {
+                damaged = Some(Miss::Damaged(expected, Corruption::Missing));
+                return Ok(false);
+            }
+            *read += 1;
+            let Some(guard) = log.get(pos)? else {
+                damaged = Some(Miss::Damaged(seq, Corruption::Missing));
+                return Ok(false);
+            };
+            let f = match frame::parse(guard.value()) {
+                Ok(f) => f,
+                Err(c) => {
+                    damaged = Some(Miss::Damaged(seq, c));
+                    return Ok(false);
+                }
+            };
+            if f.session != session || f.seq != seq {
+                damaged = Some(Miss::Damaged(
+                    seq,
+                    Corruption::Misplaced {
+                        found: f.describe(),
+                    },
+                ));
+                return Ok(false);
+            }
+            if f.key == key && hidden.is_none() {
+                hidden = Some(seq);
+            }
+            found.push(fingerprint(f.key));
+            expected = seq.saturating_add(1);
+            Ok(true)
+        },
+    )?;
+    if let Some(miss) = damaged {
+        return Ok(Err(miss));
     }
     if expected <= head {
         return Ok(Err(Miss::Damaged(expected, Corruption::Missing)));
@@ -70,8 +84,8 @@ where
     Ok(Ok(Scan { found, hidden }))
 }
 
-/// Decides whether the miss of `key` in `session`'s index is believed, against the
-/// session's log `1..=head` as `positions` and `log` show it (a write transaction's
+/// Decides whether the miss of `key` in the session's index is believed, against the
+/// session's log `1..=head` as `frames` and `log` show it (a write transaction's
 /// tables or a read snapshot's, begun after [`Census::generation`] answered
 /// `generation`). Frames the census does not cover yet are read and counted; a
 /// fingerprint the census may hold is decided by reading the counted frames whose tag
@@ -83,9 +97,8 @@ where
 pub(crate) fn confirm_miss<P, L>(
     census: &Census,
     generation: u64,
-    positions: &P,
+    frames: &SessionLog<'_, P>,
     log: &L,
-    session: u128,
     key: u128,
     head: u64,
 ) -> Result<Miss, redb::StorageError>
@@ -93,10 +106,10 @@ where
     P: ReadableTable<(u128, u64), u64>,
     L: ReadableTable<u64, &'static [u8]>,
 {
-    let known = census.known(session, key, head);
+    let known = census.known(frames.session(), key, head);
     let mut read = 0;
     let decided = decide(
-        census, generation, positions, log, session, key, &known, head, &mut read,
+        census, generation, frames, log, key, &known, head, &mut read,
     );
     crate::metrics::census_frames_read(read);
     if let Some(miss) = decided? {
@@ -110,9 +123,8 @@ where
 fn decide<P, L>(
     census: &Census,
     generation: u64,
-    positions: &P,
+    frames: &SessionLog<'_, P>,
     log: &L,
-    session: u128,
     key: u128,
     known: &Known,
     head: u64,
@@ -125,7 +137,7 @@ where
     // Counted frames whose tag is the key's: the frame decides (damage or a clash).
     for seq in &known.candidates {
         *read += 1;
-        if let Some(miss) = check_frame(positions, log, session, key, *seq)? {
+        if let Some(miss) = check_frame(frames, log, key, *seq)? {
             return Ok(Some(miss));
         }
     }
@@ -134,11 +146,11 @@ where
     }
     // Read what the census does not cover yet.
     let from = known.upto + 1;
-    let scanned = match scan(positions, log, session, from, head, key, read)? {
+    let scanned = match scan(frames, log, from, head, key, read)? {
         Ok(s) => s,
         Err(miss) => return Ok(Some(miss)),
     };
-    census.extend(generation, session, from, head, &scanned.found);
+    census.extend(generation, frames.session(), from, head, &scanned.found);
     Ok(scanned
         .hidden
         .map(|seq| Miss::Damaged(seq, unindexed(key, seq))))
@@ -147,9 +159,8 @@ where
 /// The frame at `seq`, whose tag is the key's: `Some` when it is damaged or carries
 /// the key (the index hides it).
 fn check_frame<P, L>(
-    positions: &P,
+    frames: &SessionLog<'_, P>,
     log: &L,
-    session: u128,
     key: u128,
     seq: u64,
 ) -> Result<Option<Miss>, redb::StorageError>
@@ -157,7 +168,8 @@ where
     P: ReadableTable<(u128, u64), u64>,
     L: ReadableTable<u64, &'static [u8]>,
 {
-    let Some(pos) = positions.get((session, seq))?.map(|g| g.value()) else {
+    let session = frames.session();
+    let Some(pos) = frames.position(seq)? else {
         return Ok(Some(Miss::Damaged(seq, Corruption::Missing)));
     };
     let Some(guard) = log.get(pos)? else {
@@ -177,7 +189,7 @@ where
     })
 }
 
-/// Confirms a live session's head `head`, as the positions table gave it, before the
+/// Confirms a live session's head `head`, as its positions gave it, before the
 /// writer appends at `head + 1`: its position names a frame of that session and seq
 /// (a damaged positions page cannot make the writer start a log again or write a
 /// second frame at a seq), and that frame is not the session's end marker (a damaged
@@ -191,9 +203,8 @@ where
 ///
 /// The storage engine's errors reading the tables.
 pub(crate) fn confirm_head<P, L>(
-    positions: &P,
+    frames: &SessionLog<'_, P>,
     log: &L,
-    session: u128,
     head: u64,
 ) -> Result<Option<(u64, Corruption)>, redb::StorageError>
 where
@@ -203,7 +214,8 @@ where
     if head == 0 {
         return Ok(None);
     }
-    let Some(pos) = positions.get((session, head))?.map(|g| g.value()) else {
+    let session = frames.session();
+    let Some(pos) = frames.position(head)? else {
         return Ok(Some((head, Corruption::Missing)));
     };
     let Some(guard) = log.get(pos)? else {
@@ -271,7 +283,8 @@ mod tests {
             log.insert(0, frame_bytes.as_slice()).unwrap();
             positions.insert((u, 1), 0).unwrap();
             // Not the session's end record: a live session's head, not damage.
-            assert_eq!(confirm_head(&positions, &log, u, 1).unwrap(), None);
+            let frames = SessionLog::new(&positions, u, &[]);
+            assert_eq!(confirm_head(&frames, &log, 1).unwrap(), None);
         }
     }
 }

@@ -106,7 +106,7 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
                 upgrade::check(&db, &mut report)?;
                 Ok(report)
             }
-            Layout::Current | Layout::Fresh => logical(&db, max_problems),
+            Layout::Current | Layout::Format2 | Layout::Fresh => logical(&db, max_problems),
         })
         .unwrap_or_else(|e| {
             let mut report = VerifyReport::new(max_problems);
@@ -153,12 +153,13 @@ pub(crate) fn logical_paced(
     let mut report = VerifyReport::new(max_problems);
     let mut unreadable = Unreadable::new(max_problems);
     let linked = check_log(&snap, &mut report, &mut unreadable, pace)?;
-    let positions = snap.positions.len().map_err(storage("count positions"))?;
+    let tail: u64 = snap.tail()?.values().map(|e| e.len() as u64).sum();
+    let positions = snap.positions.len().map_err(storage("count positions"))? + tail;
     let keys = snap.keys.len().map_err(storage("count keys"))?;
-    // Every frame is named by its own position and index entry, and neither table
-    // holds more entries than there are frames: the three are in one-to-one
-    // correspondence, so each entry's look-up of its frame would find it and is
-    // skipped (the point look-ups are most of a verify's cost).
+    // Every frame is named by its own position (in the positions table or the tail)
+    // and index entry, and no table holds more entries than there are frames: they
+    // are in one-to-one correspondence, so each entry's look-up of its frame would
+    // find it and is skipped (the point look-ups are most of a verify's cost).
     let one_to_one = linked == report.frames && positions == report.frames && keys == report.frames;
     check_positions(&snap, &mut report, !one_to_one, &mut unreadable, pace)?;
     // Frames so damaged they do not say whose they are, and that no position names.
@@ -302,11 +303,7 @@ fn check_log(
             }
             Ok(_) => {}
         }
-        let positioned = snap
-            .positions
-            .get((f.session, f.seq))
-            .map_err(storage("read positions"))?
-            .map(|g| g.value());
+        let positioned = snap.position_of(f.session, f.seq)?;
         if positioned != Some(pos) {
             report.push(Problem::Orphan {
                 location: format!(
@@ -373,10 +370,46 @@ fn check_positions(
 ) -> Result<(), JournalError> {
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
-    for entry in snap.positions.iter().map_err(storage("read positions"))? {
+    // The positions table's entries and the tail's, merged in (session, seq) order.
+    let mut tail: Vec<(u128, u64, u64)> = snap
+        .tail()?
+        .iter()
+        .flat_map(|(s, entries)| entries.iter().map(|(seq, pos)| (*s, *seq, *pos)))
+        .collect();
+    tail.sort_unstable();
+    let mut tail = tail.into_iter().peekable();
+    let mut table = snap
+        .positions
+        .iter()
+        .map_err(storage("read positions"))?
+        .map(|entry| {
+            entry
+                .map(|(k, v)| {
+                    let (s, seq) = k.value();
+                    (s, seq, v.value())
+                })
+                .map_err(storage("read position"))
+        })
+        .peekable();
+    loop {
+        let from_table = match (table.peek(), tail.peek()) {
+            (None, None) => break,
+            (Some(Ok((s, seq, _))), Some((ts, tseq, _))) => (*s, *seq) <= (*ts, *tseq),
+            (Some(_), _) => true,
+            (None, Some(_)) => false,
+        };
+        let (s, seq, pos) = if from_table {
+            match table.next() {
+                Some(entry) => entry?,
+                None => break,
+            }
+        } else {
+            match tail.next() {
+                Some(entry) => entry,
+                None => break,
+            }
+        };
         step(pace)?;
-        let (k, v) = entry.map_err(storage("read position"))?;
-        let ((s, seq), pos) = (k.value(), v.value());
         if current != Some(s) {
             current = Some(s);
             report.sessions += 1;
@@ -506,16 +539,23 @@ fn check_rows(
                 .range((s, 0)..=(s, u64::MAX))
                 .map_err(storage("read positions"))
         };
-        let first = range()?
+        let tailed = snap.tail()?.get(&s).map_or(&[][..], Vec::as_slice);
+        let first = match range()?
             .next()
             .transpose()
             .map_err(storage("read position"))?
-            .map(|(k, v)| (k.value().1, v.value()));
-        let last = range()?
-            .next_back()
-            .transpose()
-            .map_err(storage("read position"))?
-            .map(|(k, v)| (k.value().1, v.value()));
+        {
+            Some((k, v)) => Some((k.value().1, v.value())),
+            None => tailed.first().copied(),
+        };
+        let last = match tailed.last() {
+            Some(last) => Some(*last),
+            None => range()?
+                .next_back()
+                .transpose()
+                .map_err(storage("read position"))?
+                .map(|(k, v)| (k.value().1, v.value())),
+        };
         match (row.stage, first, last) {
             (Stage::Ended, Some((1, _)), Some((seq, pos))) if seq == row.last_seq => {
                 match snap.frame_at(s, seq, None, pos) {

@@ -10,7 +10,8 @@ use redb::{Database, DatabaseError, ReadableDatabase, TableHandle};
 use crate::error::{OpenError, StorageError};
 use crate::redb::file::upgrade;
 use crate::redb::format::{
-    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, UPGRADING_KEY, v1,
+    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, RETENTION, SESSIONS, TAIL,
+    UPGRADING_KEY, v1,
 };
 use crate::redb::options::{RedbOptions, RedbVerifyOnOpen};
 
@@ -216,6 +217,8 @@ pub(crate) enum Layout {
     Format1,
     /// A journal whose upgrade from format 1 is under way.
     Upgrading,
+    /// A journal of format 2 (no tail): read as it is, upgraded by a writable open.
+    Format2,
     /// A journal of this build's format.
     Current,
 }
@@ -274,7 +277,8 @@ pub(crate) fn layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, 
     match version {
         Some(1) if !has_v1() => Err(damaged("a format-1 journal table is missing")),
         Some(1) => Ok(Layout::Format1),
-        Some(FORMAT_VERSION) => {
+        // A file mid-upgrade from format 1 says 2 if a format-2 build began the upgrade.
+        Some(v @ (2 | FORMAT_VERSION)) => {
             if [LOG.name(), POSITIONS.name(), KEYS.name(), SESSIONS.name()]
                 .iter()
                 .any(|t| !has(t))
@@ -284,14 +288,21 @@ pub(crate) fn layout(db: &impl ReadableDatabase, path: &Path) -> Result<Layout, 
             // The rows of `notify_sessions` (ended and purged sessions) are honoured
             // where they are read (`format/session_row.rs`); a row of a later version is refused
             // there. Builds before session ends refuse a file with any row.
-            if !upgrading {
+            if upgrading {
+                return if has_v1() {
+                    Ok(Layout::Upgrading)
+                } else {
+                    // The old tables go only in the step that clears the mark: a missing
+                    // one here is damage, never "nothing left to move".
+                    Err(damaged("a format-1 table is missing mid-upgrade"))
+                };
+            }
+            if v == 2 {
+                Ok(Layout::Format2)
+            } else if has(TAIL.name()) {
                 Ok(Layout::Current)
-            } else if has_v1() {
-                Ok(Layout::Upgrading)
             } else {
-                // The old tables go only in the step that clears the mark: a missing
-                // one here is damage, never "nothing left to move".
-                Err(damaged("a format-1 table is missing mid-upgrade"))
+                Err(damaged("the log's tail table is missing"))
             }
         }
         Some(found) => Err(OpenError::UnsupportedFormatVersion {
@@ -365,6 +376,7 @@ pub(crate) fn prepare_with(
     match found {
         Layout::Current => return Ok(()),
         Layout::Format1 | Layout::Upgrading => return upgrade::from_v1(db, path, checked),
+        Layout::Format2 => return upgrade::from_v2(db, path),
         Layout::Fresh => {}
     }
     let txn = db
@@ -380,6 +392,8 @@ pub(crate) fn prepare_with(
             .map_err(|e| fail("create log")(e.into()))?;
         txn.open_table(POSITIONS)
             .map_err(|e| fail("create positions")(e.into()))?;
+        txn.open_table(TAIL)
+            .map_err(|e| fail("create tail")(e.into()))?;
         txn.open_table(KEYS)
             .map_err(|e| fail("create keys")(e.into()))?;
         txn.open_table(SESSIONS)

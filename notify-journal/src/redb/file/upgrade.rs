@@ -1,4 +1,6 @@
-//! Upgrading a format-1 journal to format 2 in place, in bounded, crash-safe steps.
+//! Upgrading older journals in place: format 2 to format 3 in one transaction (the
+//! log's tail table, empty, and the version: a format-2 file is a format-3 file whose
+//! tail is empty), and format 1 in bounded, crash-safe steps, described here.
 //!
 //! Nothing is written before [`check`] has read every frame left in the old tables and
 //! found each as the steps will want it (it decodes, re-encodes to the same bytes,
@@ -24,7 +26,7 @@ use crate::redb::format::body;
 use crate::redb::format::frame;
 use crate::redb::format::keys::{log_head, sid};
 use crate::redb::format::{
-    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, UPGRADING_KEY, v1,
+    FORMAT_KEY, FORMAT_VERSION, KEYS, LOG, META, POSITIONS, TAIL, UPGRADING_KEY, v1,
 };
 use crate::verify_report::{Problem, VerifyReport};
 
@@ -37,7 +39,27 @@ pub(crate) const STEP_BYTES: usize = 32 << 20;
 /// How many problems a refused upgrade names.
 const REFUSAL_PROBLEMS: usize = 8;
 
-/// Moves every format-1 frame into the format-2 tables. Unless `checked` (the caller
+/// Upgrades a format-2 journal to format 3 in one transaction: the log's tail table,
+/// empty, and the version. Nothing else changes: every frame is in the positions table.
+pub(crate) fn from_v2(db: &Database, path: &Path) -> Result<(), OpenError> {
+    let txn = db
+        .begin_write()
+        .map_err(|e| fail(path, "begin the upgrade from format 2")(e.into()))?;
+    {
+        let mut meta = txn
+            .open_table(META)
+            .map_err(|e| fail(path, "open metadata")(e.into()))?;
+        meta.insert(FORMAT_KEY, FORMAT_VERSION)
+            .map_err(|e| fail(path, "write format version")(e.into()))?;
+        txn.open_table(TAIL)
+            .map_err(|e| fail(path, "create tail")(e.into()))?;
+    }
+    txn.commit()
+        .map_err(|e| fail(path, "commit the upgrade from format 2")(e.into()))
+}
+
+/// Moves every format-1 frame into the current tables (the positions table: the tail
+/// stays empty). Unless `checked` (the caller
 /// ran [`check`] on this very file, read-only, just before), [`check`] runs first, in a
 /// read transaction: a file it finds damaged is refused
 /// ([`OpenError::UpgradeRefused`]) before anything is written.
@@ -254,6 +276,7 @@ fn step(db: &Database, path: &Path) -> Result<bool, OpenError> {
         let mut keys = txn.open_table(KEYS).map_err(t("open keys"))?;
         txn.open_table(crate::redb::format::SESSIONS)
             .map_err(t("create sessions"))?;
+        txn.open_table(TAIL).map_err(t("create tail"))?;
 
         let mut batch = Vec::with_capacity(STEP);
         let mut bytes_taken = 0;

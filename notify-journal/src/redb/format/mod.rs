@@ -1,19 +1,21 @@
 //! The on-disk format (see `docs/design.md`): the tables, here, and what their values
 //! hold: a frame's checksummed header (`frame.rs`) and its compact binary body
 //! (`body/`), the stored keys and a session's head (`keys.rs`), and the checksummed row
-//! of an ended or purged session (`session_row.rs`). Changing any definition here is a
-//! format change and needs a new [`FORMAT_VERSION`].
+//! of an ended or purged session (`session_row.rs`), and where a session's frames are
+//! (`positions.rs`: the positions table and the log's tail). Changing any definition
+//! here is a format change and needs a new [`FORMAT_VERSION`].
 
 pub(crate) mod body;
 pub(crate) mod frame;
 pub(crate) mod keys;
+pub(crate) mod positions;
 pub(crate) mod session_row;
 
 use redb::TableDefinition;
 
 /// The journal format this build writes. It reads this one and upgrades every earlier
-/// one (see `file/upgrade.rs`).
-pub(crate) const FORMAT_VERSION: u64 = 2;
+/// one (see `file/upgrade.rs`); format 3 is format 2 with the log's [`TAIL`].
+pub(crate) const FORMAT_VERSION: u64 = 3;
 
 /// `name -> value`; holds [`FORMAT_KEY`]. Its presence marks a redb file as a journal.
 /// Unchanged across versions, so any build can read any file's version.
@@ -28,10 +30,18 @@ pub(crate) const UPGRADING_KEY: &str = "upgrading_from";
 /// start at 1 and only grow, so appends land at the right edge of the tree. A frame is
 /// the header of `frame.rs` (checksum, session, seq, key) and the record's body.
 pub(crate) const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("notify_log");
-/// `(session, seq) -> position`: a session's frames in order; its last entry is the
-/// session's head (no head is written per batch).
+/// `(session, seq) -> position`: a session's frames in order, except those still in the
+/// [`TAIL`]; a session's last entry here or in the tail is its head (no head is
+/// written per batch).
 pub(crate) const POSITIONS: TableDefinition<'_, (u128, u64), u64> =
     TableDefinition::new("notify_positions");
+/// `position -> (session, seq)`: the log's tail, the frames appended since the writer
+/// last folded the tail into [`POSITIONS`]. Keyed by position, so a batch's entries land
+/// at the right edge whatever the sessions (where positions entries land one leaf per
+/// session); folded in bulk, sorted, when it holds `RedbOptions::tail_max` entries,
+/// before every chore, and when the journal closes. Every frame is named by exactly one
+/// of the two, and a session's tail entries follow its positions entries (format 3).
+pub(crate) const TAIL: TableDefinition<'_, u64, (u128, u64)> = TableDefinition::new("notify_tail");
 /// `(key, session) -> position`: the idempotency index. Keyed by the key first, so
 /// time-ordered (UUIDv7) keys insert near the right edge whatever the session.
 pub(crate) const KEYS: TableDefinition<'_, (u128, u128), u64> = TableDefinition::new("notify_keys");

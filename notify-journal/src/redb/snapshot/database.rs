@@ -24,6 +24,9 @@ pub struct RedbStats {
     pub frames: u64,
     /// Entries of the idempotency index.
     pub keys: u64,
+    /// Frames in the log's tail: appended since the writer last folded the tail into
+    /// the positions table (`RedbOptions::tail_max`); 0 in a format-2 file.
+    pub tail: u64,
 }
 
 /// The reads of one redb database: `census` (when there is one) confirms index misses
@@ -107,6 +110,10 @@ impl<D: ReadableDatabase> Reads<'_, D> {
                 format_version,
                 frames: snap.log.len().map_err(storage("count frames"))?,
                 keys: snap.keys.len().map_err(storage("count keys"))?,
+                tail: match &snap.tail {
+                    Some(t) => t.len().map_err(storage("count tail"))?,
+                    None => 0,
+                },
             })
         })
         .unwrap_or_else(|panic| Err(JournalError::Storage(panic.storage("counting"))))

@@ -1,5 +1,5 @@
 //! Reading a journal file, written once for both handles: [`Snapshot`], here, the reads
-//! of a format-2 journal inside one read transaction; `database.rs`, each read of a
+//! of a format-3 (or format-2: no tail) journal inside one read transaction; `database.rs`, each read of a
 //! database in a snapshot of its own (what the handles' `*_blocking` reads call); and
 //! `blocking_pool.rs`, the hop of those reads onto tokio's blocking pool.
 //!
@@ -21,17 +21,25 @@ use crate::redb::census::{Census, Miss, confirm_miss};
 use crate::redb::contain::{contain, storage};
 use crate::redb::format::body;
 use crate::redb::format::frame;
-use crate::redb::format::keys::{log_head, sid};
+use crate::redb::format::keys::sid;
+use crate::redb::format::positions::{SessionLog, TailMap, names, read_tail};
 use crate::redb::format::session_row::SessionRow;
-use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS, TAIL};
 use crate::retention::SessionState;
+
+/// The positions table, as a snapshot reads it.
+type PositionsTable = ReadOnlyTable<(u128, u64), u64>;
 
 /// The journal's tables in one read transaction (one consistent snapshot).
 pub(crate) struct Snapshot {
     pub(crate) log: ReadOnlyTable<u64, &'static [u8]>,
-    pub(crate) positions: ReadOnlyTable<(u128, u64), u64>,
+    pub(crate) positions: PositionsTable,
     pub(crate) keys: ReadOnlyTable<(u128, u128), u64>,
     pub(crate) sessions: ReadOnlyTable<u128, &'static [u8]>,
+    /// The log's tail; `None` in a format-2 file (read-only: not upgraded).
+    pub(crate) tail: Option<ReadOnlyTable<u64, (u128, u64)>>,
+    /// The tail by session, read once per snapshot when first needed.
+    tail_map: std::cell::OnceCell<TailMap>,
 }
 
 /// Runs `f` on one consistent snapshot of `db` (a writable or a read-only database),
@@ -62,7 +70,42 @@ impl Snapshot {
                 .map_err(storage("open positions"))?,
             keys: txn.open_table(KEYS).map_err(storage("open keys"))?,
             sessions: txn.open_table(SESSIONS).map_err(storage("open sessions"))?,
+            tail: match txn.open_table(TAIL) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage("open tail")(e)),
+            },
+            tail_map: std::cell::OnceCell::new(),
         })
+    }
+
+    /// The log's tail by session (read from the snapshot the first time).
+    pub(crate) fn tail(&self) -> Result<&TailMap, JournalError> {
+        if let Some(map) = self.tail_map.get() {
+            return Ok(map);
+        }
+        let map = match &self.tail {
+            Some(t) => read_tail(t).map_err(storage("read tail"))?.0,
+            None => TailMap::default(),
+        };
+        Ok(self.tail_map.get_or_init(|| map))
+    }
+
+    /// `session`'s frames: its positions entries and its tail entries.
+    pub(crate) fn frames(
+        &self,
+        session: u128,
+    ) -> Result<SessionLog<'_, PositionsTable>, JournalError> {
+        let tail = self.tail()?.get(&session).map_or(&[][..], Vec::as_slice);
+        Ok(SessionLog::new(&self.positions, session, tail))
+    }
+
+    /// The log position `session`'s log gives its frame `seq` (its positions entry or
+    /// its tail entry), if any.
+    pub(crate) fn position_of(&self, session: u128, seq: u64) -> Result<Option<u64>, JournalError> {
+        self.frames(session)?
+            .position(seq)
+            .map_err(storage("read positions"))
     }
 
     /// The session's state row, checked; `None` for a live session.
@@ -104,9 +147,11 @@ impl Snapshot {
         }
     }
 
-    /// The session's last seq: its last position entry (0 when it has none).
+    /// The session's last seq: its last tail or positions entry (0 when it has none).
     pub(crate) fn head(&self, session: u128) -> Result<u64, JournalError> {
-        log_head(&self.positions, session, storage)
+        self.frames(session)?
+            .head()
+            .map_err(storage("read positions"))
     }
 
     /// The frame at `pos`, which must be `session`'s frame `seq` (and carry `key`, when
@@ -171,9 +216,8 @@ impl Snapshot {
                 match confirm_miss(
                     census,
                     generation,
-                    &self.positions,
+                    &self.frames(session)?,
                     &self.log,
-                    session,
                     key,
                     head,
                 )
@@ -207,12 +251,10 @@ impl Snapshot {
                 },
             ));
         }
-        let positioned = self
-            .positions
-            .get((session, f.seq))
+        if !names(&self.positions, self.tail.as_ref(), session, f.seq, pos)
             .map_err(storage("read positions"))?
-            .map(|g| g.value());
-        if positioned != Some(pos) {
+        {
+            let positioned = self.position_of(session, f.seq)?;
             return Err(corrupt(
                 s,
                 f.seq,
@@ -239,18 +281,20 @@ impl Snapshot {
         let head = self.head(session)?;
         let mut out = Vec::new();
         let mut expected = from_seq.max(1);
-        let range = self
-            .positions
-            .range((session, from_seq)..=(session, u64::MAX))
-            .map_err(storage("read positions"))?;
-        for entry in range.take(limit) {
-            let (k, v) = entry.map_err(storage("read position"))?;
-            let seq = k.value().1;
-            if seq != expected {
-                return Err(corrupt(s, expected, Corruption::Missing));
-            }
-            out.push(self.frame_at(session, seq, None, v.value())?);
-            expected = expected.saturating_add(1);
+        if limit > 0 {
+            self.frames(session)?.each(
+                from_seq,
+                u64::MAX,
+                storage("read positions"),
+                |seq, pos| {
+                    if seq != expected {
+                        return Err(corrupt(s, expected, Corruption::Missing));
+                    }
+                    out.push(self.frame_at(session, seq, None, pos)?);
+                    expected = expected.saturating_add(1);
+                    Ok(out.len() < limit)
+                },
+            )?;
         }
         check_replay_page(s, from_seq, limit, Some(head), &out)?;
         Ok(out)
@@ -263,8 +307,8 @@ impl Snapshot {
     }
 
     /// At most `limit` sessions with a frame or a state row (ended, purged) and an ID
-    /// above `after`, in ID order: the positions and the rows merged, two seeks per
-    /// session.
+    /// above `after`, in ID order: the positions, the rows and the tail merged, two
+    /// seeks per session.
     pub(crate) fn sessions_after(
         &self,
         after: Option<SessionId>,
@@ -278,7 +322,10 @@ impl Snapshot {
                 None => return Ok(out),
             },
         };
+        let mut tailed: Vec<u128> = self.tail()?.keys().copied().collect();
+        tailed.sort_unstable();
         while out.len() < limit {
+            let in_tail = tailed.get(tailed.partition_point(|t| *t < from)).copied();
             let logged = self
                 .positions
                 .range((from, 0)..)
@@ -295,10 +342,8 @@ impl Snapshot {
                 .transpose()
                 .map_err(storage("read session row"))?
                 .map(|(k, _)| k.value());
-            let session = match (logged, ended) {
-                (Some(a), Some(b)) => a.min(b),
-                (Some(a), None) | (None, Some(a)) => a,
-                (None, None) => break,
+            let Some(session) = [logged, ended, in_tail].into_iter().flatten().min() else {
+                break;
             };
             if session < from {
                 // A seek answered a key below where it began: a damaged page put the

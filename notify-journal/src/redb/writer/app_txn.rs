@@ -24,14 +24,14 @@ use std::time::{Duration, Instant};
 
 use super::Writer;
 use super::requests::{AppReply, AppTxn};
-use super::resolve::{HEADS_CACHE_MAX, Tables};
+use super::resolve::Tables;
 use crate::error::AppendError;
 use crate::error::{JournalError, StorageError};
 use crate::group::{GroupVerdict, try_judge_group};
 use crate::redb::app_tables::{AppGroupWrite, AppTables, AppTxnError, Budget};
 use crate::redb::contain::contain;
 use crate::redb::format::keys::sid;
-use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS, TAIL};
 use crate::redb::writer::failure::{BatchFailure, before};
 
 /// How long one turn's closures may run together before the writer stops taking more
@@ -141,9 +141,11 @@ impl Writer {
     /// turn's budget lasts, if `grow`), then commit.
     fn app_turn(&mut self, txns: &mut Vec<AppTxn>, grow: bool) -> Result<Turn, BatchFailure> {
         self.fresh.clear();
+        self.appended.clear();
         let started = Instant::now();
         let max = self.tuning.max_batch.max(1);
         let txn = self.begin_write()?;
+        self.load_tail(&txn)?;
         let mut answers = Vec::with_capacity(txns.len());
         let mut records = 0;
         let staged_pos;
@@ -152,6 +154,8 @@ impl Writer {
             let mut tables = Tables {
                 log: txn.open_table(LOG).map_err(&table_err)?,
                 positions: txn.open_table(POSITIONS).map_err(&table_err)?,
+                tail: txn.open_table(TAIL).map_err(&table_err)?,
+                tail_map: &self.tail,
                 keys: txn.open_table(KEYS).map_err(&table_err)?,
                 sessions: txn.open_table(SESSIONS).map_err(&table_err)?,
                 retention: None,
@@ -160,6 +164,7 @@ impl Writer {
                 census: self.census.as_deref(),
                 base: &mut self.base,
                 fresh: &mut self.fresh,
+                appended: &mut self.appended,
             };
             let mut next_pos = match self.next_pos {
                 Some(p) => p,
@@ -230,14 +235,7 @@ impl Writer {
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
         crate::metrics::committed(crate::metrics::REDB, records, commit_started.elapsed());
-        self.next_pos = Some(staged_pos);
-        if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
-            self.heads.clear();
-        }
-        self.heads.extend(self.staged.iter().map(|(s, q)| (*s, *q)));
-        if let Some(census) = &self.census {
-            census.record(&self.fresh);
-        }
+        self.committed_appends(staged_pos, false);
         Ok(Turn::Committed(answers))
     }
 }

@@ -4,9 +4,9 @@
 use std::time::Instant;
 
 use super::Writer;
-use super::resolve::{HEADS_CACHE_MAX, Tables};
+use super::resolve::Tables;
 use crate::error::StorageError;
-use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS};
+use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS, TAIL};
 use crate::redb::writer::failure::{BatchFailure, before};
 
 impl Writer {
@@ -21,6 +21,7 @@ impl Writer {
     pub(super) fn write_batch(&mut self) -> Result<(), BatchFailure> {
         let max = self.tuning.max_batch;
         self.fresh.clear();
+        self.appended.clear();
         self.queue.take(&mut self.batch, max);
         // A leading appender commits what is queued at once (`lead.rs`).
         let target = if self.leading {
@@ -32,12 +33,16 @@ impl Writer {
         let gap = self.tuning.gap();
 
         let txn = self.begin_write()?;
+        self.load_tail(&txn)?;
+        let folded = self.fold_tail(&txn, false)?;
         let staged_pos;
         {
             let table_err = before("open journal table");
             let mut tables = Tables {
                 log: txn.open_table(LOG).map_err(&table_err)?,
                 positions: txn.open_table(POSITIONS).map_err(&table_err)?,
+                tail: txn.open_table(TAIL).map_err(&table_err)?,
+                tail_map: &self.tail,
                 keys: txn.open_table(KEYS).map_err(&table_err)?,
                 sessions: txn.open_table(SESSIONS).map_err(&table_err)?,
                 retention: None,
@@ -46,6 +51,7 @@ impl Writer {
                 census: self.census.as_deref(),
                 base: &mut self.base,
                 fresh: &mut self.fresh,
+                appended: &mut self.appended,
             };
             let mut next_pos = match self.next_pos {
                 Some(p) => p,
@@ -86,14 +92,7 @@ impl Writer {
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
         self.tuning.observe_commit(started.elapsed());
         crate::metrics::committed(crate::metrics::REDB, self.replies.len(), started.elapsed());
-        self.next_pos = Some(staged_pos);
-        if self.heads.len() + self.staged.len() > HEADS_CACHE_MAX {
-            self.heads.clear();
-        }
-        self.heads.extend(self.staged.iter().map(|(s, q)| (*s, *q)));
-        if let Some(census) = &self.census {
-            census.record(&self.fresh);
-        }
+        self.committed_appends(staged_pos, folded);
         Ok(())
     }
 }

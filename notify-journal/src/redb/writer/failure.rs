@@ -5,6 +5,7 @@ use crate::error::{AppendError, Corruption, JournalError, StorageError};
 use crate::integrity::corrupt;
 
 use crate::redb::format::keys::sid;
+use crate::redb::format::positions::FoldError;
 
 /// Why a whole batch (or a chore's transaction) failed.
 #[derive(Clone)]
@@ -44,6 +45,21 @@ impl BatchFailure {
             Self::BeforeCommit(e) => Some(AppendError::Storage(e)),
             Self::Commit(e) => Some(AppendError::CommitFailed(e)),
             Self::Damaged { .. } | Self::Refused => None,
+        }
+    }
+}
+
+impl From<FoldError> for BatchFailure {
+    fn from(e: FoldError) -> Self {
+        match e {
+            FoldError::Storage(e) => Self::BeforeCommit(StorageError::new("fold the tail", e)),
+            FoldError::Replaced { session, seq } => Self::Damaged {
+                session,
+                seq,
+                detail: format!(
+                    "folding the log's tail found a positions entry already there for seq {seq} (a damaged page hid it); nothing written"
+                ),
+            },
         }
     }
 }

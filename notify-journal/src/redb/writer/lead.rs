@@ -100,7 +100,7 @@ impl Lead {
             w.turn();
             held.done();
         }
-        if let Some(w) = self.writer().take() {
+        if let Some(mut w) = self.writer().take() {
             w.finish();
         }
     }

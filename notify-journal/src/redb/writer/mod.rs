@@ -40,6 +40,7 @@ pub(crate) mod lead;
 mod queue;
 mod requests;
 mod resolve;
+mod tail;
 mod tuning;
 
 use crate::redb::format::keys::FastMap;
@@ -84,6 +85,13 @@ pub(crate) struct Writer {
     base: FastMap<u128, u64>,
     /// The frames the batch wrote, counted by the census once it commits.
     fresh: Vec<(u128, u64, u128)>,
+    /// The frames the current transaction of appends wrote: `(session, seq, position)`.
+    appended: Vec<(u128, u64, u64)>,
+    /// The committed tail by session (`tail.rs`), once read (`tail_loaded`).
+    tail: crate::redb::format::positions::TailMap,
+    tail_loaded: bool,
+    /// Entries in [`tail`](Self::tail).
+    tail_len: usize,
     /// Set once the batch's commit has started: a panic from then on leaves the
     /// batch's outcome unknown (`CommitFailed`), not "nothing written".
     committing: bool,
@@ -123,6 +131,10 @@ pub(super) fn writer(
         census,
         base: FastMap::default(),
         fresh: Vec::new(),
+        appended: Vec::new(),
+        tail: crate::redb::format::positions::TailMap::default(),
+        tail_loaded: false,
+        tail_len: 0,
         committing: false,
         dirty_non_durable: false,
         owed: Duration::ZERO,
@@ -248,25 +260,39 @@ impl Writer {
         }
     }
 
-    /// On close: a clean close makes the non-durable commits durable.
-    pub(super) fn finish(&self) {
-        if self.dirty_non_durable
-            && !self.queue.is_poisoned()
-            && let Err(e) = flush_durable(&self.db)
-        {
-            tracing::error!(error = %e, "final durable commit on close failed");
+    /// On close: a clean close folds the tail (the next open, and every reader of the
+    /// file, finds it empty) and makes the non-durable commits durable, in one durable
+    /// commit. Nothing is written through a poisoned handle.
+    pub(super) fn finish(&mut self) {
+        let fold = !self.tail_loaded || self.tail_len > 0;
+        if self.queue.is_poisoned() || !(fold || self.dirty_non_durable) {
+            return;
+        }
+        let result = self.contained("closing", |w| {
+            let mut txn = w.begin_write()?;
+            txn.set_durability(redb::Durability::Immediate)
+                .map_err(before("set durability"))?;
+            let folded = fold && w.fold_tail(&txn, true)?;
+            if !folded && !w.dirty_non_durable {
+                return Ok(());
+            }
+            w.committing = true;
+            txn.commit()
+                .map_err(|e| BatchFailure::Commit(StorageError::new("final durable commit", e)))?;
+            if folded {
+                w.tail_folded();
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            let detail = match e {
+                BatchFailure::BeforeCommit(e) | BatchFailure::Commit(e) => e.to_string(),
+                BatchFailure::Damaged { detail, .. } => detail,
+                BatchFailure::Refused => "refused".to_owned(),
+            };
+            tracing::error!(error = %detail, "final durable commit on close failed");
         }
     }
-}
-
-fn flush_durable(db: &Database) -> Result<(), StorageError> {
-    let mut txn = db
-        .begin_write()
-        .map_err(|e| StorageError::new("begin final write", e))?;
-    txn.set_durability(redb::Durability::Immediate)
-        .map_err(|e| StorageError::new("set durability", e))?;
-    txn.commit()
-        .map_err(|e| StorageError::new("final durable commit", e))
 }
 
 impl Writer {

@@ -1,7 +1,7 @@
 //! Resolving one queued append inside the writer's write transaction: the session's
 //! row first (a purged session refuses every key), then the idempotency index (a
 //! duplicate or a collision, checked against the frame it names, even in an ended
-//! session), else, unless the session ended, a new frame with its position and index
+//! session), else, unless the session ended, a new frame with its tail entry and index
 //! entry, and, for an end marker, the session's row.
 //! An atomic group is resolved request by request the same way, and undone inside
 //! the transaction if one of them is refused.
@@ -17,18 +17,25 @@ use crate::group::{GroupVerdict, try_judge_group};
 use crate::redb::census::{Census, Miss, confirm_head, confirm_miss};
 use crate::redb::format::RETENTION;
 use crate::redb::format::frame;
-use crate::redb::format::keys::{log_head, sid};
+use crate::redb::format::keys::sid;
+use crate::redb::format::positions::{SessionLog, TailMap, names};
 use crate::redb::format::session_row::SessionRow;
 use crate::redb::writer::failure::{BatchFailure, before};
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
-/// lazily from the positions table, when a new session would exceed this).
+/// lazily from the tail and the positions table, when a new session would exceed this).
 pub(super) const HEADS_CACHE_MAX: usize = 1 << 16;
 
 /// The journal's tables inside one write transaction.
 pub(super) struct Tables<'txn, 'w> {
     pub(super) log: redb::Table<'txn, u64, &'static [u8]>,
     pub(super) positions: redb::Table<'txn, (u128, u64), u64>,
+    pub(super) tail: redb::Table<'txn, u64, (u128, u64)>,
+    /// The committed tail by session (the writer's copy of [`TAIL`]'s committed
+    /// entries): where a session's frames beyond its positions entries are.
+    ///
+    /// [`TAIL`]: crate::redb::format::TAIL
+    pub(super) tail_map: &'w TailMap,
     pub(super) keys: redb::Table<'txn, (u128, u128), u64>,
     pub(super) sessions: redb::Table<'txn, u128, &'static [u8]>,
     /// Opened (created, in a file of an older build) by the first end marker.
@@ -46,6 +53,9 @@ pub(super) struct Tables<'txn, 'w> {
     /// The frames this batch wrote (`(session, seq, key)`), for the census once it
     /// commits.
     pub(super) fresh: &'w mut Vec<(u128, u64, u128)>,
+    /// The frames this batch wrote (`(session, seq, position)`), for the writer's copy
+    /// of the tail once it commits.
+    pub(super) appended: &'w mut Vec<(u128, u64, u64)>,
 }
 
 /// What an append may do to a session, by its row.
@@ -108,6 +118,13 @@ impl<'txn> Tables<'txn, '_> {
         Ok(())
     }
 
+    /// `session`'s committed frames: its positions entries and its committed tail
+    /// entries.
+    fn frames(&self, session: u128) -> SessionLog<'_, redb::Table<'txn, (u128, u64), u64>> {
+        let tail = self.tail_map.get(&session).map_or(&[][..], Vec::as_slice);
+        SessionLog::new(&self.positions, session, tail)
+    }
+
     /// The log's next free position: one past its last entry.
     pub(super) fn next_position(&self) -> Result<u64, BatchFailure> {
         let last = self
@@ -133,9 +150,8 @@ impl<'txn> Tables<'txn, '_> {
         let miss = confirm_miss(
             census,
             census.generation(),
-            &self.positions,
+            &self.frames(req.session),
             &self.log,
-            req.session,
             req.key,
             committed_head,
         )
@@ -227,17 +243,34 @@ impl<'txn> Tables<'txn, '_> {
                 let h = match committed.get(&req.session) {
                     Some(h) => *h,
                     None => {
-                        let h = log_head(&self.positions, req.session, before)?;
+                        let frames = self.frames(req.session);
+                        let h = frames.head().map_err(before("read positions"))?;
                         // Believed only if the frame it names agrees (`census/`).
-                        if let Some((seq, source)) =
-                            confirm_head(&self.positions, &self.log, req.session, h)
-                                .map_err(before("read the session's head"))?
+                        if let Some((seq, source)) = confirm_head(&frames, &self.log, h)
+                            .map_err(before("read the session's head"))?
                         {
                             return Ok(Err(AppendError::Corrupt {
                                 session,
                                 seq,
                                 source,
                             }));
+                        }
+                        // And nothing follows it: a damaged positions page that hid the
+                        // session's later entries must not make a second frame of a seq.
+                        if let Some(next) = h.checked_add(1)
+                            && self
+                                .positions
+                                .get((req.session, next))
+                                .map_err(before("read positions"))?
+                                .is_some()
+                        {
+                            return Err(BatchFailure::Damaged {
+                                session: req.session,
+                                seq: next,
+                                detail: format!(
+                                    "the session's head read as seq {h}, yet its log holds seq {next} (a damaged page hid it); nothing written"
+                                ),
+                            });
                         }
                         // A committed value: safe to remember whatever this batch's fate.
                         if committed.len() < HEADS_CACHE_MAX {
@@ -279,12 +312,12 @@ impl<'txn> Tables<'txn, '_> {
             return Err(replaced(&format!("log position {pos}")));
         }
         if self
-            .positions
-            .insert((req.session, seq), pos)
-            .map_err(before("write position"))?
+            .tail
+            .insert(pos, (req.session, seq))
+            .map_err(before("write tail"))?
             .is_some()
         {
-            return Err(replaced("the session's next seq"));
+            return Err(replaced(&format!("the tail's log position {pos}")));
         }
         self.keys
             .insert((req.key, req.session), pos)
@@ -299,6 +332,7 @@ impl<'txn> Tables<'txn, '_> {
         if self.census.is_some() {
             self.fresh.push((req.session, seq, req.key));
         }
+        self.appended.push((req.session, seq, pos));
         Ok(Ok(AppendOutcome {
             seq,
             appended: true,
@@ -345,6 +379,7 @@ impl<'txn> Tables<'txn, '_> {
     ) -> Result<(), BatchFailure> {
         let start_pos = *next_pos;
         let fresh_before = self.fresh.len();
+        let appended_before = self.appended.len();
         let staged_before = staged.get(&group.session).copied();
         let verdict = try_judge_group(
             sid(group.session),
@@ -365,13 +400,14 @@ impl<'txn> Tables<'txn, '_> {
         let mut pos = start_pos;
         for (req, outcome) in group.requests.iter().zip(&outcomes) {
             if outcome.appended {
-                self.unwrite(req, outcome.seq, pos)?;
+                self.unwrite(req, pos)?;
                 pos += 1;
             }
         }
         *next_pos = start_pos;
-        // Nor may the census count a frame that was taken back.
+        // Nor may the census count a frame that was taken back, nor the tail hold one.
         self.fresh.truncate(fresh_before);
+        self.appended.truncate(appended_before);
         match staged_before {
             Some(head) => staged.insert(group.session, head),
             None => staged.remove(&group.session),
@@ -380,14 +416,12 @@ impl<'txn> Tables<'txn, '_> {
         Ok(())
     }
 
-    /// Removes what [`resolve`](Self::resolve) wrote for a new frame of `req` at `seq`
-    /// and log position `pos` (for an end marker, the session's row and retention entry
+    /// Removes what [`resolve`](Self::resolve) wrote for a new frame of `req` at
+    /// log position `pos` (for an end marker, the session's row and retention entry
     /// too: the session had none before, or the marker would have been refused).
-    fn unwrite(&mut self, req: &Request, seq: u64, pos: u64) -> Result<(), BatchFailure> {
+    fn unwrite(&mut self, req: &Request, pos: u64) -> Result<(), BatchFailure> {
         self.log.remove(pos).map_err(before("undo frame"))?;
-        self.positions
-            .remove((req.session, seq))
-            .map_err(before("undo position"))?;
+        self.tail.remove(pos).map_err(before("undo tail"))?;
         self.keys
             .remove((req.key, req.session))
             .map_err(before("undo index"))?;
@@ -446,16 +480,14 @@ impl<'txn> Tables<'txn, '_> {
                 },
             );
         }
-        let positioned = self
-            .positions
-            .get((req.session, f.seq))
+        if !names(&self.positions, Some(&self.tail), req.session, f.seq, pos)
             .map_err(before("read positions"))?
-            .map(|g| g.value());
-        if positioned != Some(pos) {
+        {
             return damaged(
                 f.seq,
                 Corruption::Inconsistent(format!(
-                    "the index names log position {pos}, the session's log {positioned:?}"
+                    "the index names log position {pos}, which neither the session's positions nor the tail give seq {}",
+                    f.seq
                 )),
             );
         }

@@ -120,24 +120,30 @@ impl Writer {
         }
     }
 
-    /// Runs `f` in a write transaction with the journal's durability; commits when `f`
-    /// says so (`Ok((true, _))`), else drops the transaction. A panic of the storage
-    /// engine is contained.
+    /// Runs `f` in a write transaction with the journal's durability, after folding the
+    /// log's tail in it; commits when `f` says so (`Ok((true, _))`) or the tail was
+    /// folded, else drops the transaction. A panic of the storage engine is contained.
     fn chore_txn<T>(
         &mut self,
         f: impl FnOnce(&redb::WriteTransaction) -> Result<(bool, T), ChoreFailure>,
     ) -> Result<(bool, T), JournalError> {
         let result = self.contained("purging", |w| {
             let txn = w.begin_write()?;
+            // A chore reads and removes sessions' frames through the positions table
+            // alone: the tail is folded into it first, in the same transaction.
+            let folded = w.fold_tail(&txn, true)?;
             let (commit, out) = match f(&txn) {
                 Ok(v) => v,
                 Err(ChoreFailure::Damaged(e)) => return Ok(Err(e)),
                 Err(ChoreFailure::Storage(e)) => return Err(BatchFailure::BeforeCommit(e)),
             };
-            if commit {
+            if commit || folded {
                 w.committing = true;
                 txn.commit()
                     .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
+                if folded {
+                    w.tail_folded();
+                }
             }
             Ok(Ok((commit, out)))
         });
