@@ -3,7 +3,9 @@
 //! with SIGKILL at a random moment (after a random number of acknowledgements, from
 //! zero, so some kills land during open and recovery), then reopens the journal and
 //! checks that nothing acknowledged is lost, sequences are gap-free and a retry of an
-//! acknowledged record is a duplicate at its seq.
+//! acknowledged record is a duplicate at its seq. Every other child folds the log's
+//! tail every few batches (`tail_max` 8), so kills land between and during folds, and
+//! reopens read the tail a kill left.
 //!
 //! Set `NOTIFY_JOURNAL_KILL_SEED` to replay a run.
 
@@ -27,6 +29,15 @@ const KILLS: u64 = 24;
 /// Record indices of round `r` start at `r * ROUND_SPAN`.
 const ROUND_SPAN: u64 = 1_000_000;
 
+/// A child's options in round `round`: odd rounds fold the log's tail at 8 frames.
+fn options(round: u64) -> RedbOptions {
+    if round % 2 == 1 {
+        RedbOptions::default().tail_max(8)
+    } else {
+        RedbOptions::default()
+    }
+}
+
 /// The child's body. In a normal test run (no child variables) it does nothing.
 #[test]
 fn kill_child_appender() {
@@ -34,7 +45,7 @@ fn kill_child_appender() {
         return;
     };
     let round: u64 = round.parse().unwrap();
-    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
+    let j = RedbJournal::open(&path, options(round)).unwrap();
     let rt = runtime();
     rt.block_on(async move {
         let mut tasks = Vec::new();
@@ -68,6 +79,10 @@ fn acknowledged_appends_survive_sigkill() {
     let path = dir.path().join("killed.redb");
     // (session, index) -> seq, for every acknowledgement any child printed.
     let mut acked: HashMap<(u64, u64), u64> = HashMap::new();
+    // Frames in the file after the last verify closed it (a clean close folds the
+    // tail): a reopen finding more outside the tail saw a killed child's fold.
+    let mut folded_before = 0;
+    let (mut tails_left, mut children_folded) = (0, 0);
 
     for round in 0..KILLS {
         let wanted = next(&mut rng) % 60; // 0: kill as soon as it starts
@@ -99,12 +114,35 @@ fn acknowledged_appends_survive_sigkill() {
             fresh.push((f[0], f[1], f[2]));
         }
 
-        verify(&rt, &path, &acked, &fresh);
+        let found = verify(&rt, &path, &acked, &fresh);
+        if found.tail > 0 {
+            tails_left += 1;
+        }
+        if round % 2 == 1 && found.frames - found.tail > folded_before {
+            children_folded += 1;
+        }
+        folded_before = found.closed_frames;
     }
     assert!(
         !acked.is_empty(),
         "no child acknowledged anything (seed {seed})"
     );
+    // The kills left tails to read at open, and children were killed after folds.
+    assert!(
+        tails_left >= 2,
+        "only {tails_left} kills left a tail (seed {seed})"
+    );
+    assert!(
+        children_folded >= 2,
+        "only {children_folded} killed children had folded (seed {seed})"
+    );
+}
+
+/// What a verify found at open, and the frames it left when it closed.
+struct Found {
+    frames: u64,
+    tail: u64,
+    closed_frames: u64,
 }
 
 /// Every acknowledgement so far is indexed at its seq; this round's are retried
@@ -114,12 +152,13 @@ fn verify(
     path: &std::path::Path,
     acked: &HashMap<(u64, u64), u64>,
     fresh: &[(u64, u64, u64)],
-) {
+) -> Found {
     let j = RedbJournal::open(
         path,
         RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Full),
     )
     .unwrap();
+    let at_open = j.stats_blocking().unwrap();
     for sn in 0..SESSIONS {
         let s = session(u128::from(sn));
         let frames = j.replay_blocking(s, 1, usize::MAX).unwrap();
@@ -156,5 +195,11 @@ fn verify(
             }
         );
     }
+    let closed_frames = j.stats_blocking().unwrap().frames;
     j.close();
+    Found {
+        frames: at_open.frames,
+        tail: at_open.tail,
+        closed_frames,
+    }
 }

@@ -93,6 +93,36 @@ pub fn position(txn: &redb::WriteTransaction, session: u128, seq: u64) -> Result
     )))
 }
 
+/// Moves `session`'s positions entries from `from_seq` on back into the log's tail:
+/// the state a kill leaves before the writer folds them (a valid file, not damage), so
+/// that a test can damage the tail.
+///
+/// # Errors
+///
+/// A redb failure.
+pub fn unfold(path: &Path, session: u128, from_seq: u64) -> Result<(), TamperError> {
+    with_txn(path, |txn| {
+        let mut positions = txn
+            .open_table(POSITIONS)
+            .map_err(|e| err("open positions", e))?;
+        let mut tail = txn.open_table(TAIL).map_err(|e| err("open tail", e))?;
+        let moved: Vec<(u64, u64)> = positions
+            .range((session, from_seq)..=(session, u64::MAX))
+            .map_err(|e| err("read positions", e))?
+            .map(|entry| entry.map(|(k, v)| (k.value().1, v.value())))
+            .collect::<Result<_, _>>()
+            .map_err(|e| err("read position", e))?;
+        for (seq, pos) in moved {
+            positions
+                .remove((session, seq))
+                .map_err(|e| err("remove position", e))?;
+            tail.insert(pos, (session, seq))
+                .map_err(|e| err("write tail", e))?;
+        }
+        Ok(())
+    })
+}
+
 /// Rewrites the stored bytes of frame `seq` of `session` with `edit`; with `reseal`
 /// the frame's checksum is recomputed afterwards (damage the checksum cannot see).
 ///
