@@ -106,13 +106,37 @@ fn verify_image(
 
 #[test]
 fn every_acknowledged_append_survives_a_crash_at_every_sync() {
+    sweep_every_sync(&RedbOptions::default());
+}
+
+/// The same with the log's tail folded every two frames: the crash points fall on
+/// folds too (every batch's commit after the first folds what the one before left).
+#[test]
+fn every_acknowledged_append_survives_a_crash_at_every_sync_while_the_tail_folds() {
+    sweep_every_sync(&RedbOptions::default().tail_max(2));
+}
+
+fn sweep_every_sync(options: &RedbOptions) {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
 
-    // Dry run: how many syncs the whole workload (open, appends, close) makes.
-    let (acked, total) = crash::dry_run(|j| workload(&rt, j)).unwrap();
+    // Dry run: how many syncs the whole workload (open, appends, close) makes, and how
+    // much of the log the tail held when it ended (before the close's fold).
+    let ((acked, in_tail), total) = crash::dry_run(options, |j| {
+        let acked = workload(&rt, j);
+        let stats = j.stats_blocking().unwrap();
+        (acked, (stats.tail, stats.frames))
+    })
+    .unwrap();
     assert_eq!(acked.len() as u64, ROUNDS * SESSIONS as u64 + ROUNDS - 1);
     assert!(total > ROUNDS, "expected a sync per commit, got {total}");
+    if options.tail_max_value() < 8 {
+        let (tail, frames) = in_tail;
+        assert!(
+            tail < frames,
+            "nothing folded before the close: {tail} of {frames} frames in the tail"
+        );
+    }
 
     // The crash points: see `crash::sweep`. A half-created file (the crash hit while
     // the file was being created in place: the path API creates beside and links, see
@@ -124,6 +148,7 @@ fn every_acknowledged_append_survives_a_crash_at_every_sync() {
     } = crash::sweep(
         dir.path(),
         total,
+        options,
         |j| workload(&rt, j),
         |image, acked| verify_image(&rt, &image.path, acked),
     )

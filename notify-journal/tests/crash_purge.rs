@@ -226,7 +226,7 @@ fn ends_and_purges_survive_a_crash_at_every_sync() {
     let dir = tempfile::tempdir().unwrap();
 
     // Dry run: how many syncs the whole workload makes.
-    let (acked, total) = crash::dry_run(|j| workload(&rt, j)).unwrap();
+    let (acked, total) = crash::dry_run(&RedbOptions::default(), |j| workload(&rt, j)).unwrap();
     assert!(acked.dropped, "the dry run did not complete");
     assert_eq!(acked.purged.len(), 2);
 
@@ -238,6 +238,7 @@ fn ends_and_purges_survive_a_crash_at_every_sync() {
     } = crash::sweep(
         dir.path(),
         total,
+        &RedbOptions::default(),
         |j| workload(&rt, j),
         |image, acked| {
             // The workload stops early only on a crashed device's errors.

@@ -250,18 +250,21 @@ impl redb::StorageBackend for FaultBackend {
     }
 }
 
-/// Runs `workload` once on a journal over a device that never crashes, closes the
-/// journal and returns what the workload returned with the number of syncs it all made
-/// (open and close included).
+/// Runs `workload` once on a journal over a device that never crashes (opened with
+/// `options`, the open's check off), closes the journal and returns what the workload
+/// returned with the number of syncs it all made (open and close included).
 ///
 /// # Errors
 ///
 /// The journal's open error.
-pub fn dry_run<T>(workload: impl FnOnce(&RedbJournal) -> T) -> Result<(T, u64), OpenError> {
+pub fn dry_run<T>(
+    options: &RedbOptions,
+    workload: impl FnOnce(&RedbJournal) -> T,
+) -> Result<(T, u64), OpenError> {
     let ctl = Control::new();
     let j = RedbJournal::open_with_backend(
         ctl.backend(),
-        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+        options.clone().verify_on_open(RedbVerifyOnOpen::Off),
     )?;
     let out = workload(&j);
     j.close();
@@ -299,7 +302,8 @@ pub struct Sweep {
 /// stopping after the first run that ends before its crash point: then every sync point
 /// of the workload has been a crash point.
 ///
-/// Each run opens a journal over a fresh device (an open the crash cut short gives
+/// Each run opens a journal over a fresh device with `options` (the open's check off;
+/// an open the crash cut short gives
 /// `A::default()`: nothing was acknowledged), runs `workload`, closes the journal, then
 /// writes the durable, volatile and torn images into `dir` and calls `verify` on each,
 /// with what the workload returned. An image of a file whose creation the crash cut
@@ -312,6 +316,7 @@ pub struct Sweep {
 pub fn sweep<A: Default>(
     dir: &Path,
     total: u64,
+    options: &RedbOptions,
     mut workload: impl FnMut(&RedbJournal) -> A,
     mut verify: impl FnMut(&CrashImage, &A),
 ) -> std::io::Result<Sweep> {
@@ -322,7 +327,7 @@ pub fn sweep<A: Default>(
         ctl.crash_at_sync(n);
         let (created, acked) = match RedbJournal::open_with_backend(
             ctl.backend(),
-            RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+            options.clone().verify_on_open(RedbVerifyOnOpen::Off),
         ) {
             Ok(j) => {
                 let acked = workload(&j);

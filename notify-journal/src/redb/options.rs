@@ -299,6 +299,12 @@ impl RedbOptions {
         self
     }
 
+    /// The configured [`tail_max`](Self::tail_max).
+    #[must_use]
+    pub fn tail_max_value(&self) -> usize {
+        self.tail_max
+    }
+
     /// The configured record size cap.
     #[must_use]
     pub fn max_record_bytes_value(&self) -> usize {
