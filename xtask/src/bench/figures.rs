@@ -119,7 +119,7 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Crit("formats/format1/1"),
     ),
     (
-        "append, format 2, 1 appender",
+        "append, format 3, 1 appender",
         Src::Crit("formats/format2/1"),
     ),
     (
@@ -127,7 +127,7 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Crit("formats/format1/64"),
     ),
     (
-        "append, format 2, 64 appenders",
+        "append, format 3, 64 appenders",
         Src::Crit("formats/format2/64"),
     ),
     (
@@ -135,7 +135,7 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Crit("formats/format1/1024"),
     ),
     (
-        "append, format 2, 1024 appenders",
+        "append, format 3, 1024 appenders",
         Src::Crit("formats/format2/1024"),
     ),
     (
@@ -275,7 +275,7 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Crit("open/after_crash_100k_quick_repair_off"),
     ),
     (
-        "bytes per notification, format 2 open fixture (non-durable build), 1M records",
+        "bytes per notification, format 3 open fixture (non-durable build), 1M records",
         Src::Metric("disk/format2_fixture/1m"),
     ),
     (
@@ -283,7 +283,7 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("disk/format1/10k"),
     ),
     (
-        "bytes per notification, format 2, 10k records",
+        "bytes per notification, format 3, 10k records",
         Src::Metric("disk/format2/10k"),
     ),
     (
@@ -291,7 +291,7 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("disk/format1/1m"),
     ),
     (
-        "bytes per notification, format 2, 1M records",
+        "bytes per notification, format 3, 1M records",
         Src::Metric("disk/format2/1m"),
     ),
     ("plain ack, 1 consumer", Src::Crit("txack/plain/1")),
