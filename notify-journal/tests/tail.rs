@@ -10,7 +10,8 @@ mod common;
 
 use common::{command, open, session, three_frames};
 use notify_journal::{
-    Corruption, JournalError, JournalRead, Problem, PurgeStep, RedbJournal, RedbOptions, replay_all,
+    AppendError, Corruption, JournalError, JournalRead, Problem, PurgeStep, RedbJournal,
+    RedbOptions, RedbVerifyOnOpen, replay_all,
 };
 use notify_testkit::tamper::{self, POSITIONS, TAIL};
 use notify_types::{SessionId, Timestamp};
@@ -185,7 +186,12 @@ async fn a_fold_that_finds_a_seq_already_positioned_writes_nothing_and_names_it(
         Ok(())
     })
     .unwrap();
-    let j = RedbJournal::open(&path, RedbOptions::default()).unwrap();
+    // No scrub: the fold must find the damage itself.
+    let j = RedbJournal::open(
+        &path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+    )
+    .unwrap();
     // A chore folds first: the fold finds the entry there and refuses.
     let later = Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap();
     match j.purge_step(later, 10).await {
@@ -193,6 +199,13 @@ async fn a_fold_that_finds_a_seq_already_positioned_writes_nothing_and_names_it(
             assert!(e.to_string().contains("already there"), "{e}");
         }
         other => panic!("expected the fold to refuse, got {other:?}"),
+    }
+    // Appends are refused as for damage found, naming it.
+    match j.append(s, command(s, 4)).await {
+        Err(AppendError::Damaged { detail }) => {
+            assert!(detail.contains("already there"), "{detail}")
+        }
+        other => panic!("expected Damaged, got {other:?}"),
     }
     let report = j.verify(10).await.unwrap();
     assert!(!report.is_clean(), "{report}");
@@ -212,4 +225,72 @@ async fn a_fold_that_finds_a_seq_already_positioned_writes_nothing_and_names_it(
         Ok(())
     })
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_import_writes_nothing_though_the_tail_was_folded_in_its_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let j = open(&path);
+    // A live session with frames in the tail, and one the file does not know.
+    let live = session(1);
+    j.append(live, command(live, 1)).await.unwrap();
+    assert_eq!(j.stats_blocking().unwrap().tail, 1);
+    let unknown = session(2);
+    let at = Timestamp::from_second(1_700_000_000).unwrap();
+    let tombstone = notify_journal::SessionState::Purged(notify_journal::Tombstone {
+        ended_at: at,
+        purged_at: at,
+        last_seq: 3,
+        frames: 3,
+    });
+    let ended = notify_journal::SessionState::Ended {
+        ended_at: at,
+        last_seq: 9,
+    };
+    // The second state conflicts (the live session did not end at 9): all refused.
+    match j
+        .import_states(vec![(unknown, tombstone), (live, ended)])
+        .await
+    {
+        Err(notify_journal::ImportStateError::Conflict { .. }) => {}
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    // Nothing of it was written: the unknown session is still unknown (and takes
+    // appends), and the tail is as it was.
+    assert_eq!(
+        j.session_state(unknown).await.unwrap(),
+        notify_journal::SessionState::Live
+    );
+    assert_eq!(j.stats_blocking().unwrap().tail, 1);
+    let o = j.append(unknown, command(unknown, 1)).await.unwrap();
+    assert_eq!((o.seq, o.appended), (1, true));
+    assert!(j.verify(10).await.unwrap().is_clean());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactional_appends_alone_fold_the_tail_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    let j = RedbJournal::open(&path, RedbOptions::default().tail_max(4)).unwrap();
+    let s = session(1);
+    for i in 1..=30 {
+        let o = j
+            .append_with(s, command(s, i), move |t| {
+                let mut table = t.open_table::<u64, u64>("app/seen")?;
+                table.insert(i, i)?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!((o.seq, o.appended), (i, true));
+        // Bounded by tail_max and one turn's appends, whatever else runs.
+        let tail = j.stats_blocking().unwrap().tail;
+        assert!(
+            tail <= 4 + 1,
+            "the tail holds {tail} after {i} transactional appends"
+        );
+    }
+    assert_eq!(replay_all(&j, s).await.unwrap().len(), 30);
+    assert!(j.verify(10).await.unwrap().is_clean());
 }

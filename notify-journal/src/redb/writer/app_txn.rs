@@ -146,6 +146,7 @@ impl Writer {
         let max = self.tuning.max_batch.max(1);
         let txn = self.begin_write()?;
         self.load_tail(&txn)?;
+        let folded = self.fold_or_refuse(&txn)?;
         let mut answers = Vec::with_capacity(txns.len());
         let mut records = 0;
         let staged_pos;
@@ -235,7 +236,7 @@ impl Writer {
         txn.commit()
             .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
         crate::metrics::committed(crate::metrics::REDB, records, commit_started.elapsed());
-        self.committed_appends(staged_pos, false);
+        self.committed_appends(staged_pos, folded);
         Ok(Turn::Committed(answers))
     }
 }

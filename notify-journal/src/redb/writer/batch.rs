@@ -34,7 +34,7 @@ impl Writer {
 
         let txn = self.begin_write()?;
         self.load_tail(&txn)?;
-        let folded = self.fold_tail(&txn, false)?;
+        let folded = self.fold_or_refuse(&txn)?;
         let staged_pos;
         {
             let table_err = before("open journal table");

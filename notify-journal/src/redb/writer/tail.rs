@@ -1,6 +1,7 @@
 //! The writer's copy of the log's tail (`format/positions.rs`): read once after open,
 //! grown by every commit of appends, emptied by every commit that folds the tail; and
-//! when the tail folds (a batch that finds it full, every chore, a clean close).
+//! when the tail folds (a transaction of appends that finds it full, every chore that
+//! commits, a clean close).
 
 use redb::WriteTransaction;
 
@@ -40,6 +41,21 @@ impl Writer {
             always
         };
         Ok(due && fold(txn)? > 0)
+    }
+
+    /// [`fold_tail`](Self::fold_tail) when due, for a transaction of appends: damage the
+    /// fold finds marks the journal damaged and refuses the whole transaction (every
+    /// appender gets the refusal: the damage is not any one of theirs).
+    pub(super) fn fold_or_refuse(&mut self, txn: &WriteTransaction) -> Result<bool, BatchFailure> {
+        match self.fold_tail(txn, false) {
+            Err(BatchFailure::Damaged { detail, .. }) => {
+                tracing::error!(%detail, "journal writer found damage; appends are refused");
+                self.queue
+                    .mark_damaged(format!("the writer found: {detail}"));
+                Err(BatchFailure::Refused)
+            }
+            other => other,
+        }
     }
 
     /// After a commit that folded the tail: it is empty.

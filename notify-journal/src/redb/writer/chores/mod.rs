@@ -121,8 +121,9 @@ impl Writer {
     }
 
     /// Runs `f` in a write transaction with the journal's durability, after folding the
-    /// log's tail in it; commits when `f` says so (`Ok((true, _))`) or the tail was
-    /// folded, else drops the transaction. A panic of the storage engine is contained.
+    /// log's tail in it; commits (the fold with it) when `f` says so (`Ok((true, _))`),
+    /// else drops the transaction, fold included. A panic of the storage engine is
+    /// contained.
     fn chore_txn<T>(
         &mut self,
         f: impl FnOnce(&redb::WriteTransaction) -> Result<(bool, T), ChoreFailure>,
@@ -137,7 +138,9 @@ impl Writer {
                 Err(ChoreFailure::Damaged(e)) => return Ok(Err(e)),
                 Err(ChoreFailure::Storage(e)) => return Err(BatchFailure::BeforeCommit(e)),
             };
-            if commit || folded {
+            // A chore that commits nothing (a refused import, an idle purge) drops the
+            // fold with the rest: what it may have written must not commit with it.
+            if commit {
                 w.committing = true;
                 txn.commit()
                     .map_err(|e| BatchFailure::Commit(StorageError::new("commit", e)))?;
@@ -150,6 +153,14 @@ impl Writer {
         match result {
             // Not counted in `CommitStats` (batches only): the purge metrics count steps.
             Ok(answer) => answer,
+            // Damage the fold found (a positions entry a damaged page hid): appends are
+            // refused as for damage the writer or the scrub finds, nothing written.
+            Err(BatchFailure::Damaged { detail, .. }) => {
+                tracing::error!(%detail, "journal writer found damage; appends are refused");
+                self.queue
+                    .mark_damaged(format!("the writer found: {detail}"));
+                Err(JournalError::Storage(StorageError::msg(detail)))
+            }
             Err(failure) => {
                 self.queue.poison();
                 if let Some(e) = failure.storage_error() {
@@ -157,7 +168,6 @@ impl Writer {
                 }
                 Err(JournalError::Storage(match failure {
                     BatchFailure::BeforeCommit(e) => e,
-                    // Not built by a chore's transaction (resolve.rs and batch.rs only).
                     BatchFailure::Damaged { detail, .. } => StorageError::msg(detail),
                     BatchFailure::Refused => return Err(self.queue.chore_refusal()),
                     BatchFailure::Commit(e) => StorageError::msg(format!(
