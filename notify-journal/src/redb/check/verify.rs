@@ -370,6 +370,7 @@ fn check_positions(
 ) -> Result<(), JournalError> {
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
+    let mut previous: Option<(u128, u64, u64)> = None;
     // The positions table's entries and the tail's, merged in (session, seq) order.
     let mut tail: Vec<(u128, u64, u64)> = snap
         .tail()?
@@ -418,6 +419,20 @@ fn check_positions(
             expected = if purging { seq } else { 1 };
         }
         let session = sid(s);
+        if let Some((s0, seq0, pos0)) = previous
+            && (s0, seq0) == (s, seq)
+        {
+            // Both the positions table and the tail (or the tail twice) place this seq.
+            report.push(Problem::Frame {
+                session,
+                seq,
+                cause: Corruption::Inconsistent(format!(
+                    "the session's log places this seq twice: at log positions {pos0} and {pos}"
+                )),
+            });
+            continue;
+        }
+        previous = Some((s, seq, pos));
         report.check_next(session, seq, &mut expected);
         if !look_up {
             continue;
