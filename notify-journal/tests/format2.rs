@@ -31,20 +31,8 @@ struct Fixture {
 }
 
 fn fixture(dir: &Path) -> Fixture {
+    let (path, frames) = common::fixture_file(dir, "format2");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let path = dir.join("format2.redb");
-    std::fs::copy(src.join("format2.redb"), &path).unwrap();
-    let frames = std::fs::read_to_string(src.join("format2.expected"))
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let mut parts = line.splitn(3, ' ');
-            let s: SessionId = parts.next().unwrap().parse().unwrap();
-            let seq: u64 = parts.next().unwrap().parse().unwrap();
-            let record = JournalRecord::decode(parts.next().unwrap().as_bytes()).unwrap();
-            (s, seq, record)
-        })
-        .collect();
     let states = std::fs::read_to_string(src.join("format2.states")).unwrap();
     let state = |kind: &str| {
         states

@@ -22,21 +22,7 @@ use notify_types::{JournalRecord, SessionId};
 /// The fixture: a format-1 journal written by the build before format 2 (three
 /// sessions, every record kind), and `session seq canonical-json` of each frame.
 fn fixture(dir: &Path) -> (std::path::PathBuf, Vec<(SessionId, u64, JournalRecord)>) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let path = dir.join("format1.redb");
-    std::fs::copy(src.join("format1.redb"), &path).unwrap();
-    let expected = std::fs::read_to_string(src.join("format1.expected"))
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let mut parts = line.splitn(3, ' ');
-            let s: SessionId = parts.next().unwrap().parse().unwrap();
-            let seq: u64 = parts.next().unwrap().parse().unwrap();
-            let record = JournalRecord::decode(parts.next().unwrap().as_bytes()).unwrap();
-            (s, seq, record)
-        })
-        .collect();
-    (path, expected)
+    common::fixture_file(dir, "format1")
 }
 
 async fn assert_holds(j: &RedbJournal, expected: &[(SessionId, u64, JournalRecord)]) {

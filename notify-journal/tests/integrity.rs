@@ -136,33 +136,7 @@ async fn a_gap_in_the_log_is_missing_not_a_short_answer() {
     })
     .unwrap();
     let j = open(&path);
-    for from in [0, 1, 2] {
-        match j.replay(s, from, 10).await {
-            Err(JournalError::Corrupt {
-                seq: 2,
-                source: Corruption::Missing,
-                ..
-            }) => {}
-            other => panic!("replay from {from}: expected seq 2 missing, got {other:?}"),
-        }
-    }
-    // A page that ends before the head is short, not complete.
-    assert!(matches!(j.replay(s, 1, 1).await.map(|p| p.len()), Ok(1)));
-    let report = j.verify(10).await.unwrap();
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| matches!(p, Problem::Gap { seq: 2, .. })),
-        "{report}"
-    );
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| matches!(p, Problem::Orphan { .. })),
-        "{report}"
-    );
+    common::assert_seq_2_missing(&j, s).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
