@@ -16,7 +16,9 @@ pub(crate) fn sid(v: u128) -> SessionId {
 }
 
 /// The last seq in `session`'s log (0: none): its last key in the positions table (or
-/// in any table keyed by `(session, seq)`, as format 1's frames table).
+/// in any table keyed by `(session, seq)`, as format 1's frames table). Only where the
+/// log's tail is empty (a chore's transaction, after its fold; the format-1 upgrade):
+/// elsewhere a session's head is `positions::SessionLog::head`.
 /// `storage` maps a storage error, given what was being read.
 pub(crate) fn log_head<E, M, V: redb::Value + 'static>(
     positions: &impl ReadableTable<(u128, u64), V>,

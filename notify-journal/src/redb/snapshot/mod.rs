@@ -1,7 +1,8 @@
 //! Reading a journal file, written once for both handles: [`Snapshot`], here, the reads
-//! of a format-3 (or format-2: no tail) journal inside one read transaction; `database.rs`, each read of a
-//! database in a snapshot of its own (what the handles' `*_blocking` reads call); and
-//! `blocking_pool.rs`, the hop of those reads onto tokio's blocking pool.
+//! of a format-3 journal (or a format-2 one: no tail) inside one read transaction;
+//! `database.rs`, each read of a database in a snapshot of its own (what the handles'
+//! `*_blocking` reads call); and `blocking_pool.rs`, the hop of those reads onto
+//! tokio's blocking pool.
 //!
 //! In a snapshot every frame is checked (checksum, identity, decoding) before it is
 //! believed, and a log is contiguous up to its head or the read fails. A session with a
