@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use notify_types::{JournalRecord, SessionEvent, Uuid};
-use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
 use crate::redb::check::overlay::Overlay;
@@ -12,11 +12,11 @@ use crate::redb::contain::contain;
 use crate::redb::contain::storage;
 use crate::redb::file::open::{self, Layout};
 use crate::redb::file::upgrade;
-use crate::redb::format::RETENTION;
 use crate::redb::format::body;
 use crate::redb::format::frame;
 use crate::redb::format::keys::sid;
-use crate::redb::format::session_row::{SessionRow, Stage};
+use crate::redb::format::positions::every_place;
+use crate::redb::format::session_row::Stage;
 use crate::redb::snapshot::Snapshot;
 use crate::verify_report::{EngineCheck, Problem, VerifyReport};
 
@@ -169,7 +169,7 @@ pub(crate) fn logical_paced(
     } else {
         check_keys(&snap, &mut report, pace)?;
     }
-    check_rows(&txn, &snap, &mut report, pace)?;
+    super::rows::check_rows(&txn, &snap, &mut report, pace)?;
     Ok(report)
 }
 
@@ -177,7 +177,7 @@ pub(crate) fn logical_paced(
 pub(crate) type Pace<'a> = &'a mut dyn FnMut() -> bool;
 
 /// One more entry read: stops the check when `pace` says so.
-fn step(pace: &mut dyn FnMut() -> bool) -> Result<(), JournalError> {
+pub(super) fn step(pace: &mut dyn FnMut() -> bool) -> Result<(), JournalError> {
     if pace() {
         Ok(())
     } else {
@@ -285,7 +285,7 @@ fn check_log(
             }
             Ok(JournalRecord::Event(SessionEvent::SessionEnded(_))) => {
                 // An end marker ends its session in the same commit: a session whose
-                // log holds one has a row (a damaged row is reported by `check_rows`).
+                // log holds one has a row (a damaged row is reported by `rows.rs`).
                 if snap
                     .sessions
                     .get(f.session)
@@ -371,45 +371,9 @@ fn check_positions(
     let mut current: Option<u128> = None;
     let mut expected = 1u64;
     let mut previous: Option<(u128, u64, u64)> = None;
-    // The positions table's entries and the tail's, merged in (session, seq) order.
-    let mut tail: Vec<(u128, u64, u64)> = snap
-        .tail()?
-        .iter()
-        .flat_map(|(s, entries)| entries.iter().map(|(seq, pos)| (*s, *seq, *pos)))
-        .collect();
-    tail.sort_unstable();
-    let mut tail = tail.into_iter().peekable();
-    let mut table = snap
-        .positions
-        .iter()
-        .map_err(storage("read positions"))?
-        .map(|entry| {
-            entry
-                .map(|(k, v)| {
-                    let (s, seq) = k.value();
-                    (s, seq, v.value())
-                })
-                .map_err(storage("read position"))
-        })
-        .peekable();
-    loop {
-        let from_table = match (table.peek(), tail.peek()) {
-            (None, None) => break,
-            (Some(Ok((s, seq, _))), Some((ts, tseq, _))) => (*s, *seq) <= (*ts, *tseq),
-            (Some(_), _) => true,
-            (None, Some(_)) => false,
-        };
-        let (s, seq, pos) = if from_table {
-            match table.next() {
-                Some(entry) => entry?,
-                None => break,
-            }
-        } else {
-            match tail.next() {
-                Some(entry) => entry,
-                None => break,
-            }
-        };
+    let places = every_place(&snap.positions, snap.tail()?).map_err(storage("read positions"))?;
+    for place in places {
+        let (s, seq, pos) = place.map_err(storage("read position"))?;
         step(pace)?;
         if current != Some(s) {
             current = Some(s);
@@ -508,127 +472,6 @@ fn check_keys(
                     report.push(problem(format!("names another frame ({})", f.describe())));
                 }
             }
-        }
-    }
-    Ok(())
-}
-
-/// Every session row: it parses, agrees with its session's log (an ended log ends at the
-/// row's last seq with the end marker; a log being purged ends there too; a purged
-/// session has none), and has exactly its entry in the retention index, which holds
-/// nothing else.
-fn check_rows(
-    txn: &ReadTransaction,
-    snap: &Snapshot,
-    report: &mut VerifyReport,
-    pace: Pace<'_>,
-) -> Result<(), JournalError> {
-    let retention = match txn.open_table(RETENTION) {
-        Ok(t) => Some(t),
-        // A file no build with session ends wrote to.
-        Err(redb::TableError::TableDoesNotExist(_)) => None,
-        Err(e) => return Err(storage("open retention")(e)),
-    };
-    for entry in snap.sessions.iter().map_err(storage("read sessions"))? {
-        step(pace)?;
-        let (k, v) = entry.map_err(storage("read session row"))?;
-        let s = k.value();
-        let session = sid(s);
-        let row = match SessionRow::parse(s, v.value()) {
-            Ok(row) => row,
-            Err(cause) => {
-                report.push(Problem::SessionRow {
-                    session,
-                    detail: format!("is damaged: {cause}"),
-                });
-                continue;
-            }
-        };
-        match row.stage {
-            Stage::Ended => report.ended += 1,
-            Stage::Purging | Stage::Purged => report.tombstones += 1,
-        }
-        let mut problem = |detail: String| report.push(Problem::SessionRow { session, detail });
-        let range = || {
-            snap.positions
-                .range((s, 0)..=(s, u64::MAX))
-                .map_err(storage("read positions"))
-        };
-        let tailed = snap.tail()?.get(&s).map_or(&[][..], Vec::as_slice);
-        let first = match range()?
-            .next()
-            .transpose()
-            .map_err(storage("read position"))?
-        {
-            Some((k, v)) => Some((k.value().1, v.value())),
-            None => tailed.first().copied(),
-        };
-        let last = match tailed.last() {
-            Some(last) => Some(*last),
-            None => range()?
-                .next_back()
-                .transpose()
-                .map_err(storage("read position"))?
-                .map(|(k, v)| (k.value().1, v.value())),
-        };
-        match (row.stage, first, last) {
-            (Stage::Ended, Some((1, _)), Some((seq, pos))) if seq == row.last_seq => {
-                match snap.frame_at(s, seq, None, pos) {
-                    Ok((_, JournalRecord::Event(SessionEvent::SessionEnded(_)))) => {}
-                    // A damaged frame is reported by the frame checks.
-                    Err(_) => {}
-                    Ok(_) => problem(format!(
-                        "says the session ended at seq {seq}, which is not its end marker"
-                    )),
-                }
-            }
-            (Stage::Ended, first, last) => problem(format!(
-                "says the session ended at seq {} but its log runs {:?}..={:?}",
-                row.last_seq,
-                first.map(|f| f.0),
-                last.map(|l| l.0)
-            )),
-            (Stage::Purging, Some(_), Some((seq, _))) if seq == row.last_seq => {}
-            (Stage::Purging, _, last) => problem(format!(
-                "is a purge under way to seq {} but the log left ends at {:?}",
-                row.last_seq,
-                last.map(|l| l.0)
-            )),
-            (Stage::Purged, None, _) => {}
-            (Stage::Purged, Some((seq, _)), _) => {
-                problem(format!("is purged but its log still holds seq {seq}"));
-            }
-        }
-        let indexed = match &retention {
-            Some(t) => t
-                .get(row.retention_key())
-                .map_err(storage("read retention"))?
-                .is_some(),
-            None => false,
-        };
-        if !indexed {
-            problem("has no entry in the retention index".to_owned());
-        }
-    }
-    let Some(retention) = retention else {
-        return Ok(());
-    };
-    // Each entry must be exactly its row's (so a session has one entry, its row's).
-    for entry in retention.iter().map_err(storage("read retention"))? {
-        step(pace)?;
-        let (k, _) = entry.map_err(storage("read retention entry"))?;
-        let key = k.value();
-        match snap.row(key.2) {
-            Ok(Some(row)) if row.retention_key() == key => {}
-            // A damaged row is reported with the rows.
-            Err(_) => {}
-            Ok(_) => report.push(Problem::SessionRow {
-                session: sid(key.2),
-                detail: format!(
-                    "is not what the retention index entry (class {}, time {}) says",
-                    key.0, key.1
-                ),
-            }),
         }
     }
     Ok(())

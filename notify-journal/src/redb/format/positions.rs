@@ -91,6 +91,53 @@ pub(crate) fn fold(txn: &redb::WriteTransaction) -> Result<usize, FoldError> {
     Ok(entries.len())
 }
 
+/// Every place of every session's frames, `(session, seq, position)` in
+/// `(session, seq)` order: the positions table's entries and the tail's merged (a seq
+/// both hold comes twice, the table's first).
+///
+/// # Errors
+///
+/// The storage engine's errors reading the table, as the iterator meets them.
+pub(crate) fn every_place<'a, P>(
+    positions: &'a P,
+    tail: &TailMap,
+) -> Result<
+    impl Iterator<Item = Result<(u128, u64, u64), redb::StorageError>> + 'a,
+    redb::StorageError,
+>
+where
+    P: ReadableTable<(u128, u64), u64>,
+{
+    let mut tail: Vec<(u128, u64, u64)> = tail
+        .iter()
+        .flat_map(|(s, entries)| entries.iter().map(|(seq, pos)| (*s, *seq, *pos)))
+        .collect();
+    tail.sort_unstable();
+    let mut tail = tail.into_iter().peekable();
+    let mut table = positions
+        .iter()?
+        .map(|entry| {
+            entry.map(|(k, v)| {
+                let (s, seq) = k.value();
+                (s, seq, v.value())
+            })
+        })
+        .peekable();
+    Ok(std::iter::from_fn(move || {
+        let from_table = match (table.peek(), tail.peek()) {
+            (None, None) => return None,
+            (Some(Ok((s, seq, _))), Some((ts, tseq, _))) => (*s, *seq) <= (*ts, *tseq),
+            (Some(_), _) => true,
+            (None, Some(_)) => false,
+        };
+        if from_table {
+            table.next()
+        } else {
+            tail.next().map(Ok)
+        }
+    }))
+}
+
 /// Whether `session`'s log puts its frame `seq` at log position `pos`: the tail entry at
 /// `pos` names that frame, or its positions entry names `pos`. Two point reads at most,
 /// whatever the tail holds (no tail: a format-2 file read in place).
@@ -151,15 +198,43 @@ impl<'a, P: ReadableTable<(u128, u64), u64>> SessionLog<'a, P> {
     ///
     /// The storage engine's errors reading the table.
     pub(crate) fn head(&self) -> Result<u64, redb::StorageError> {
-        if let Some((seq, _)) = self.tail.last() {
-            return Ok(*seq);
+        Ok(self.last()?.map_or(0, |(seq, _)| seq))
+    }
+
+    /// The session's first frame's `(seq, position)`: its first positions entry, else
+    /// its first tail entry.
+    ///
+    /// # Errors
+    ///
+    /// The storage engine's errors reading the table.
+    pub(crate) fn first(&self) -> Result<Option<(u64, u64)>, redb::StorageError> {
+        match self.table_range()?.next().transpose()? {
+            Some((k, v)) => Ok(Some((k.value().1, v.value()))),
+            None => Ok(self.tail.first().copied()),
+        }
+    }
+
+    /// The session's last frame's `(seq, position)`: its last tail entry, else its last
+    /// positions entry.
+    ///
+    /// # Errors
+    ///
+    /// The storage engine's errors reading the table.
+    pub(crate) fn last(&self) -> Result<Option<(u64, u64)>, redb::StorageError> {
+        if let Some(last) = self.tail.last() {
+            return Ok(Some(*last));
         }
         Ok(self
-            .positions
-            .range((self.session, 0)..=(self.session, u64::MAX))?
+            .table_range()?
             .next_back()
             .transpose()?
-            .map_or(0, |(k, _)| k.value().1))
+            .map(|(k, v)| (k.value().1, v.value())))
+    }
+
+    /// The session's entries in the positions table.
+    fn table_range(&self) -> Result<redb::Range<'_, (u128, u64), u64>, redb::StorageError> {
+        self.positions
+            .range((self.session, 0)..=(self.session, u64::MAX))
     }
 
     /// The log position of frame `seq`, if the session's log names one.
