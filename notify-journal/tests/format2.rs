@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 
 use common::{command, open};
 use notify_journal::{
-    AppendError, JournalError, JournalRead, RedbJournal, RedbOptions, RedbReader, SessionState,
-    replay_all,
+    AppendError, JournalError, JournalRead, RedbJournal, RedbReader, SessionState, replay_all,
 };
 use notify_testkit::tamper;
 use notify_types::{JournalRecord, SessionId};
@@ -193,28 +192,10 @@ async fn an_upgrade_from_format_2_cut_by_a_crash_at_any_sync_is_format_2_or_3_wh
     let dir = tempfile::tempdir().unwrap();
     let f = fixture(dir.path());
     let image = std::fs::read(&f.path).unwrap();
-    let mut crash_points = 0;
-    for crash_at in 1.. {
-        let control = common::Control::from_image(image.clone());
-        control.crash_at_sync(crash_at);
-        let outcome = RedbJournal::open_with_backend(control.backend(), RedbOptions::default());
-        let finished = outcome.is_ok() && !control.crashed();
-        if let Ok(j) = outcome {
-            j.close();
-        }
-        for after_crash in [control.durable_image(), control.torn_image(crash_at)] {
-            let again = common::Control::from_image(after_crash);
-            let j = RedbJournal::open_with_backend(again.backend(), RedbOptions::default())
-                .unwrap_or_else(|e| panic!("crash at sync {crash_at}: reopen failed: {e}"));
-            assert_holds(&j, &f).await;
-            assert!(j.verify(10).await.unwrap().is_clean());
-            j.close();
-        }
-        if finished {
-            break;
-        }
-        crash_points += 1;
-        assert!(crash_at < 20, "the upgrade never finished");
-    }
+    let crash_points = common::open_crashed_at_every_sync(&image, 20, async |j| {
+        assert_holds(j, &f).await;
+        assert!(j.verify(10).await.unwrap().is_clean());
+    })
+    .await;
     assert!(crash_points >= 1, "no crash point");
 }

@@ -95,28 +95,10 @@ async fn an_upgrade_cut_by_a_crash_at_any_sync_completes_on_the_next_open() {
     let dir = tempfile::tempdir().unwrap();
     let (path, expected) = fixture(dir.path());
     let image = std::fs::read(&path).unwrap();
-    let mut crash_points = 0;
-    for crash_at in 1.. {
-        let control = common::Control::from_image(image.clone());
-        control.crash_at_sync(crash_at);
-        let outcome = RedbJournal::open_with_backend(control.backend(), RedbOptions::default());
-        let finished = outcome.is_ok() && !control.crashed();
-        if let Ok(j) = outcome {
-            j.close();
-        }
-        for after_crash in [control.durable_image(), control.torn_image(crash_at)] {
-            let again = common::Control::from_image(after_crash);
-            let j = RedbJournal::open_with_backend(again.backend(), RedbOptions::default())
-                .unwrap_or_else(|e| panic!("crash at sync {crash_at}: reopen failed: {e}"));
-            assert_holds(&j, &expected).await;
-            j.close();
-        }
-        if finished {
-            break;
-        }
-        crash_points += 1;
-        assert!(crash_at < 100, "the upgrade never finished");
-    }
+    let crash_points = common::open_crashed_at_every_sync(&image, 100, async |j| {
+        assert_holds(j, &expected).await;
+    })
+    .await;
     assert!(crash_points >= 2, "only {crash_points} crash points");
 }
 

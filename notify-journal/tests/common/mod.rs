@@ -182,3 +182,38 @@ pub async fn assert_seq_2_missing(j: &RedbJournal, s: SessionId) {
         "{report}"
     );
 }
+
+/// Opens the journal file `image` (an older format, which the open upgrades) on a
+/// device that dies at sync 1, 2, 3, ... until an open finishes without a crash (at
+/// most `limit` crash points); after each crash the durable image and a torn one are
+/// opened again and handed to `check` (then closed). Returns how many crash points
+/// there were.
+pub async fn open_crashed_at_every_sync(
+    image: &[u8],
+    limit: u64,
+    mut check: impl AsyncFnMut(&RedbJournal),
+) -> u64 {
+    let mut crash_points = 0;
+    for crash_at in 1.. {
+        let control = Control::from_image(image.to_vec());
+        control.crash_at_sync(crash_at);
+        let outcome = RedbJournal::open_with_backend(control.backend(), RedbOptions::default());
+        let finished = outcome.is_ok() && !control.crashed();
+        if let Ok(j) = outcome {
+            j.close();
+        }
+        for after_crash in [control.durable_image(), control.torn_image(crash_at)] {
+            let again = Control::from_image(after_crash);
+            let j = RedbJournal::open_with_backend(again.backend(), RedbOptions::default())
+                .unwrap_or_else(|e| panic!("crash at sync {crash_at}: reopen failed: {e}"));
+            check(&j).await;
+            j.close();
+        }
+        if finished {
+            break;
+        }
+        crash_points += 1;
+        assert!(crash_at < limit, "the open never finished");
+    }
+    crash_points
+}
