@@ -79,7 +79,7 @@ async fn a_purge_step_folds_the_tail_first_and_purges_a_log_partly_in_it() {
     let j = open(&path);
     assert_eq!(j.stats_blocking().unwrap().tail, 3);
     assert_eq!(replay_all(&j, s).await.unwrap().len(), 6);
-    let later = Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap();
+    let later = common::later();
     let mut steps = 0;
     loop {
         let step = j.purge_step(later, 100).await.unwrap();
@@ -169,7 +169,7 @@ async fn a_fold_that_finds_a_seq_already_positioned_writes_nothing_and_names_it(
     )
     .unwrap();
     // A chore folds first: the fold finds the entry there and refuses.
-    let later = Timestamp::from_second(Timestamp::now().as_second() + 3600).unwrap();
+    let later = common::later();
     match j.purge_step(later, 10).await {
         Err(JournalError::Storage(e)) => {
             assert!(e.to_string().contains("already there"), "{e}");
