@@ -365,6 +365,89 @@ async fn operational_routes_and_http2() {
     );
 }
 
+/// The value of the sample of `name` whose labels include every one of `labels`
+/// (`key="value"`), in Prometheus text; `None` if no sample matches.
+fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_metrics_count_each_answer_by_route_status_and_reason() {
+    let f = fixture();
+    let c = &f.client;
+    let (s, l) = (SessionId::new(), LoopId::new());
+    c.open(s).await;
+    c.register(s, l, 8).await;
+    let first = completion(s, l);
+    for n in [first.clone(), completion(s, l), completion(s, l)] {
+        assert_eq!(c.deliver(&n).await.status, StatusCode::CREATED);
+    }
+    assert_eq!(c.deliver(&first).await.status, StatusCode::OK);
+    let unsigned = reqwest::Client::new()
+        .post(format!("{}/v1/sessions/{s}/completions", f.server.url))
+        .body(completion(s, l).encode())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
+    let text = reqwest::get(format!("{}/metrics", f.server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let route = r#"route="/v1/sessions/{session_id}/completions""#;
+    let post = r#"method="POST""#;
+    let answers = |status: &str, reason: &str| {
+        sample(
+            &text,
+            "notify_serve_requests_total",
+            &[
+                route,
+                post,
+                &format!("status=\"{status}\""),
+                &format!("reason=\"{reason}\""),
+            ],
+        )
+    };
+    assert_eq!(answers("201", "none"), Some(3.0), "{text}");
+    assert_eq!(answers("200", "none"), Some(1.0), "{text}");
+    assert_eq!(answers("401", "unauthenticated"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            "notify_serve_request_duration_seconds_count",
+            &[route, post]
+        ),
+        Some(5.0),
+        "{text}"
+    );
+    // The journal's commit sizes are counted in appends, not in seconds' buckets:
+    // every commit so far held one append (the three accepted completions' among them).
+    let commits = sample(
+        &text,
+        "notify_journal_commit_batch_size_count",
+        &[r#"backend="redb""#],
+    )
+    .unwrap();
+    assert!(commits >= 3.0, "{text}");
+    for le in [r#"le="1""#, r#"le="64""#] {
+        assert_eq!(
+            sample(
+                &text,
+                "notify_journal_commit_batch_size_bucket",
+                &[r#"backend="redb""#, le]
+            ),
+            Some(commits),
+            "{text}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_lists_every_route() {
     let f = fixture();

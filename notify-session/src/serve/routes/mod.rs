@@ -88,15 +88,7 @@ pub(crate) fn router(state: AppState, auth: Arc<Auth>, timeout: std::time::Durat
         .merge(super::console::router(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            timeout,
-            layers::timeout,
-        ))
-        .layer(axum::middleware::from_fn(layers::record))
-        .layer(layers::trace())
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-            layers::panicked,
-        ))
+        .layer(layers::ObserveLayer::new(timeout))
         .with_state(state)
 }
 
