@@ -394,6 +394,18 @@ async fn the_request_metrics_count_each_answer_by_route_status_and_reason() {
         .await
         .unwrap();
     assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
+    // Methods outside HTTP's nine, whatever their name, share one label.
+    for method in ["FOO", "BAR"] {
+        let r = reqwest::Client::new()
+            .request(
+                Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}/healthz", f.server.url),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
     let text = reqwest::get(format!("{}/metrics", f.server.url))
         .await
         .unwrap()
@@ -417,6 +429,20 @@ async fn the_request_metrics_count_each_answer_by_route_status_and_reason() {
     assert_eq!(answers("201", "none"), Some(3.0), "{text}");
     assert_eq!(answers("200", "none"), Some(1.0), "{text}");
     assert_eq!(answers("401", "unauthenticated"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            "notify_serve_requests_total",
+            &[
+                r#"route="/healthz""#,
+                r#"method="other""#,
+                r#"status="404""#
+            ]
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert!(!text.contains(r#"method="FOO""#), "{text}");
     assert_eq!(
         sample(
             &text,

@@ -52,6 +52,12 @@ pub fn install_prometheus() -> Result<PrometheusHandle, BuildError> {
 /// made on its first request and reused, so a request records without looking its
 /// metrics up by their label strings in the recorder's registry.
 ///
+/// Every label comes from a bounded set, whatever clients send: the route is a
+/// route's pattern or `unmatched`, the method one of HTTP's nine or `other`
+/// ([`method_label`]), the status a status code, the reason one of [`ApiError`]'s.
+///
+/// [`ApiError`]: super::ApiError
+///
 /// The handles are the recorder's that was installed when they were made: the
 /// server's recorder is installed before it serves (`install_prometheus`).
 #[derive(Debug, Default)]
@@ -62,9 +68,9 @@ pub(crate) struct RequestMetrics {
 #[derive(Debug, Default)]
 struct RouteMetrics {
     /// `notify_serve_request_duration_seconds`, by method.
-    durations: Vec<(Method, Histogram)>,
+    durations: Vec<(&'static str, Histogram)>,
     /// `notify_serve_requests_total`, by method, status and reason.
-    answers: Vec<(Method, u16, &'static str, Counter)>,
+    answers: Vec<(&'static str, u16, &'static str, Counter)>,
 }
 
 impl RequestMetrics {
@@ -78,6 +84,7 @@ impl RequestMetrics {
         reason: &'static str,
         took: Duration,
     ) {
+        let method = method_label(method);
         let (answers, duration) = {
             let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
             let metrics = match routes.get_mut(route) {
@@ -98,39 +105,55 @@ impl RouteMetrics {
     fn answers(
         &mut self,
         route: &str,
-        method: &Method,
+        method: &'static str,
         status: u16,
         reason: &'static str,
     ) -> Counter {
         if let Some((.., c)) = self
             .answers
             .iter()
-            .find(|(m, s, r, _)| m == method && *s == status && *r == reason)
+            .find(|(m, s, r, _)| *m == method && *s == status && *r == reason)
         {
             return c.clone();
         }
         let counter = metrics::counter!(
             "notify_serve_requests_total",
             "route" => route.to_owned(),
-            "method" => method.as_str().to_owned(),
+            "method" => method,
             "status" => status.to_string(),
             "reason" => reason,
         );
-        self.answers
-            .push((method.clone(), status, reason, counter.clone()));
+        self.answers.push((method, status, reason, counter.clone()));
         counter
     }
 
-    fn duration(&mut self, route: &str, method: &Method) -> Histogram {
-        if let Some((_, h)) = self.durations.iter().find(|(m, _)| m == method) {
+    fn duration(&mut self, route: &str, method: &'static str) -> Histogram {
+        if let Some((_, h)) = self.durations.iter().find(|(m, _)| *m == method) {
             return h.clone();
         }
         let histogram = metrics::histogram!(
             "notify_serve_request_duration_seconds",
             "route" => route.to_owned(),
-            "method" => method.as_str().to_owned(),
+            "method" => method,
         );
-        self.durations.push((method.clone(), histogram.clone()));
+        self.durations.push((method, histogram.clone()));
         histogram
+    }
+}
+
+/// `method`'s label: its name if it is one of HTTP's nine, else `other` (a client may
+/// send any token as a method; one series per token would grow without bound).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
     }
 }
