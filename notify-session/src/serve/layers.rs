@@ -99,48 +99,71 @@ where
         let started = Instant::now();
         let route = request.extensions().get::<MatchedPath>().cloned();
         let method = request.method().clone();
-        let span = request_span(&request, route.as_ref());
-        let called = span.in_scope(|| catch_unwind(AssertUnwindSafe(|| self.inner.call(request))));
+        // The span, the handler (its future dropped at the timeout too) and the
+        // recording each run inside `catch_unwind`: a panic in the first two is a 500,
+        // one in the recording loses that record, never the answer.
+        let called = catch_unwind(AssertUnwindSafe(|| {
+            let span = request_span(&request, route.as_ref());
+            let future = span.in_scope(|| self.inner.call(request));
+            (span, future)
+        }));
         let (timeout, metrics) = (self.timeout, Arc::clone(&self.metrics));
-        let record = span.clone();
-        Box::pin(
-            async move {
-                let answered = match called {
-                    Ok(future) => AssertUnwindSafe(tokio::time::timeout(timeout, future))
-                        .catch_unwind()
-                        .await
-                        .map(|timed| timed.map(|Ok(response)| response)),
-                    Err(panic) => Err(panic),
-                };
-                let response = match answered {
-                    Ok(Ok(response)) => response,
-                    Ok(Err(_elapsed)) => ApiError::Timeout.into_response(),
-                    Err(panic) => panicked(panic),
-                };
-                let status = response.status();
-                let reason = response
-                    .extensions()
-                    .get::<Refusal>()
-                    .map_or("none", |r| r.0);
-                let took = started.elapsed();
-                record.record("status", status.as_u16());
-                if status.is_server_error() {
-                    tracing::warn!(status = status.as_u16(), reason, ?took, "answered");
-                } else {
-                    tracing::debug!(status = status.as_u16(), reason, ?took, "answered");
+        Box::pin(async move {
+            let (response, span) = match called {
+                Ok((span, future)) => {
+                    let answered = AssertUnwindSafe(
+                        async move {
+                            match tokio::time::timeout(timeout, future).await {
+                                Ok(Ok(response)) => response,
+                                Err(_elapsed) => ApiError::Timeout.into_response(),
+                            }
+                        }
+                        .instrument(span.clone()),
+                    )
+                    .catch_unwind()
+                    .await;
+                    (answered.unwrap_or_else(panicked), span)
                 }
-                metrics.record(
-                    route.as_ref().map_or(UNMATCHED, MatchedPath::as_str),
-                    &method,
-                    status.as_u16(),
-                    reason,
-                    took,
-                );
-                Ok(response)
-            }
-            .instrument(span),
-        )
+                Err(panic) => (panicked(panic), tracing::Span::none()),
+            };
+            let _recorded = catch_unwind(AssertUnwindSafe(|| {
+                span.in_scope(|| answered(&response, route.as_ref(), &method, started, &metrics));
+            }));
+            Ok(response)
+        })
     }
+}
+
+/// Records the answer: the status in the request's span (current here), an event
+/// (WARN for a 5xx, ERROR for a 500; else DEBUG), the request metrics.
+fn answered(
+    response: &Response<Body>,
+    route: Option<&MatchedPath>,
+    method: &axum::http::Method,
+    started: Instant,
+    metrics: &RequestMetrics,
+) {
+    let status = response.status();
+    let reason = response
+        .extensions()
+        .get::<Refusal>()
+        .map_or("none", |r| r.0);
+    let took = started.elapsed();
+    tracing::Span::current().record("status", status.as_u16());
+    if status == axum::http::StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::error!(status = status.as_u16(), reason, ?took, "answered");
+    } else if status.is_server_error() {
+        tracing::warn!(status = status.as_u16(), reason, ?took, "answered");
+    } else {
+        tracing::debug!(status = status.as_u16(), reason, ?took, "answered");
+    }
+    metrics.record(
+        route.map_or(UNMATCHED, MatchedPath::as_str),
+        method,
+        status.as_u16(),
+        reason,
+        took,
+    );
 }
 
 /// The request's span (see [`Observe`]).
@@ -197,12 +220,28 @@ mod tests {
         Router::new()
             .route("/slow", get(|| tokio::time::sleep(Duration::from_secs(30))))
             .route("/bug", get(bug))
+            .route("/slow-bug", get(slow_bug))
             .route("/fine", get(|| async { "fine" }))
             .layer(ObserveLayer::new(Duration::from_millis(50)))
     }
 
     async fn bug() -> &'static str {
         panic!("a handler's bug")
+    }
+
+    /// Panics when dropped.
+    struct Bug;
+
+    impl Drop for Bug {
+        fn drop(&mut self) {
+            panic!("a handler's bug, found when its future is dropped");
+        }
+    }
+
+    async fn slow_bug() -> &'static str {
+        let _bug = Bug;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        "never"
     }
 
     async fn answer(app: &Router, path: &str) -> (StatusCode, serde_json::Value) {
@@ -237,5 +276,14 @@ mod tests {
         );
         let (status, _) = answer(&app, "/fine").await;
         assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_handler_whose_future_panics_when_dropped_at_the_timeout_is_answered_500() {
+        let (status, body) = answer(&app(), "/slow-bug").await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, Some("internal"))
+        );
     }
 }

@@ -13,9 +13,10 @@ const SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// The buckets of the journal's commit sizes, in appends (up to the largest batch).
+/// The buckets of the journal's commit sizes, in appends (up to the largest batch
+/// either engine may be set to take, 65,536).
 const APPENDS: &[f64] = &[
-    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0, 16384.0, 65536.0,
 ];
 
 /// Installs a Prometheus recorder as the process's global `metrics` recorder and
