@@ -4,7 +4,7 @@
 use notify_types::{JournalRecord, SessionEvent};
 use redb::{ReadTransaction, ReadableTable};
 
-use super::verify::{Pace, step};
+use super::pace::{Pace, step};
 use crate::error::JournalError;
 use crate::redb::contain::storage;
 use crate::redb::format::RETENTION;

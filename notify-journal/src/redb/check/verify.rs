@@ -8,6 +8,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use crate::error::{Corruption, JournalError, OpenError, StorageError};
 use crate::redb::check::overlay::Overlay;
+use crate::redb::check::pace::{Pace, step};
 use crate::redb::contain::contain;
 use crate::redb::contain::storage;
 use crate::redb::file::open::{self, Layout};
@@ -171,18 +172,6 @@ pub(crate) fn logical_paced(
     }
     super::rows::check_rows(&txn, &snap, &mut report, pace)?;
     Ok(report)
-}
-
-/// Called before each table entry a check reads; `false` stops the check.
-pub(crate) type Pace<'a> = &'a mut dyn FnMut() -> bool;
-
-/// One more entry read: stops the check when `pace` says so.
-pub(super) fn step(pace: &mut dyn FnMut() -> bool) -> Result<(), JournalError> {
-    if pace() {
-        Ok(())
-    } else {
-        Err(JournalError::Closed)
-    }
 }
 
 /// The frames so damaged they do not say whose they are, for [`check_positions`] to
