@@ -1,4 +1,5 @@
-//! The Prometheus exporter for the `metrics` facade the libraries record through.
+//! The Prometheus exporter for the `metrics` facade the libraries record through, and
+//! the handles of the server's own request metrics ([`RequestMetrics`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
