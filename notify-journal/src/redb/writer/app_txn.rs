@@ -113,9 +113,7 @@ impl Writer {
             Err(failure) => {
                 let error = match failure {
                     BatchFailure::Damaged { detail, .. } => {
-                        tracing::error!(%detail, "journal writer found damage; appends are refused");
-                        self.queue
-                            .mark_damaged(format!("the writer found: {detail}"));
+                        self.found_damage(&detail);
                         self.queue.refusal()
                     }
                     BatchFailure::Refused => self.queue.refusal(),

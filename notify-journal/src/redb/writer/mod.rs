@@ -220,8 +220,7 @@ impl Writer {
                 // Damage the writer found: poisoned for damage (as the scrub would),
                 // not counted as a commit failure. The request that found it (the one
                 // after the answered ones) is told what; the rest `Damaged`.
-                tracing::error!(%detail, "journal writer found damage; appends are refused");
-                w.queue.mark_damaged(format!("the writer found: {detail}"));
+                w.found_damage(&detail);
                 let found = w.replies.len();
                 w.replies.clear();
                 let refusal = w.queue.refusal();
@@ -296,6 +295,15 @@ impl Writer {
 }
 
 impl Writer {
+    /// Damage the writer found (a fold, a resolve, a closure's group): logged, and the
+    /// journal marked damaged, so every later append is refused as for damage the
+    /// scrub finds.
+    fn found_damage(&self, detail: &str) {
+        tracing::error!(%detail, "journal writer found damage; appends are refused");
+        self.queue
+            .mark_damaged(format!("the writer found: {detail}"));
+    }
+
     /// Begins a write transaction with the journal's durability.
     fn begin_write(&self) -> Result<redb::WriteTransaction, BatchFailure> {
         let mut txn = self

@@ -49,9 +49,7 @@ impl Writer {
     pub(super) fn fold_or_refuse(&mut self, txn: &WriteTransaction) -> Result<bool, BatchFailure> {
         match self.fold_tail(txn, false) {
             Err(BatchFailure::Damaged { detail, .. }) => {
-                tracing::error!(%detail, "journal writer found damage; appends are refused");
-                self.queue
-                    .mark_damaged(format!("the writer found: {detail}"));
+                self.found_damage(&detail);
                 Err(BatchFailure::Refused)
             }
             other => other,

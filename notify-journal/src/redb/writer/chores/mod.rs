@@ -156,9 +156,7 @@ impl Writer {
             // Damage the fold found (a positions entry a damaged page hid): appends are
             // refused as for damage the writer or the scrub finds, nothing written.
             Err(BatchFailure::Damaged { detail, .. }) => {
-                tracing::error!(%detail, "journal writer found damage; appends are refused");
-                self.queue
-                    .mark_damaged(format!("the writer found: {detail}"));
+                self.found_damage(&detail);
                 Err(JournalError::Storage(StorageError::msg(detail)))
             }
             Err(failure) => {
