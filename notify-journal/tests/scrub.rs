@@ -12,7 +12,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use common::{command, command_with, ended, key_of, session};
+use common::{command, command_with, ended, key_of, open_unchecked, session};
 use notify_journal::{
     AppendError, JournalRead, RedbJournal, RedbOptions, RedbVerifyOnOpen, ScrubState, ScrubStatus,
 };
@@ -92,11 +92,7 @@ async fn the_scrub_stops_on_close_mid_pass_and_releases_the_file() {
     let path = dir.path().join("j.redb");
     let s = session(3);
     {
-        let j = RedbJournal::open(
-            &path,
-            RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
-        )
-        .unwrap();
+        let j = open_unchecked(&path);
         for i in 1..=1500 {
             j.append(s, command(s, i)).await.unwrap();
         }
@@ -333,11 +329,7 @@ async fn damage_the_writer_finds_is_named_poisons_and_writes_nothing() {
     const FRAMES: u64 = 120;
     const B_AT: u64 = 41;
     {
-        let j = RedbJournal::open(
-            &path,
-            RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
-        )
-        .unwrap();
+        let j = open_unchecked(&path);
         for i in 1..FRAMES {
             if i == B_AT {
                 j.append(b, command(b, 1)).await.unwrap();
@@ -358,11 +350,7 @@ async fn damage_the_writer_finds_is_named_poisons_and_writes_nothing() {
     // No scrub (it would find the damage first): only the writer's own checks run. The
     // session's head check and the key census both pass (`b`'s frame is intact); the
     // log's end reads short, so the new frame's position is one the log already holds.
-    let j = RedbJournal::open(
-        &path,
-        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
-    )
-    .unwrap();
+    let j = open_unchecked(&path);
     match j.append(b, command(b, 2)).await {
         Err(AppendError::Corrupt {
             session,
@@ -428,11 +416,7 @@ async fn a_head_position_lost_whole_is_bounded_until_the_scrub_names_it() {
         Ok(())
     })
     .unwrap();
-    let j = RedbJournal::open(
-        &path,
-        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
-    )
-    .unwrap();
+    let j = open_unchecked(&path);
     // The lost frame's retry: its index entry names a frame its log does not.
     match j.append(s, command(s, 3)).await {
         Err(AppendError::Corrupt { seq: 3, .. }) => {}

@@ -11,7 +11,7 @@ mod common;
 use common::{command, open, session, three_frames};
 use notify_journal::{
     AppendError, Corruption, JournalError, JournalRead, Problem, PurgeStep, RedbJournal,
-    RedbOptions, RedbVerifyOnOpen, replay_all,
+    RedbOptions, replay_all,
 };
 use notify_testkit::tamper::{self, POSITIONS, TAIL};
 use notify_types::{SessionId, Timestamp};
@@ -163,11 +163,7 @@ async fn a_fold_that_finds_a_seq_already_positioned_writes_nothing_and_names_it(
     })
     .unwrap();
     // No scrub: the fold must find the damage itself.
-    let j = RedbJournal::open(
-        &path,
-        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
-    )
-    .unwrap();
+    let j = common::open_unchecked(&path);
     // A chore folds first: the fold finds the entry there and refuses.
     let later = common::later();
     match j.purge_step(later, 10).await {

@@ -81,6 +81,16 @@ pub fn open(path: &Path) -> RedbJournal {
     .unwrap()
 }
 
+/// Opens with no check at open and no background scrub: the tests where the damage
+/// planted must be found by the append, the read or the fold that meets it.
+pub fn open_unchecked(path: &Path) -> RedbJournal {
+    RedbJournal::open(
+        path,
+        RedbOptions::default().verify_on_open(RedbVerifyOnOpen::Off),
+    )
+    .unwrap()
+}
+
 /// The session's UUID as a number, as the tamper helpers take it.
 pub fn u(s: SessionId) -> u128 {
     s.as_uuid().as_u128()
