@@ -361,3 +361,62 @@ async fn concurrent_purgers_share_the_work() {
     b.close().await;
     drop_schema(&url, &schema).await;
 }
+
+/// A purge never answers "nothing due" while a session it left part-purged is only
+/// locked by another transaction for a moment (an append refused because the session
+/// is purged, or another purger passing over the row): it waits for the lock and
+/// finishes the session. Before, the purge skipped the locked row and returned with
+/// the session's last frames still stored; two concurrent purgers could both do so
+/// (`concurrent_purgers_share_the_work` failed that way, now and then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_waits_for_a_part_purged_session_locked_elsewhere() {
+    let Some(url) = database_url("a_purge_waits_for_a_part_purged_session_locked_elsewhere") else {
+        return;
+    };
+    let schema = fresh_schema("ret_wait");
+    let j = Arc::new(journal(&url, &schema, PgOptions::default()).await);
+    let s = SessionId::new();
+    for _ in 0..4 {
+        j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap();
+    }
+    j.append(s, ended(s)).await.unwrap();
+    let horizon = just_after(ended_at(&j, s).await);
+    let first = j.purge_step(horizon, 3).await.unwrap();
+    assert_eq!((first.frames_removed, first.finished), (3, false));
+
+    // Another transaction holds the tombstone's row, as an append to it does.
+    let mut holder = raw_client(&url).await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
+        &[s.as_uuid()],
+    )
+    .await
+    .unwrap();
+    let purging = tokio::spawn({
+        let j = Arc::clone(&j);
+        async move { purge(&*j, horizon, 3).await }
+    });
+    // Let go once the purge waits for the row (or has answered without waiting).
+    let watcher = raw_client(&url).await;
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+         AND query LIKE '%{schema}%purge_step%'"
+    );
+    tokio::time::timeout(postgres_support::HANG_GUARD, async {
+        while !purging.is_finished() {
+            let n: i64 = watcher.query_one(&waiting, &[]).await.unwrap().get(0);
+            if n > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let report = purging.await.unwrap().unwrap();
+    assert_eq!((report.sessions, report.frames), (1, 2), "{report:?}");
+    assert_eq!(j.purge_step(horizon, 3).await.unwrap(), PurgeStep::IDLE);
+    drop_schema(&url, &schema).await;
+}

@@ -221,8 +221,10 @@ use crate::retention::{PurgeStep, SessionState};
 ///   collision (schema version 5), with or without the lease.
 /// * [`purge_step`](JournalBackend::purge_step) is one statement (one transaction) on
 ///   the read connection: an unfinished purge first, else the session that ended
-///   first before the horizon, skipping sessions whose lease another holder has live;
-///   rows are taken `FOR UPDATE SKIP LOCKED`, so several purgers share the work. Its
+///   first before the horizon, skipping sessions whose lease another holder has live.
+///   Ended sessions are taken `FOR UPDATE SKIP LOCKED`, so several purgers start
+///   different ones at once; an unfinished purge waits for a transaction holding its
+///   row (schema version 10), so a purge never returns leaving one it could finish. Its
 ///   first step writes the tombstone with its first deletions; appends to live
 ///   sessions never wait for it.
 /// * [`drop_tombstones`](JournalBackend::drop_tombstones) deletes finished tombstones'

@@ -11,7 +11,7 @@ use super::schema_name::quoted;
 use crate::error::StorageError;
 
 /// The journal schema version this code writes and understands.
-pub const PG_SCHEMA_VERSION: u32 = 9;
+pub const PG_SCHEMA_VERSION: u32 = 10;
 
 /// Reads the schema's recorded version (0 when the journal's tables are missing).
 pub(crate) async fn read_version<C: tokio_postgres::GenericClient>(

@@ -12,7 +12,8 @@
 //! function), list it in [`MIGRATIONS`] and raise
 //! [`PG_SCHEMA_VERSION`](super::PG_SCHEMA_VERSION) (`schema.rs` fails the build when
 //! the two disagree). The live body of a function is the newest file that defines
-//! it: `append_batch` and the lease functions are in `0009_leases_table.sql` today.
+//! it: `append_batch` and the lease functions are in `0009_leases_table.sql` today,
+//! `purge_step` in `0010_purge_waits_for_unfinished.sql`.
 //! `frozen.sha256` holds every file's SHA-256, and a test (`frozen.rs`) fails when a
 //! file no longer matches it. The status codes `append_batch` answers with are
 //! listed in `../status.rs`. See `README.md` in this folder.
@@ -32,4 +33,5 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("0007_lone_append.sql"),
     include_str!("0008_no_frames_foreign_key.sql"),
     include_str!("0009_leases_table.sql"),
+    include_str!("0010_purge_waits_for_unfinished.sql"),
 ];

@@ -1,0 +1,96 @@
+-- Migration 10 (version 9 -> 10): a purge step waits for a part-purged session
+-- that another transaction holds, instead of answering that nothing is due.
+--
+-- Until now a step looked for an unfinished purge `FOR UPDATE SKIP LOCKED`, and
+-- when that found none free and no ended session was due, it answered "nothing":
+-- `purge` then returned with the tombstone's last frames still stored, though no
+-- one was going to remove them before the next purge. A part-purged session's row
+-- is held for a moment by parties that never finish it:
+--
+-- * an append to it (refused, status 6: the row is locked `FOR UPDATE` before the
+--   refusal is known), or an application's transaction holding such an append;
+-- * another purge step passing over it. Under READ COMMITTED a row that another
+--   transaction changed after a statement's snapshot is locked first and re-checked
+--   after (PostgreSQL's EvalPlanQual); a row that fails the re-check is not returned
+--   but stays locked to the end of that step. A step looking for an ended session
+--   locks, that way, one that another step has just tombstoned, and may then answer
+--   "nothing" itself. Two concurrent purges could both return so.
+--
+-- Now the unfinished purge is looked for `FOR UPDATE` without `SKIP LOCKED`: a step
+-- waits for whoever holds the row, re-checks it, and goes on to the next unfinished
+-- one (in session order) if the holder finished it. Concurrent purgers therefore
+-- take turns on a part-purged session instead of working on two at once; they still
+-- start different sessions at once (that search keeps `SKIP LOCKED`).
+--
+-- No deadlock: this is the step's first lock, so the step holds nothing while it
+-- waits but the rows it passed over before (purges this wait finished), which come
+-- earlier in session order. Purge steps, batches (`ORDER BY session FOR UPDATE`),
+-- single appends and imports lock sessions rows in ascending order; an application
+-- that appends to several sessions in one transaction in another order can deadlock
+-- with any of them, as before.
+--
+-- What changes: `purge_step`, replaced in place (same signature and answers); the
+-- rest of its body is migration 9's.
+--
+-- Never edit this file: add a migration (see README.md in this folder).
+
+CREATE OR REPLACE FUNCTION {s}.purge_step(
+    p_holder uuid,
+    p_before timestamptz,
+    p_max    int8
+) RETURNS TABLE (o_session uuid, o_removed int8, o_finished boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    v_session uuid;
+    v_removed int8;
+    v_done    boolean;
+    v_other   boolean;
+    v_expires timestamptz;
+    v_skip    uuid[] := '{}';
+BEGIN
+    -- A purge left unfinished first, whatever the horizon and whoever holds
+    -- the lease: its session is a tombstone already. Waits for a row another
+    -- transaction holds (this step's first lock), then re-checks it.
+    SELECT x.session INTO v_session FROM {s}.sessions x
+    WHERE x.purged_at IS NOT NULL AND NOT x.purge_done
+    ORDER BY x.session LIMIT 1
+    FOR UPDATE;
+    IF v_session IS NULL THEN
+        -- Else the session that ended first, unless another holder has a live
+        -- lease on it: judged again once its lease row is locked (an acquire
+        -- then waits for this step), and skipped if one was taken meanwhile.
+        LOOP
+            SELECT x.session INTO v_session FROM {s}.sessions x
+            LEFT JOIN {s}.leases l ON l.session = x.session
+            WHERE x.ended_at IS NOT NULL AND x.purged_at IS NULL
+              AND x.ended_at < p_before AND x.session <> ALL (v_skip)
+              AND NOT coalesce(l.holder <> p_holder
+                               AND l.expires_at > clock_timestamp(), false)
+            ORDER BY x.ended_at, x.session LIMIT 1
+            FOR UPDATE OF x SKIP LOCKED;
+            IF v_session IS NULL THEN
+                RETURN;
+            END IF;
+            SELECT l.holder <> p_holder, l.expires_at INTO v_other, v_expires
+            FROM {s}.leases l WHERE l.session = v_session FOR KEY SHARE;
+            EXIT WHEN NOT coalesce(v_other AND v_expires > clock_timestamp(), false);
+            v_skip := v_skip || v_session;
+        END LOOP;
+        UPDATE {s}.sessions SET purged_at = clock_timestamp()
+        WHERE session = v_session;
+        UPDATE {s}.leases SET ended = true
+        WHERE session = v_session AND NOT ended
+          AND NOT coalesce(expires_at > clock_timestamp(), false);
+    END IF;
+    DELETE FROM {s}.frames
+    WHERE session = v_session AND seq IN (
+        SELECT f.seq FROM {s}.frames f
+        WHERE f.session = v_session ORDER BY f.seq LIMIT p_max);
+    GET DIAGNOSTICS v_removed = ROW_COUNT;
+    v_done := NOT EXISTS (SELECT 1 FROM {s}.frames WHERE session = v_session);
+    IF v_done THEN
+        UPDATE {s}.sessions SET purge_done = true WHERE session = v_session;
+    END IF;
+    RETURN QUERY SELECT v_session, v_removed, v_done;
+END
+$fn$;
