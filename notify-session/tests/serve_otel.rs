@@ -2,7 +2,8 @@
 //! loopback (hyper, decoding the protobuf bodies with `opentelemetry-proto`'s types):
 //! the caller's W3C `traceparent` is the parent of the request span, so the append,
 //! dispatch and ack spans land in the caller's trace; a request without one starts its
-//! own trace; a malformed one is ignored and the request answered as usual; SIGTERM
+//! own trace; a malformed one is ignored and the request answered as usual; a request
+//! span is named `METHOD route`, `HTTP route` for a method outside HTTP's nine; SIGTERM
 //! flushes what was not exported yet.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -228,6 +229,17 @@ async fn spans_reach_the_collector_in_the_callers_trace() {
         "{r:?}"
     );
 
+    // A method outside HTTP's nine is named `HTTP` in the span's name.
+    let invented = reqwest::Client::new()
+        .request(
+            reqwest::Method::from_bytes(b"FOO").unwrap(),
+            format!("{}/healthz", server.url),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(invented.status().is_client_error(), "{invented:?}");
+
     // SIGTERM: the server flushes its spans before it exits.
     let status = server.terminate();
     assert!(status.success(), "{status:?}: {}", server.log());
@@ -292,6 +304,10 @@ async fn spans_reach_the_collector_in_the_callers_trace() {
         })
         .unwrap_or_else(|| panic!("no request span in {:?}", names(deliver_trace)));
     assert_eq!(hex(&request.parent_span_id), deliver_parent);
+    assert_eq!(request.name, "POST /v1/sessions/{session_id}/completions");
+    let all: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert!(all.iter().any(|n| n.starts_with("HTTP ")), "{all:?}");
+    assert!(!all.iter().any(|n| n.starts_with("FOO")), "{all:?}");
 
     // The acknowledgement over HTTP: ack, and the consumption's append under it.
     let acks = in_trace(ack_trace, "notify.ack");

@@ -145,7 +145,7 @@ impl RouteMetrics {
 
 /// `method`'s label: its name if it is one of HTTP's nine, else `other` (a client may
 /// send any token as a method; one series per token would grow without bound).
-fn method_label(method: &Method) -> &'static str {
+pub(crate) fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::POST => "POST",

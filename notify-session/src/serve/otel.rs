@@ -177,11 +177,17 @@ impl Extractor for Headers<'_> {
 
 /// Makes `span` (a request's) an OpenTelemetry server span named `METHOD route`,
 /// child of the caller's span when the request carries a valid `traceparent`. Does
-/// nothing unless an exporter is installed.
+/// nothing unless an exporter is installed. A method outside HTTP's nine is named
+/// `HTTP`, as OpenTelemetry's HTTP conventions say: a client inventing methods would
+/// otherwise make span names without bound at the trace backend.
 pub(crate) fn server_span(span: &tracing::Span, method: &Method, route: &str, headers: &HeaderMap) {
     if !INSTALLED.load(Ordering::Acquire) {
         return;
     }
+    let method = match super::metrics::method_label(method) {
+        "other" => "HTTP",
+        known => known,
+    };
     span.record("otel.name", format!("{method} {route}"));
     span.record("otel.kind", "server");
     if !headers.contains_key("traceparent") {
