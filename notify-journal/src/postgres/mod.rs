@@ -223,8 +223,9 @@ use crate::retention::{PurgeStep, SessionState};
 ///   the read connection: an unfinished purge first, else the session that ended
 ///   first before the horizon, skipping sessions whose lease another holder has live.
 ///   Ended sessions are taken `FOR UPDATE SKIP LOCKED`, so several purgers start
-///   different ones at once; an unfinished purge waits for a transaction holding its
-///   row (schema version 10), so a purge never returns leaving one it could finish. Its
+///   different ones at once; an unfinished purge waits (at most 250 ms) for a
+///   transaction holding its row (schema version 10), so a purge does not return
+///   leaving one that another step only passed over. Its
 ///   first step writes the tombstone with its first deletions; appends to live
 ///   sessions never wait for it.
 /// * [`drop_tombstones`](JournalBackend::drop_tombstones) deletes finished tombstones'

@@ -22,6 +22,15 @@
 -- take turns on a part-purged session instead of working on two at once; they still
 -- start different sessions at once (that search keeps `SKIP LOCKED`).
 --
+-- The wait is bounded: `lock_timeout` is at most 250 ms for that statement only
+-- (the connection's own when shorter; restored after it). A purge step runs on the journal's read connection, whose other reads
+-- queue behind it, and an application's transaction may hold a purged session's row
+-- for as long as it likes. A step that times out goes on as if it had found no
+-- unfinished purge, and that session is left to a later purge, as before. A purger
+-- passing over a row holds it for the rest of a step that either answers at once or
+-- goes on purging (and then finds the row itself on its next step), so 250 ms is
+-- far more than that case needs.
+--
 -- No deadlock: this is the step's first lock, so the step holds nothing while it
 -- waits but the rows it passed over before (purges this wait finished), which come
 -- earlier in session order. Purge steps, batches (`ORDER BY session FOR UPDATE`),
@@ -47,14 +56,27 @@ DECLARE
     v_other   boolean;
     v_expires timestamptz;
     v_skip    uuid[] := '{}';
+    v_timeout text := current_setting('lock_timeout');
 BEGIN
     -- A purge left unfinished first, whatever the horizon and whoever holds
-    -- the lease: its session is a tombstone already. Waits for a row another
-    -- transaction holds (this step's first lock), then re-checks it.
-    SELECT x.session INTO v_session FROM {s}.sessions x
-    WHERE x.purged_at IS NOT NULL AND NOT x.purge_done
-    ORDER BY x.session LIMIT 1
-    FOR UPDATE;
+    -- the lease: its session is a tombstone already. Waits (at most 250 ms) for
+    -- a row another transaction holds (this step's first lock), then re-checks
+    -- it.
+    BEGIN
+        IF v_timeout::interval = interval '0'
+           OR v_timeout::interval > interval '250 milliseconds' THEN
+            PERFORM set_config('lock_timeout', '250ms', true);
+        END IF;
+        SELECT x.session INTO v_session FROM {s}.sessions x
+        WHERE x.purged_at IS NOT NULL AND NOT x.purge_done
+        ORDER BY x.session LIMIT 1
+        FOR UPDATE;
+        PERFORM set_config('lock_timeout', v_timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+        -- Held longer (an application's transaction): left to a later purge.
+        -- The block's rollback restored the timeout and let go of its locks.
+        v_session := NULL;
+    END;
     IF v_session IS NULL THEN
         -- Else the session that ended first, unless another holder has a live
         -- lease on it: judged again once its lease row is locked (an acquire
