@@ -403,20 +403,32 @@ async fn a_purge_waits_for_a_part_purged_session_locked_elsewhere() {
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
          AND query LIKE '%{schema}%purge_step%'"
     );
+    let mut waited = false;
     tokio::time::timeout(postgres_support::HANG_GUARD, async {
         while !purging.is_finished() {
             let n: i64 = watcher.query_one(&waiting, &[]).await.unwrap().get(0);
             if n > 0 {
+                waited = true;
                 break;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     })
     .await
     .unwrap();
     tx.commit().await.unwrap();
-    let report = purging.await.unwrap().unwrap();
-    assert_eq!((report.sessions, report.frames), (1, 2), "{report:?}");
+    let first = purging.await.unwrap().unwrap();
+    assert!(
+        waited,
+        "the purge answered {first:?} without waiting for the row"
+    );
+    // Let go within the wait's bound (250 ms), the purge finishes the session; a
+    // machine so loaded that it did not leaves it to the next purge.
+    let next = purge(&*j, horizon, 3).await.unwrap();
+    assert_eq!(
+        (first.sessions + next.sessions, first.frames + next.frames),
+        (1, 2),
+        "{first:?} {next:?}"
+    );
     assert_eq!(j.purge_step(horizon, 3).await.unwrap(), PurgeStep::IDLE);
     drop_schema(&url, &schema).await;
 }
