@@ -435,7 +435,8 @@ async fn a_purge_waits_for_a_part_purged_session_locked_elsewhere() {
 
 /// The wait for a part-purged session's row is bounded (250 ms): a transaction that
 /// holds it longer (an application's) leaves the session to a later purge, which
-/// finishes it once the row is free. The purge runs on the journal's read connection,
+/// finishes it once the row is free, and does not hold up the purge of any other
+/// session, started or part-purged. The purge runs on the journal's read connection,
 /// whose other reads would wait with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_leaves_a_session_held_past_its_wait_to_a_later_purge() {
@@ -445,30 +446,39 @@ async fn a_purge_leaves_a_session_held_past_its_wait_to_a_later_purge() {
     };
     let schema = fresh_schema("ret_held");
     let j = journal(&url, &schema, PgOptions::default()).await;
-    let s = SessionId::new();
-    for _ in 0..4 {
-        j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap();
+    // `held` ends first and so is purged first; it is also first in session order.
+    let (held, other) = (SessionId::new(), SessionId::new());
+    assert!(held.as_uuid() < other.as_uuid());
+    for s in [held, other] {
+        for _ in 0..4 {
+            j.append(s, command(s, Uuid::now_v7(), 0)).await.unwrap();
+        }
+        j.append(s, ended(s)).await.unwrap();
     }
-    j.append(s, ended(s)).await.unwrap();
-    let horizon = just_after(ended_at(&j, s).await);
+    let horizon = just_after(ended_at(&j, other).await);
     let first = j.purge_step(horizon, 3).await.unwrap();
-    assert_eq!((first.frames_removed, first.finished), (3, false));
+    assert_eq!(
+        (first.session, first.frames_removed, first.finished),
+        (Some(held), 3, false)
+    );
 
     let mut holder = raw_client(&url).await;
     let tx = holder.transaction().await.unwrap();
     tx.execute(
         &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
-        &[s.as_uuid()],
+        &[held.as_uuid()],
     )
     .await
     .unwrap();
-    // Held throughout: the purge gives up waiting and answers without it.
+    // Held throughout: the purge gives up waiting for it, and purges `other`
+    // whole, its part-purged steps included.
     let report = purge(&j, horizon, 3).await.unwrap();
-    assert_eq!((report.sessions, report.frames), (0, 0), "{report:?}");
+    assert_eq!((report.sessions, report.frames), (1, 5), "{report:?}");
+    assert!(j.session_state(other).await.unwrap().is_purged());
     tx.commit().await.unwrap();
     let report = purge(&j, horizon, 3).await.unwrap();
     assert_eq!((report.sessions, report.frames), (1, 2), "{report:?}");
-    assert!(j.session_state(s).await.unwrap().is_purged());
+    assert!(j.session_state(held).await.unwrap().is_purged());
     j.close().await;
     drop_schema(&url, &schema).await;
 }

@@ -222,10 +222,10 @@ use crate::retention::{PurgeStep, SessionState};
 /// * [`purge_step`](JournalBackend::purge_step) is one statement (one transaction) on
 ///   the read connection: an unfinished purge first, else the session that ended
 ///   first before the horizon, skipping sessions whose lease another holder has live.
-///   Ended sessions are taken `FOR UPDATE SKIP LOCKED`, so several purgers start
-///   different ones at once; an unfinished purge waits (at most 250 ms) for a
-///   transaction holding its row (schema version 10), so a purge does not return
-///   leaving one that another step only passed over. Its
+///   Rows are taken `FOR UPDATE SKIP LOCKED`, so several purgers share the work;
+///   when every unfinished purge is held elsewhere, the step waits (at most 250 ms)
+///   for the first (schema version 10), so a purge does not return leaving one that
+///   another step only passed over. Its
 ///   first step writes the tombstone with its first deletions; appends to live
 ///   sessions never wait for it.
 /// * [`drop_tombstones`](JournalBackend::drop_tombstones) deletes finished tombstones'

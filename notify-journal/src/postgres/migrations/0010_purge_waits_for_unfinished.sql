@@ -16,27 +16,26 @@
 --   locks, that way, one that another step has just tombstoned, and may then answer
 --   "nothing" itself. Two concurrent purges could both return so.
 --
--- Now the unfinished purge is looked for `FOR UPDATE` without `SKIP LOCKED`: a step
--- waits for whoever holds the row, re-checks it, and goes on to the next unfinished
--- one (in session order) if the holder finished it. Concurrent purgers therefore
--- take turns on a part-purged session instead of working on two at once; they still
--- start different sessions at once (that search keeps `SKIP LOCKED`).
+-- Now a step that finds no unfinished purge free but sees one that another
+-- transaction holds waits for it: `FOR UPDATE` without `SKIP LOCKED`, on the first
+-- such session in session order, re-checked once held (if the holder finished it,
+-- the next one in order). An unfinished purge that no one holds is still taken at
+-- once, so a session held for long does not stop the others' purges.
 --
 -- The wait is bounded: `lock_timeout` is at most 250 ms for that statement only
--- (the connection's own when shorter; restored after it). A purge step runs on the journal's read connection, whose other reads
--- queue behind it, and an application's transaction may hold a purged session's row
--- for as long as it likes. A step that times out goes on as if it had found no
--- unfinished purge, and that session is left to a later purge, as before. A purger
--- passing over a row holds it for the rest of a step that either answers at once or
--- goes on purging (and then finds the row itself on its next step), so 250 ms is
--- far more than that case needs.
+-- (the connection's own when shorter; restored after it). A purge step runs on the
+-- journal's read connection, whose other reads queue behind it, and an
+-- application's transaction may hold a purged session's row for as long as it
+-- likes. A step that times out goes on as if it had found no unfinished purge, and
+-- that session is left to a later purge, as before. A purger passing over a row
+-- holds it for the rest of a step that either answers at once or goes on purging
+-- (and then finds the row itself on its next step), so 250 ms is far more than that
+-- case needs.
 --
--- No deadlock: this is the step's first lock, so the step holds nothing while it
--- waits but the rows it passed over before (purges this wait finished), which come
--- earlier in session order. Purge steps, batches (`ORDER BY session FOR UPDATE`),
--- single appends and imports lock sessions rows in ascending order; an application
--- that appends to several sessions in one transaction in another order can deadlock
--- with any of them, as before.
+-- No deadlock lasts: every wait ends within 250 ms, before PostgreSQL's deadlock
+-- check looks (`deadlock_timeout`, 1 s by default), and what the wait took is let go
+-- when it times out. While it waits, the step holds at most the rows of finished
+-- purges that its `SKIP LOCKED` search passed over.
 --
 -- What changes: `purge_step`, replaced in place (same signature and answers); the
 -- rest of its body is migration 9's.
@@ -59,24 +58,34 @@ DECLARE
     v_timeout text := current_setting('lock_timeout');
 BEGIN
     -- A purge left unfinished first, whatever the horizon and whoever holds
-    -- the lease: its session is a tombstone already. Waits (at most 250 ms) for
-    -- a row another transaction holds (this step's first lock), then re-checks
-    -- it.
-    BEGIN
-        IF v_timeout::interval = interval '0'
-           OR v_timeout::interval > interval '250 milliseconds' THEN
-            PERFORM set_config('lock_timeout', '250ms', true);
-        END IF;
-        SELECT x.session INTO v_session FROM {s}.sessions x
+    -- the lease: its session is a tombstone already. One that no one holds,
+    -- else the first (in session order) that another transaction holds, waited
+    -- for (at most 250 ms) and re-checked once held.
+    SELECT x.session INTO v_session FROM {s}.sessions x
+    WHERE x.purged_at IS NOT NULL AND NOT x.purge_done
+    ORDER BY x.session LIMIT 1
+    FOR UPDATE SKIP LOCKED;
+    IF v_session IS NULL AND EXISTS (
+        SELECT 1 FROM {s}.sessions x
         WHERE x.purged_at IS NOT NULL AND NOT x.purge_done
-        ORDER BY x.session LIMIT 1
-        FOR UPDATE;
-        PERFORM set_config('lock_timeout', v_timeout, true);
-    EXCEPTION WHEN lock_not_available THEN
-        -- Held longer (an application's transaction): left to a later purge.
-        -- The block's rollback restored the timeout and let go of its locks.
-        v_session := NULL;
-    END;
+    ) THEN
+        BEGIN
+            IF v_timeout::interval = interval '0'
+               OR v_timeout::interval > interval '250 milliseconds' THEN
+                PERFORM set_config('lock_timeout', '250ms', true);
+            END IF;
+            SELECT x.session INTO v_session FROM {s}.sessions x
+            WHERE x.purged_at IS NOT NULL AND NOT x.purge_done
+            ORDER BY x.session LIMIT 1
+            FOR UPDATE;
+            PERFORM set_config('lock_timeout', v_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            -- Held longer (an application's transaction): left to a later
+            -- purge. The block's rollback restored the timeout and let go of
+            -- the locks it took.
+            v_session := NULL;
+        END;
+    END IF;
     IF v_session IS NULL THEN
         -- Else the session that ended first, unless another holder has a live
         -- lease on it: judged again once its lease row is locked (an acquire
