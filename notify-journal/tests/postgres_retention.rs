@@ -430,6 +430,7 @@ async fn a_purge_waits_for_a_part_purged_session_locked_elsewhere() {
         "{first:?} {next:?}"
     );
     assert_eq!(j.purge_step(horizon, 3).await.unwrap(), PurgeStep::IDLE);
+    j.close().await;
     drop_schema(&url, &schema).await;
 }
 

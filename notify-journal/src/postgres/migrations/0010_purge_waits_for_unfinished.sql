@@ -10,9 +10,9 @@
 -- * an append to it (refused, status 6: the row is locked `FOR UPDATE` before the
 --   refusal is known), or an application's transaction holding such an append;
 -- * another purge step passing over it. Under READ COMMITTED a row that another
---   transaction changed after a statement's snapshot is locked first and re-checked
---   after (PostgreSQL's EvalPlanQual); a row that fails the re-check is not returned
---   but stays locked to the end of that step. A step looking for an ended session
+--   transaction changed after a statement's snapshot is locked first and
+--   re-checked after (PostgreSQL's EvalPlanQual); a row that fails the re-check is
+--   not returned but stays locked to the end of that step. A step looking for an ended session
 --   locks, that way, one that another step has just tombstoned, and may then answer
 --   "nothing" itself. Two concurrent purges could both return so.
 --
@@ -27,14 +27,15 @@
 -- journal's read connection, whose other reads queue behind it, and an
 -- application's transaction may hold a purged session's row for as long as it
 -- likes. A step that times out goes on as if it had found no unfinished purge, and
--- that session is left to a later purge, as before. A purger passing over a row
--- holds it for the rest of a step that either answers at once or goes on purging
--- (and then finds the row itself on its next step), so 250 ms is far more than that
--- case needs.
+-- that session is left to a later purge, as before; while it stays held, every
+-- step that finds no other unfinished purge free waits for it first. A purger
+-- passing over a row holds it for the rest of a step that either answers at once
+-- or goes on purging (and then finds the row itself on a later step), so 250 ms is
+-- far more than that case needs.
 --
 -- No deadlock lasts: every wait ends within 250 ms, before PostgreSQL's deadlock
--- check looks (`deadlock_timeout`, 1 s by default), and what the wait took is let go
--- when it times out. While it waits, the step holds at most the rows of finished
+-- check looks (`deadlock_timeout`, 1 s by default), and what the wait took is let
+-- go when it times out. While it waits, the step holds at most the rows of finished
 -- purges that its `SKIP LOCKED` search passed over.
 --
 -- What changes: `purge_step`, replaced in place (same signature and answers); the
