@@ -362,6 +362,23 @@ async fn concurrent_purgers_share_the_work() {
     drop_schema(&url, &schema).await;
 }
 
+/// A transaction on `client` that holds `session`'s row in `schema`, as an append to
+/// the session holds it until it commits.
+async fn hold_row<'c>(
+    client: &'c mut tokio_postgres::Client,
+    schema: &str,
+    session: SessionId,
+) -> tokio_postgres::Transaction<'c> {
+    let tx = client.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
+        &[session.as_uuid()],
+    )
+    .await
+    .unwrap();
+    tx
+}
+
 /// A purge never answers "nothing due" while a session it left part-purged is only
 /// locked by another transaction for a moment (an append refused because the session
 /// is purged, or another purger passing over the row): it waits for the lock and
@@ -386,13 +403,7 @@ async fn a_purge_waits_for_a_part_purged_session_locked_elsewhere() {
 
     // Another transaction holds the tombstone's row, as an append to it does.
     let mut holder = raw_client(&url).await;
-    let tx = holder.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
-        &[s.as_uuid()],
-    )
-    .await
-    .unwrap();
+    let tx = hold_row(&mut holder, &schema, s).await;
     let purging = tokio::spawn({
         let j = Arc::clone(&j);
         async move { purge(&*j, horizon, 3).await }
@@ -464,13 +475,7 @@ async fn a_purge_leaves_a_session_held_past_its_wait_to_a_later_purge() {
     );
 
     let mut holder = raw_client(&url).await;
-    let tx = holder.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
-        &[held.as_uuid()],
-    )
-    .await
-    .unwrap();
+    let tx = hold_row(&mut holder, &schema, held).await;
     // Held throughout: the purge gives up waiting for it, and purges `other`
     // whole, its part-purged steps included.
     let report = purge(&j, horizon, 3).await.unwrap();
