@@ -145,8 +145,13 @@ impl RouteMetrics {
 
 /// `method`'s label: its name if it is one of HTTP's nine, else `other` (a client may
 /// send any token as a method; one series per token would grow without bound).
-pub(crate) fn method_label(method: &Method) -> &'static str {
-    match *method {
+fn method_label(method: &Method) -> &'static str {
+    known_method(method).unwrap_or("other")
+}
+
+/// `method`'s name if it is one of HTTP's nine; `None` for any other token.
+pub(crate) fn known_method(method: &Method) -> Option<&'static str> {
+    Some(match *method {
         Method::GET => "GET",
         Method::POST => "POST",
         Method::PUT => "PUT",
@@ -156,6 +161,6 @@ pub(crate) fn method_label(method: &Method) -> &'static str {
         Method::PATCH => "PATCH",
         Method::TRACE => "TRACE",
         Method::CONNECT => "CONNECT",
-        _ => "other",
-    }
+        _ => return None,
+    })
 }

@@ -184,10 +184,7 @@ pub(crate) fn server_span(span: &tracing::Span, method: &Method, route: &str, he
     if !INSTALLED.load(Ordering::Acquire) {
         return;
     }
-    let method = match super::metrics::method_label(method) {
-        "other" => "HTTP",
-        known => known,
-    };
+    let method = super::metrics::known_method(method).unwrap_or("HTTP");
     span.record("otel.name", format!("{method} {route}"));
     span.record("otel.kind", "server");
     if !headers.contains_key("traceparent") {

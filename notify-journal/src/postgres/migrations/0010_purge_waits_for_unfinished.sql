@@ -12,9 +12,9 @@
 -- * another purge step passing over it. Under READ COMMITTED a row that another
 --   transaction changed after a statement's snapshot is locked first and
 --   re-checked after (PostgreSQL's EvalPlanQual); a row that fails the re-check is
---   not returned but stays locked to the end of that step. A step looking for an ended session
---   locks, that way, one that another step has just tombstoned, and may then answer
---   "nothing" itself. Two concurrent purges could both return so.
+--   not returned but stays locked to the end of that step. A step looking for an
+--   ended session locks, that way, one that another step has just tombstoned, and
+--   may then answer "nothing" itself. Two concurrent purges could both return so.
 --
 -- Now a step that finds no unfinished purge free but sees one that another
 -- transaction holds waits for it: `FOR UPDATE` without `SKIP LOCKED`, on the first
