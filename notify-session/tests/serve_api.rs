@@ -337,11 +337,34 @@ async fn operational_routes_and_http2() {
         text.contains("notify_session_notifications_total"),
         "the library's own metrics: {text}"
     );
-    // Unknown routes and methods: JSON problems.
+    // Unknown routes and methods: JSON problems. A route that does not take the
+    // method is 405 with `Allow` naming those it takes (RFC 9110).
     let r = c.send(Method::GET, "/v2/nothing", "x", Vec::new()).await;
     assert_eq!(
         (r.status, r.str("reason")),
         (StatusCode::NOT_FOUND, "route_not_found")
+    );
+    let r = c
+        .send(
+            Method::DELETE,
+            &format!("/v1/sessions/{s}/completions"),
+            &s.to_string(),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("reason"), r.str("disposition")),
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "none"),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.headers.get("allow").and_then(|v| v.to_str().ok()),
+        Some("POST"),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/problem+json")
     );
     // HTTP/2 with prior knowledge (plaintext), the same API.
     let h2 = Client::with_http(
@@ -404,7 +427,7 @@ async fn the_request_metrics_count_each_answer_by_route_status_and_reason() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     }
     let text = reqwest::get(format!("{}/metrics", f.server.url))
         .await
@@ -436,7 +459,7 @@ async fn the_request_metrics_count_each_answer_by_route_status_and_reason() {
             &[
                 r#"route="/healthz""#,
                 r#"method="other""#,
-                r#"status="404""#
+                r#"status="405""#
             ]
         ),
         Some(2.0),

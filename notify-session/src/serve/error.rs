@@ -30,6 +30,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// | [`Unauthenticated`](Self::Unauthenticated) | 401 | `none` |
 /// | [`TooLarge`](Self::TooLarge) | 413 | `none` |
 /// | [`NotFound`](Self::NotFound) | 404 | `none` |
+/// | [`MethodNotAllowed`](Self::MethodNotAllowed) | 405 + `Allow` | `none` |
 /// | [`Conflict`](Self::Conflict) | 409 | `none` |
 /// | [`Unavailable`](Self::Unavailable) | 503 + `Retry-After` | `none` |
 /// | [`Timeout`](Self::Timeout) | 503 + `Retry-After` | `none` |
@@ -111,6 +112,9 @@ pub enum ApiError {
         /// What is missing.
         detail: String,
     },
+    /// The route exists but does not take the request's method. The answer carries
+    /// `Allow`, naming the methods it takes (set by the router).
+    MethodNotAllowed,
     /// The request conflicts with the resource's state (ending a session with
     /// pending notifications, a loop registered with another capacity, …).
     Conflict {
@@ -241,6 +245,7 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::LoopNotFound { .. } | Self::NotFound { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotOwner {
                 location: Some(_), ..
             } => StatusCode::TEMPORARY_REDIRECT,
@@ -288,6 +293,7 @@ impl ApiError {
             Self::Unauthenticated { .. } => "unauthenticated",
             Self::TooLarge { .. } => "too_large",
             Self::Timeout => "timeout",
+            Self::MethodNotAllowed => "method_not_allowed",
             Self::NotFound { reason, .. }
             | Self::Conflict { reason, .. }
             | Self::Unavailable { reason, .. }
@@ -405,6 +411,10 @@ impl ApiError {
                 )
             }
             Self::NotFound { detail, .. } => ("Not found", detail.clone()),
+            Self::MethodNotAllowed => (
+                "Method not allowed",
+                "this route does not take that method (`Allow` names those it takes): see /openapi.json".to_owned(),
+            ),
             Self::Conflict {
                 detail,
                 extra: more,

@@ -99,11 +99,9 @@ async fn not_found() -> ApiError {
     }
 }
 
+/// 405; the router adds `Allow` (the route's methods) to the answer.
 async fn method_not_allowed() -> ApiError {
-    ApiError::NotFound {
-        reason: "method_not_allowed",
-        detail: "this route does not take that method: see /openapi.json".into(),
-    }
+    ApiError::MethodNotAllowed
 }
 
 /// A JSON answer.
