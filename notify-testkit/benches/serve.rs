@@ -6,20 +6,36 @@
 //! connection) at 1, 64 and 256 connections for 5 s each, and the same number of tasks
 //! calls `notify_process_completion` in process on a redb journal in the same run, the
 //! two sides taking turns for three rounds (the median round is reported):
-//! completions/s and p50/p99 latency side by side, and the server's CPU time per
-//! completion. Then the server's resident memory per idle connection (1,000
-//! connections, each after one request). `SERVE_LEVELS=64` runs only the levels named.
+//! completions/s and p50/p99 latency side by side. Then the server's resident memory
+//! per idle connection (1,000 connections, each after one request). `SERVE_LEVELS=64`
+//! runs only the levels named.
 //!
 //! Both sides share the machine's two cores with the generator. Every request is signed
 //! before its level's clock starts (a file of requests per wrk thread, which its Lua
 //! script sends in order), so what the generator costs during the level is wrk's own
-//! HTTP work; a generator on hyper in this process, signing as it went, took a third to
-//! a half of the server's CPU per request, and measured 0.32× at 64 connections where
-//! wrk measures 0.4×.
+//! HTTP work. A generator on hyper in this process, signing as it went, took a third
+//! to a half of the server's CPU per request, and measured 0.32× at 64 connections
+//! where wrk measured 0.4×.
+//!
+//! The HTTP figures are taken over a window inside wrk's run, from 1.5 s to 4.5 s
+//! after it starts: completions/s are the server's answers (its
+//! `notify_serve_requests_total`) over the window, and the CPU times are the
+//! processes' over the same window. wrk's own count would also take in what its first
+//! thread sends while the second still loads its file (0.15 s of CPU, before wrk's
+//! clock starts), and its CPU time that loading. The latencies are wrk's, over its
+//! whole run.
+//!
+//! Where the CPU goes, from `/proc` (each figure per completion, of the median round):
+//! the server's CPU time and its journal threads' share of it, wrk's own, and the
+//! in-process side's. Each level also drives a static answer (`GET /healthz`, one
+//! round): what the HTTP stack and the generator cost before any work. Printed after
+//! the table: each level's CPU-bound ceiling, the machine's cores over the
+//! generator's and the server's CPU time per completion, and its floor.
 //!
 //! Figures for `cargo xtask bench` (`notify_testkit::bench::metric`):
-//! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms}` for N connections (tasks), and
-//! `serve/idle_connection_kib`.
+//! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms,cpu_us}` for N connections (tasks),
+//! `serve/http/N/{journal_cpu_us,generator_cpu_us}`,
+//! `serve/floor/N/{per_s,cpu_us,generator_cpu_us}` and `serve/idle_connection_kib`.
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -77,8 +93,13 @@ struct Figures {
     per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
-    /// The server's CPU time per completion (user and system), in µs.
-    cpu_us: Option<f64>,
+    /// CPU time per completion (user and system), in µs: the server's over HTTP, the
+    /// bench process's in process.
+    cpu_us: f64,
+    /// Over HTTP: the server's journal threads' share of `cpu_us`.
+    journal_cpu_us: f64,
+    /// Over HTTP: wrk's CPU time per request, in µs.
+    generator_cpu_us: f64,
 }
 
 /// The round with the median rate (its latencies with it).
@@ -97,7 +118,9 @@ fn figures(mut lat: Vec<Duration>, elapsed: Duration) -> Figures {
         per_s: lat.len() as f64 / elapsed.as_secs_f64(),
         p50_ms: pick(0.50),
         p99_ms: pick(0.99),
-        cpu_us: None,
+        cpu_us: 0.0,
+        journal_cpu_us: 0.0,
+        generator_cpu_us: 0.0,
     }
 }
 
@@ -240,43 +263,23 @@ async fn http_level(addr: &str, key: &SignKey, conns: usize, dir: &Path, server:
     }
     let script = dir.join("notify.lua");
     std::fs::write(&script, WRK_SCRIPT).unwrap();
-    let cpu_before = cpu_ticks(server);
-    let out = Command::new("wrk")
-        .arg(format!("-t{threads}"))
+    let mut wrk = Command::new("wrk");
+    wrk.arg(format!("-t{threads}"))
         .arg(format!("-c{conns}"))
         .arg(format!("-d{}s", RUN.as_secs()))
         .args(["--timeout", "30s", "-s"])
         .arg(&script)
         .arg(format!("http://{addr}"))
         .arg("--")
-        .arg(&prefix)
-        .output()
-        .expect("wrk, the load generator (Debian's package `wrk`), must be installed");
-    let cpu = cpu_ticks(server) - cpu_before;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "wrk failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(&prefix);
+    let (stdout, window) = run_wrk(wrk, addr, server, COMPLETIONS).await;
     let line = stdout
         .lines()
         .find_map(|l| l.strip_prefix("NOTIFY-WRK "))
         .unwrap_or_else(|| panic!("wrk printed no figures: {stdout}"));
     let v: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
-    let [
-        requests,
-        micros,
-        p50,
-        p99,
-        connect,
-        read,
-        write,
-        status,
-        timeout,
-        over,
-    ] = v[..]
-    else {
+    // wrk's own count and clock (the first two) give way to the window's.
+    let [_, _, p50, p99, connect, read, write, status, timeout, over] = v[..] else {
         panic!("wrk's figures: {line}")
     };
     assert_eq!(
@@ -291,16 +294,136 @@ async fn http_level(addr: &str, key: &SignKey, conns: usize, dir: &Path, server:
     for t in 1..=threads {
         let _ = std::fs::remove_file(format!("{}.{t}", prefix.display()));
     }
-    Figures {
-        per_s: requests as f64 / (micros as f64 / 1e6),
-        p50_ms: p50 as f64 / 1000.0,
-        p99_ms: p99 as f64 / 1000.0,
-        cpu_us: Some(cpu as f64 / ticks_per_s() * 1e6 / requests as f64),
+    window.figures(p50, p99)
+}
+
+/// The series of `notify_serve_requests_total` a level counts: signed completions
+/// answered 201.
+const COMPLETIONS: &str =
+    r#"route="/v1/sessions/{session_id}/completions",method="POST",status="201""#;
+/// The floor's series: `GET /healthz` answered 200.
+const HEALTHZ: &str = r#"route="/healthz",method="GET",status="200""#;
+/// When the window starts, after wrk is started, and how long it lasts.
+const WINDOW_START: Duration = Duration::from_millis(1500);
+const WINDOW: Duration = Duration::from_secs(3);
+
+/// What the window saw: the server's answers in the series, and the CPU time (clock
+/// ticks) of the server, its journal threads and wrk.
+struct Window {
+    took: Duration,
+    answered: u64,
+    server: u64,
+    journal: u64,
+    generator: u64,
+}
+
+impl Window {
+    /// A level's figures: the rate and the CPU times from the window, the
+    /// latencies (µs) from wrk.
+    fn figures(&self, p50: u64, p99: u64) -> Figures {
+        let per = |ticks: u64| ticks as f64 / ticks_per_s() * 1e6 / self.answered as f64;
+        Figures {
+            per_s: self.answered as f64 / self.took.as_secs_f64(),
+            p50_ms: p50 as f64 / 1000.0,
+            p99_ms: p99 as f64 / 1000.0,
+            cpu_us: per(self.server),
+            journal_cpu_us: per(self.journal),
+            generator_cpu_us: per(self.generator),
+        }
     }
+}
+
+/// One reading: the time, the server's answers in `series`, the CPU times.
+struct Reading {
+    at: Instant,
+    answered: u64,
+    server: u64,
+    journal: u64,
+    generator: u64,
+}
+
+async fn reading(metrics: &mut Sender, server: u32, wrk: u32, series: &str) -> Reading {
+    let at = Instant::now();
+    let (server_ticks, journal, generator) =
+        (cpu_ticks(server), journal_ticks(server), cpu_ticks(wrk));
+    let req = hyper::Request::get("/metrics")
+        .header("host", "127.0.0.1")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    metrics.ready().await.unwrap();
+    let resp = metrics.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = resp.into_body().collect().await.unwrap().to_bytes();
+    let answered = String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|l| l.strip_prefix("notify_serve_requests_total{"))
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    Reading {
+        at,
+        answered,
+        server: server_ticks,
+        journal,
+        generator,
+    }
+}
+
+/// Runs wrk to its end: its standard output, and what the window inside its run saw
+/// of the server's answers in `series` and of the CPU times.
+async fn run_wrk(mut wrk: Command, addr: &str, server: u32, series: &str) -> (String, Window) {
+    let mut metrics = connect(addr).await;
+    let child = wrk
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("wrk, the load generator (Debian's package `wrk`), must be installed");
+    let pid = child.id();
+    tokio::time::sleep(WINDOW_START).await;
+    let first = reading(&mut metrics, server, pid, series).await;
+    tokio::time::sleep(WINDOW).await;
+    let last = reading(&mut metrics, server, pid, series).await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "wrk failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let window = Window {
+        took: last.at - first.at,
+        answered: last.answered - first.answered,
+        server: last.server - first.server,
+        journal: last.journal - first.journal,
+        generator: last.generator - first.generator,
+    };
+    assert!(window.answered > 0, "no answers in the window: {stdout}");
+    (stdout, window)
+}
+
+/// The floor at `conns` connections: wrk asks for a static answer (`GET /healthz`,
+/// unsigned, no script), one round of [`RUN`].
+async fn floor_level(addr: &str, conns: usize, server: u32) -> Figures {
+    let mut wrk = Command::new("wrk");
+    wrk.arg(format!("-t{}", conns.min(2)))
+        .arg(format!("-c{conns}"))
+        .arg(format!("-d{}s", RUN.as_secs()))
+        .args(["--timeout", "30s"])
+        .arg(format!("http://{addr}/healthz"));
+    let (stdout, window) = run_wrk(wrk, addr, server, HEALTHZ).await;
+    assert!(
+        !stdout.contains("Non-2xx") && !stdout.contains("Socket errors"),
+        "wrk met errors on /healthz: {stdout}"
+    );
+    window.figures(0, 0)
 }
 
 async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
     let session = Session::new(SessionId::new(), Arc::clone(journal));
+    let cpu_before = cpu_ticks(std::process::id());
     let start = Instant::now();
     let deadline = start + RUN;
     let mut tasks = Vec::new();
@@ -326,7 +449,10 @@ async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
     for t in tasks {
         lat.extend(t.await.unwrap());
     }
-    figures(lat, start.elapsed())
+    let cpu = cpu_ticks(std::process::id()) - cpu_before;
+    let mut f = figures(lat, start.elapsed());
+    f.cpu_us = cpu as f64 / ticks_per_s() * 1e6 / (f.per_s * start.elapsed().as_secs_f64());
+    f
 }
 
 /// The `notify` binary, built beside this bench (the bench profile's directory) before
@@ -348,19 +474,78 @@ fn record(side: &str, conns: usize, f: &Figures) {
     metric(&format!("serve/{side}/{conns}/per_s"), f.per_s, "/s");
     metric(&format!("serve/{side}/{conns}/p50_ms"), f.p50_ms, "ms");
     metric(&format!("serve/{side}/{conns}/p99_ms"), f.p99_ms, "ms");
+    metric(&format!("serve/{side}/{conns}/cpu_us"), f.cpu_us, "µs");
+}
+
+/// Records a level's CPU figures over HTTP (the server's is [`record`]'s) and its
+/// floor's, and returns the line that says what they bound.
+fn budget(conns: usize, http: &Figures, local: &Figures, floor: &Figures) -> String {
+    metric(
+        &format!("serve/http/{conns}/journal_cpu_us"),
+        http.journal_cpu_us,
+        "µs",
+    );
+    metric(
+        &format!("serve/http/{conns}/generator_cpu_us"),
+        http.generator_cpu_us,
+        "µs",
+    );
+    metric(&format!("serve/floor/{conns}/per_s"), floor.per_s, "/s");
+    metric(&format!("serve/floor/{conns}/cpu_us"), floor.cpu_us, "µs");
+    metric(
+        &format!("serve/floor/{conns}/generator_cpu_us"),
+        floor.generator_cpu_us,
+        "µs",
+    );
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
+    let ceiling = cores * 1e6 / (http.generator_cpu_us + http.cpu_us);
+    format!(
+        "{conns} connections: a completion cost wrk {:.1} µs and the server {:.1} µs of CPU ({:.1} µs in its journal threads): on {cores} cores a CPU-bound ceiling of {ceiling:.0}/s, {:.2}× of in-process (which spent {:.1} µs per completion). A static answer (GET /healthz, {:.0}/s) cost wrk {:.1} µs and the server {:.1} µs.",
+        http.generator_cpu_us,
+        http.cpu_us,
+        http.journal_cpu_us,
+        ceiling / local.per_s,
+        local.cpu_us,
+        floor.per_s,
+        floor.generator_cpu_us,
+        floor.cpu_us,
+    )
+}
+
+/// The fields of a `/proc/.../stat` file after the command's name (in parentheses):
+/// utime and stime are the 12th and 13th of them.
+fn stat_fields(path: &str) -> Vec<u64> {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    rest.split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect()
+}
+
+/// The sum of fields `i` and `i + 1` (0 where missing).
+fn pair(f: &[u64], i: usize) -> u64 {
+    f.get(i).copied().unwrap_or(0) + f.get(i + 1).copied().unwrap_or(0)
 }
 
 /// A process's CPU time so far (user and system), in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command's name (in parentheses): utime and stime are the
-    // 12th and 13th of them.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+    pair(&stat_fields(&format!("/proc/{pid}/stat")), 11)
+}
+
+/// The CPU time so far of the server's journal threads (`notify-journal-…`: the
+/// writer and its helpers), in clock ticks.
+fn journal_ticks(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with("notify-journal"))
+        })
+        .map(|t| pair(&stat_fields(&t.path().join("stat").to_string_lossy()), 11))
+        .sum()
 }
 
 /// Clock ticks per second, as `/proc` counts CPU time: `USER_HZ`, 100 on Linux
@@ -414,13 +599,14 @@ async fn main() {
         RUN.as_secs()
     );
     println!(
-        "| connections | HTTP completions/s | HTTP p50 ms | HTTP p99 ms | server CPU µs / completion | in-process/s | in-process p50 ms | in-process p99 ms | HTTP / in-process |"
+        "| connections | HTTP completions/s | HTTP p50 ms | HTTP p99 ms | server CPU µs / completion | wrk CPU µs / request | in-process/s | in-process p50 ms | in-process p99 ms | in-process CPU µs / completion | HTTP / in-process |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let levels: Vec<usize> = std::env::var("SERVE_LEVELS").map_or_else(
         |_| LEVELS.to_vec(),
         |v| v.split(',').map(|n| n.trim().parse().unwrap()).collect(),
     );
+    let mut budgets = Vec::new();
     for conns in levels {
         let (mut https, mut locals) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
@@ -428,19 +614,26 @@ async fn main() {
             locals.push(in_process_level(&journal, conns).await);
         }
         let (http, local) = (median(https), median(locals));
+        let floor = floor_level(&addr, conns, child.id()).await;
         println!(
-            "| {conns} | {:.0} | {:.2} | {:.2} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {conns} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {:.2} | {:.2} | {:.1} | {:.2} |",
             http.per_s,
             http.p50_ms,
             http.p99_ms,
-            http.cpu_us.unwrap_or(0.0),
+            http.cpu_us,
+            http.generator_cpu_us,
             local.per_s,
             local.p50_ms,
             local.p99_ms,
+            local.cpu_us,
             http.per_s / local.per_s
         );
         record("http", conns, &http);
         record("in_process", conns, &local);
+        budgets.push(budget(conns, &http, &local, &floor));
+    }
+    for line in budgets {
+        println!("{line}");
     }
 
     // Memory per idle connection: 1,000 connections, each after one request.

@@ -385,6 +385,34 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("serve/in_process/64/p99_ms"),
     ),
     (
+        "notify serve, signed, 64 connections: server CPU per completion",
+        Src::Metric("serve/http/64/cpu_us"),
+    ),
+    (
+        "notify serve, signed, 64 connections: of which its journal threads",
+        Src::Metric("serve/http/64/journal_cpu_us"),
+    ),
+    (
+        "notify serve, signed, 64 connections: wrk CPU per request",
+        Src::Metric("serve/http/64/generator_cpu_us"),
+    ),
+    (
+        "in-process notify_process_completion, 64 tasks: CPU per completion",
+        Src::Metric("serve/in_process/64/cpu_us"),
+    ),
+    (
+        "notify serve, static answer (GET /healthz), 64 connections",
+        Src::Metric("serve/floor/64/per_s"),
+    ),
+    (
+        "notify serve, static answer, 64 connections: server CPU per request",
+        Src::Metric("serve/floor/64/cpu_us"),
+    ),
+    (
+        "notify serve, static answer, 64 connections: wrk CPU per request",
+        Src::Metric("serve/floor/64/generator_cpu_us"),
+    ),
+    (
         "notify serve, signed, 256 connections: completions",
         Src::Metric("serve/http/256/per_s"),
     ),
