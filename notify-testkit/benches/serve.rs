@@ -21,9 +21,9 @@
 //! after it starts: completions/s are the server's answers (its
 //! `notify_serve_requests_total`) over the window, and the CPU times are the
 //! processes' over the same window. wrk's own count would also take in what its first
-//! thread sends while the second still loads its file (0.15 s of CPU, before wrk's
-//! clock starts), and its CPU time that loading. The latencies are wrk's, over its
-//! whole run.
+//! thread sends while the second still loads its file (about 0.15 s, before wrk's
+//! clock starts: 1 to 2% of a level's requests), and its CPU time that loading. The
+//! latencies are wrk's, over its whole run.
 //!
 //! Where the CPU goes, from `/proc` (each figure per completion, of the median round):
 //! the server's CPU time and its journal threads' share of it, wrk's own, and the
@@ -393,12 +393,13 @@ async fn run_wrk(mut wrk: Command, addr: &str, server: u32, series: &str) -> (St
         "wrk failed: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A process gone before the second reading reads 0 (its run failed above).
     let window = Window {
         took: last.at - first.at,
-        answered: last.answered - first.answered,
-        server: last.server - first.server,
-        journal: last.journal - first.journal,
-        generator: last.generator - first.generator,
+        answered: last.answered.saturating_sub(first.answered),
+        server: last.server.saturating_sub(first.server),
+        journal: last.journal.saturating_sub(first.journal),
+        generator: last.generator.saturating_sub(first.generator),
     };
     assert!(window.answered > 0, "no answers in the window: {stdout}");
     (stdout, window)
