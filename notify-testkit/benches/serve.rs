@@ -272,7 +272,7 @@ async fn http_level(addr: &str, key: &SignKey, conns: usize, dir: &Path, server:
         .arg(format!("http://{addr}"))
         .arg("--")
         .arg(&prefix);
-    let (stdout, window) = run_wrk(wrk, addr, server, COMPLETIONS).await;
+    let (stdout, took, window) = run_wrk(wrk, addr, server, COMPLETIONS).await;
     let line = stdout
         .lines()
         .find_map(|l| l.strip_prefix("NOTIFY-WRK "))
@@ -294,7 +294,7 @@ async fn http_level(addr: &str, key: &SignKey, conns: usize, dir: &Path, server:
     for t in 1..=threads {
         let _ = std::fs::remove_file(format!("{}.{t}", prefix.display()));
     }
-    window.figures(p50, p99)
+    window.figures(took, p50, p99)
 }
 
 /// The series of `notify_serve_requests_total` a level counts: signed completions
@@ -307,23 +307,34 @@ const HEALTHZ: &str = r#"route="/healthz",method="GET",status="200""#;
 const WINDOW_START: Duration = Duration::from_millis(1500);
 const WINDOW: Duration = Duration::from_secs(3);
 
-/// What the window saw: the server's answers in the series, and the CPU time (clock
-/// ticks) of the server, its journal threads and wrk.
-struct Window {
-    took: Duration,
+/// What a window saw, or the totals at one reading: the server's answers in the series,
+/// and the CPU time (clock ticks) of the server, its journal threads and wrk.
+#[derive(Clone, Copy)]
+struct Counts {
     answered: u64,
     server: u64,
     journal: u64,
     generator: u64,
 }
 
-impl Window {
-    /// A level's figures: the rate and the CPU times from the window, the
-    /// latencies (µs) from wrk.
-    fn figures(&self, p50: u64, p99: u64) -> Figures {
+impl Counts {
+    /// What happened between `earlier` and these. A process gone before the later
+    /// reading reads 0 (its run failed, which the caller reports).
+    fn since(self, earlier: Self) -> Self {
+        Self {
+            answered: self.answered.saturating_sub(earlier.answered),
+            server: self.server.saturating_sub(earlier.server),
+            journal: self.journal.saturating_sub(earlier.journal),
+            generator: self.generator.saturating_sub(earlier.generator),
+        }
+    }
+
+    /// A level's figures from a window of `took`: the rate and the CPU times from
+    /// the window, the latencies (µs) from wrk.
+    fn figures(&self, took: Duration, p50: u64, p99: u64) -> Figures {
         let per = |ticks: u64| ticks as f64 / ticks_per_s() * 1e6 / self.answered as f64;
         Figures {
-            per_s: self.answered as f64 / self.took.as_secs_f64(),
+            per_s: self.answered as f64 / took.as_secs_f64(),
             p50_ms: p50 as f64 / 1000.0,
             p99_ms: p99 as f64 / 1000.0,
             cpu_us: per(self.server),
@@ -333,16 +344,8 @@ impl Window {
     }
 }
 
-/// One reading: the time, the server's answers in `series`, the CPU times.
-struct Reading {
-    at: Instant,
-    answered: u64,
-    server: u64,
-    journal: u64,
-    generator: u64,
-}
-
-async fn reading(metrics: &mut Sender, server: u32, wrk: u32, series: &str) -> Reading {
+/// One reading while wrk runs: when, and the totals so far.
+async fn reading(metrics: &mut Sender, server: u32, wrk: u32, series: &str) -> (Instant, Counts) {
     let at = Instant::now();
     let (server_ticks, journal, generator) =
         (cpu_ticks(server), journal_ticks(server), cpu_ticks(wrk));
@@ -360,18 +363,23 @@ async fn reading(metrics: &mut Sender, server: u32, wrk: u32, series: &str) -> R
         .filter(|l| l.starts_with(series))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum();
-    Reading {
-        at,
+    let counts = Counts {
         answered,
         server: server_ticks,
         journal,
         generator,
-    }
+    };
+    (at, counts)
 }
 
-/// Runs wrk to its end: its standard output, and what the window inside its run saw
-/// of the server's answers in `series` and of the CPU times.
-async fn run_wrk(mut wrk: Command, addr: &str, server: u32, series: &str) -> (String, Window) {
+/// Runs wrk to its end: its standard output, and how long the window inside its run
+/// lasted and what it saw of the server's answers in `series` and of the CPU times.
+async fn run_wrk(
+    mut wrk: Command,
+    addr: &str,
+    server: u32,
+    series: &str,
+) -> (String, Duration, Counts) {
     let mut metrics = connect(addr).await;
     let child = wrk
         .stdout(Stdio::piped())
@@ -380,9 +388,9 @@ async fn run_wrk(mut wrk: Command, addr: &str, server: u32, series: &str) -> (St
         .expect("wrk, the load generator (Debian's package `wrk`), must be installed");
     let pid = child.id();
     tokio::time::sleep(WINDOW_START).await;
-    let first = reading(&mut metrics, server, pid, series).await;
+    let (start, first) = reading(&mut metrics, server, pid, series).await;
     tokio::time::sleep(WINDOW).await;
-    let last = reading(&mut metrics, server, pid, series).await;
+    let (end, last) = reading(&mut metrics, server, pid, series).await;
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .unwrap()
@@ -393,16 +401,9 @@ async fn run_wrk(mut wrk: Command, addr: &str, server: u32, series: &str) -> (St
         "wrk failed: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // A process gone before the second reading reads 0 (its run failed above).
-    let window = Window {
-        took: last.at - first.at,
-        answered: last.answered.saturating_sub(first.answered),
-        server: last.server.saturating_sub(first.server),
-        journal: last.journal.saturating_sub(first.journal),
-        generator: last.generator.saturating_sub(first.generator),
-    };
+    let window = last.since(first);
     assert!(window.answered > 0, "no answers in the window: {stdout}");
-    (stdout, window)
+    (stdout, end - start, window)
 }
 
 /// The floor at `conns` connections: wrk asks for a static answer (`GET /healthz`,
@@ -414,12 +415,12 @@ async fn floor_level(addr: &str, conns: usize, server: u32) -> Figures {
         .arg(format!("-d{}s", RUN.as_secs()))
         .args(["--timeout", "30s"])
         .arg(format!("http://{addr}/healthz"));
-    let (stdout, window) = run_wrk(wrk, addr, server, HEALTHZ).await;
+    let (stdout, took, window) = run_wrk(wrk, addr, server, HEALTHZ).await;
     assert!(
         !stdout.contains("Non-2xx") && !stdout.contains("Socket errors"),
         "wrk met errors on /healthz: {stdout}"
     );
-    window.figures(0, 0)
+    window.figures(took, 0, 0)
 }
 
 async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
@@ -451,8 +452,9 @@ async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
         lat.extend(t.await.unwrap());
     }
     let cpu = cpu_ticks(std::process::id()) - cpu_before;
+    let completions = lat.len() as f64;
     let mut f = figures(lat, start.elapsed());
-    f.cpu_us = cpu as f64 / ticks_per_s() * 1e6 / (f.per_s * start.elapsed().as_secs_f64());
+    f.cpu_us = cpu as f64 / ticks_per_s() * 1e6 / completions;
     f
 }
 
@@ -501,7 +503,8 @@ fn budget(conns: usize, http: &Figures, local: &Figures, floor: &Figures) -> Str
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
     let ceiling = cores * 1e6 / (http.generator_cpu_us + http.cpu_us);
     format!(
-        "{conns} connections: a completion cost wrk {:.1} µs and the server {:.1} µs of CPU ({:.1} µs in its journal threads): on {cores} cores a CPU-bound ceiling of {ceiling:.0}/s, {:.2}× of in-process (which spent {:.1} µs per completion). A static answer (GET /healthz, {:.0}/s) cost wrk {:.1} µs and the server {:.1} µs.",
+        "{conns} connection{}: a completion cost wrk {:.1} µs and the server {:.1} µs of CPU ({:.1} µs in its journal threads): on {cores} cores a CPU-bound ceiling of {ceiling:.0}/s, {:.2}× of in-process (which spent {:.1} µs per completion). A static answer (GET /healthz, {:.0}/s) cost wrk {:.1} µs and the server {:.1} µs.",
+        if conns == 1 { "" } else { "s" },
         http.generator_cpu_us,
         http.cpu_us,
         http.journal_cpu_us,
