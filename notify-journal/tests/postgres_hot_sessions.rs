@@ -17,7 +17,7 @@ use std::time::Duration;
 use notify_journal::{AppendOutcome, JournalBackend, JournalRead, PgOptions, replay_all};
 use notify_types::{SessionId, Uuid};
 use postgres_support::{
-    HANG_GUARD, command, database_url, drop_schema, fresh_schema, journal, raw_client,
+    HANG_GUARD, command, database_url, drop_schema, fresh_schema, hold_row, journal, raw_client,
 };
 
 /// Another connection holds a session's row lock while as many appends to that
@@ -43,13 +43,7 @@ async fn a_locked_session_holds_up_only_its_own_writer() {
         .unwrap();
 
     let mut locker = raw_client(&url).await;
-    let tx = locker.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
-        &[hot.as_uuid()],
-    )
-    .await
-    .unwrap();
+    let tx = hold_row(&mut locker, &schema, hot).await;
     let waiting: Vec<_> = (0..writers)
         .map(|_| {
             let j = Arc::clone(&j);

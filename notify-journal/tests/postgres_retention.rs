@@ -23,7 +23,7 @@ use notify_journal::{
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::retention::{appended, duplicate, ended_at, is_ended, just_after};
 use postgres_support::{
-    command, database_url, drop_schema, ended, fresh_schema, journal, raw_client,
+    command, database_url, drop_schema, ended, fresh_schema, hold_row, journal, raw_client,
 };
 
 /// End, refusals, a purge in bounded steps (the tombstone from the first step, never
@@ -360,23 +360,6 @@ async fn concurrent_purgers_share_the_work() {
     a.close().await;
     b.close().await;
     drop_schema(&url, &schema).await;
-}
-
-/// A transaction on `client` that holds `session`'s row in `schema`, as an append to
-/// the session holds it until it commits.
-async fn hold_row<'c>(
-    client: &'c mut tokio_postgres::Client,
-    schema: &str,
-    session: SessionId,
-) -> tokio_postgres::Transaction<'c> {
-    let tx = client.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
-        &[session.as_uuid()],
-    )
-    .await
-    .unwrap();
-    tx
 }
 
 /// A purge never answers "nothing due" while a session it left part-purged is only

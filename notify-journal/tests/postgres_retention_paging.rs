@@ -18,7 +18,7 @@ use notify_journal::{JournalBackend, JournalRead, PgOptions, SessionState, purge
 use notify_types::{SessionId, Timestamp, Uuid};
 use postgres_support::retention::appended;
 use postgres_support::{
-    command, database_url, drop_schema, ended, fresh_schema, journal, raw_client,
+    command, database_url, drop_schema, ended, fresh_schema, hold_row, journal, raw_client,
 };
 
 /// A tombstone dropped while an append to its session waits for the session's row
@@ -40,13 +40,7 @@ async fn a_tombstone_dropped_under_a_waiting_append_is_registered_again() {
 
     // A dropper that has locked the tombstone's row and not yet deleted it.
     let mut dropper = raw_client(&url).await;
-    let tx = dropper.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
-        &[s.as_uuid()],
-    )
-    .await
-    .unwrap();
+    let tx = hold_row(&mut dropper, &schema, s).await;
     let append = tokio::spawn({
         let j = Arc::clone(&j);
         async move { j.append(s, command(s, Uuid::now_v7(), 0)).await }

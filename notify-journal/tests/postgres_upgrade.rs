@@ -31,8 +31,8 @@ use notify_journal::{
 };
 use notify_types::{CommandId, JournalRecord, SessionId, Uuid};
 use postgres_support::{
-    command, conninfo_with, consumed, database_url, drop_schema, ended, fresh_schema, journal,
-    raw_client, version_1,
+    command, conninfo_with, consumed, database_url, drop_schema, ended, fresh_schema, hold_row,
+    journal, raw_client, version_1,
 };
 
 /// The version a newer build would record.
@@ -138,13 +138,7 @@ async fn an_unknown_status_is_schema_too_new_for_that_append_alone() {
     // A batch held on `s2`'s row lock while the next appends queue behind it, so
     // they share batches with known and unknown answers.
     let mut locker = raw_client(&url).await;
-    let tx = locker.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
-        &[s2.as_uuid()],
-    )
-    .await
-    .unwrap();
+    let tx = hold_row(&mut locker, &schema, s2).await;
     let (held, duplicate, unknown, ()) = tokio::join!(
         j.append(s2, command(s2, Uuid::now_v7(), 0)),
         j.append(s, command(s, k0, 0)),

@@ -150,6 +150,27 @@ pub async fn raw_client(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// A transaction on `client` that holds `session`'s row in `schema`'s sessions table,
+/// as an append to the session holds it until it commits. Dropped (or committed), it
+/// lets go.
+pub async fn hold_row<'c>(
+    client: &'c mut tokio_postgres::Client,
+    schema: &str,
+    session: SessionId,
+) -> tokio_postgres::Transaction<'c> {
+    let tx = client
+        .transaction()
+        .await
+        .expect("begin the row-holding transaction");
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".sessions WHERE session = $1 FOR UPDATE"),
+        &[session.as_uuid()],
+    )
+    .await
+    .expect("lock the session's row");
+    tx
+}
+
 /// Connects with `options` on a fresh schema.
 pub async fn journal(url: &str, schema: &str, options: PgOptions) -> PgJournal {
     PgJournal::connect(url, options.schema(schema))
