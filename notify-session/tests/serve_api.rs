@@ -529,3 +529,36 @@ async fn the_openapi_document_lists_every_route() {
         serde_json::from_str::<serde_json::Value>(notify_session::serve::OPENAPI).unwrap()
     );
 }
+
+/// The document states the codec's rules on what it describes: the completion's
+/// `(state, reason)` pairs are exactly the eleven `is_completion_pair` accepts, and an
+/// ID is never the nil UUID (the codec refuses it in every ID field).
+#[test]
+fn the_openapi_document_states_the_codecs_completion_pairs_and_refuses_the_nil_uuid() {
+    use notify_types::{ProcessLifecycleState, ProcessTerminalReason, is_completion_pair};
+    use std::collections::BTreeSet;
+
+    let doc: serde_json::Value = serde_json::from_str(notify_session::serve::OPENAPI).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let listed: BTreeSet<(u64, u64)> = schemas["ProcessCompletionNotification"]["oneOf"]
+        .as_array()
+        .expect("the completion's schema lists its pairs under oneOf")
+        .iter()
+        .map(|pair| {
+            let code = |field: &str| pair["properties"][field]["const"].as_u64().unwrap();
+            (code("state"), code("reason"))
+        })
+        .collect();
+    let codec: BTreeSet<(u64, u64)> = ProcessLifecycleState::ALL
+        .iter()
+        .flat_map(|s| ProcessTerminalReason::ALL.iter().map(move |r| (*s, *r)))
+        .filter(|(s, r)| is_completion_pair(*s, *r))
+        .map(|(s, r)| (u64::from(s.code()), u64::from(r.code())))
+        .collect();
+    assert_eq!(codec.len(), 11);
+    assert_eq!(listed, codec);
+    assert_eq!(
+        schemas["Uuid"]["not"]["const"],
+        serde_json::json!(notify_types::Uuid::nil().to_string())
+    );
+}
