@@ -3,8 +3,8 @@
 //! the caller's W3C `traceparent` is the parent of the request span, so the append,
 //! dispatch and ack spans land in the caller's trace; a request without one starts its
 //! own trace; a malformed one is ignored and the request answered as usual; a request
-//! span is named `METHOD route`, `HTTP route` for a method outside HTTP's nine; SIGTERM
-//! flushes what was not exported yet.
+//! span is named `METHOD route`, `HTTP route` for a method outside HTTP's nine; a
+//! stream's request span lasts as the stream; SIGTERM flushes what was not exported yet.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod serve_support;
@@ -169,6 +169,35 @@ fn descends_from(span: &Span, ancestor: &str, by_id: &HashMap<String, &Span>) ->
     false
 }
 
+/// How long the client holds a stream open after its first event.
+const STREAM_HELD: std::time::Duration = std::time::Duration::from_millis(400);
+
+/// A signed server-sent-events stream of loop `l`, sent with `traceparent`.
+async fn stream(
+    client: &Client,
+    s: notify_types::SessionId,
+    l: notify_types::LoopId,
+    traceparent: &str,
+) -> reqwest::Response {
+    let key = client.key.as_ref().unwrap();
+    let (id, ts) = (l.to_string(), serve_support::now());
+    let resp = client
+        .http
+        .get(format!(
+            "{}/v1/sessions/{s}/loops/{l}/notifications/stream",
+            client.base
+        ))
+        .header("traceparent", traceparent)
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", ts.to_string())
+        .header("webhook-signature", key.sign(&id, ts, b""))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp
+}
+
 /// A client that sends `traceparent` (when given) with every request.
 fn traced(client: &Client, traceparent: Option<&str>) -> Client {
     Client {
@@ -228,6 +257,36 @@ async fn spans_reach_the_collector_in_the_callers_trace() {
         (StatusCode::OK, "acknowledged"),
         "{r:?}"
     );
+
+    // A stream, in the caller's trace: the client reads its first event, then holds
+    // it open for STREAM_HELD before it goes away; the stream's request span lasts as
+    // the stream, so it ends no sooner (not when the answer's head was sent).
+    let (stream_trace, stream_parent) = ("5b8aa5a2d2c872e8321cf37308d69df2", "051581bf3cb55c13");
+    let streamed = notify_types::LoopId::new();
+    assert_eq!(
+        client.register(s, streamed, 8).await.status,
+        StatusCode::CREATED
+    );
+    let r = client.deliver(&completion(s, streamed)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let mut stream = stream(
+        &client,
+        s,
+        streamed,
+        &format!("00-{stream_trace}-{stream_parent}-01"),
+    )
+    .await;
+    let first_event = tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk())
+        .await
+        .expect("an event within 10 s")
+        .unwrap()
+        .expect("the stream goes on");
+    assert!(
+        String::from_utf8_lossy(&first_event).contains("event: notification"),
+        "{first_event:?}"
+    );
+    tokio::time::sleep(STREAM_HELD).await;
+    drop(stream);
 
     // A method outside HTTP's nine is named `HTTP` in the span's name.
     let invented = reqwest::Client::new()
@@ -308,6 +367,22 @@ async fn spans_reach_the_collector_in_the_callers_trace() {
     let all: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
     assert!(all.iter().any(|n| n.starts_with("HTTP ")), "{all:?}");
     assert!(!all.iter().any(|n| n.starts_with("FOO")), "{all:?}");
+
+    // The stream's request span: under the caller's span, open while the stream was.
+    let streams = in_trace(
+        stream_trace,
+        "GET /v1/sessions/{session_id}/loops/{loop_id}/notifications/stream",
+    );
+    assert_eq!(streams.len(), 1, "{:?}", names(stream_trace));
+    let stream_span = streams[0];
+    assert_eq!(hex(&stream_span.parent_span_id), stream_parent);
+    let lasted = std::time::Duration::from_nanos(
+        stream_span.end_time_unix_nano - stream_span.start_time_unix_nano,
+    );
+    assert!(
+        lasted >= STREAM_HELD,
+        "the stream's request span lasted {lasted:?}, the stream at least {STREAM_HELD:?}"
+    );
 
     // The acknowledgement over HTTP: ack, and the consumption's append under it.
     let acks = in_trace(ack_trace, "notify.ack");

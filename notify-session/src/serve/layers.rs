@@ -1,6 +1,7 @@
 //! The cross-cutting layer every route runs under, [`Observe`]: the request's span,
 //! its timeout, its metrics and panic containment, in one service and one future per
-//! request. Its refusals are [`ApiError`]s.
+//! request (a streamed answer's body holds the span: [`InSpan`]). Its refusals are
+//! [`ApiError`]s.
 //!
 //! One layer, not four: stacked as separate middleware (axum's `from_fn` twice,
 //! tower-http's trace and catch-panic layers) the same work cloned the inner service
@@ -17,11 +18,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{MatchedPath, Request};
 use axum::http::Response;
 use axum::response::IntoResponse;
 use futures_util::FutureExt as _;
+use http_body::{Frame, SizeHint};
 use tower::{Layer, Service};
 use tracing::Instrument as _;
 
@@ -129,8 +131,43 @@ where
             let _recorded = catch_unwind(AssertUnwindSafe(|| {
                 span.in_scope(|| answered(&response, route.as_ref(), &method, started, &metrics));
             }));
-            Ok(response)
+            Ok(if response.body().size_hint().exact().is_some() {
+                response
+            } else {
+                response.map(|body| Body::new(InSpan { body, span }))
+            })
         })
+    }
+}
+
+/// A streamed answer's body (one of no known size: server-sent events) holding the
+/// request's span, entered while the body is polled: the span lasts until the stream
+/// ends, as tower-http's trace layer does for a body. An answer of known size (every
+/// JSON one) is sent as it is, without the extra box.
+struct InSpan {
+    body: Body,
+    span: tracing::Span,
+}
+
+impl HttpBody for InSpan {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        Pin::new(&mut this.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -19,6 +19,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use super::{command_id, json, loop_id, session_id};
 use crate::serve::auth::WebhookId;
@@ -212,50 +213,54 @@ pub(crate) async fn stream(
     let (tx, mut rx) = mpsc::channel::<Event>(1);
     let mut drain = state.drain_signal();
     let task_slot = Arc::clone(&slot);
-    tokio::spawn(async move {
-        let slot = task_slot;
-        loop {
-            slot.expire(Instant::now());
-            let next = slot.next_expiry();
-            let sleep = async {
-                match next {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
+    tokio::spawn(
+        async move {
+            let slot = task_slot;
+            loop {
+                slot.expire(Instant::now());
+                let next = slot.next_expiry();
+                let sleep = async {
+                    match next {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                if slot.in_flight(stream_id) >= max_in_flight {
+                    tokio::select! {
+                        () = slot.acked() => {}
+                        () = sleep => {}
+                        () = tx.closed() => break,
+                        () = crate::serve::state::until_true(&mut drain) => break,
+                    }
+                    continue;
                 }
-            };
-            if slot.in_flight(stream_id) >= max_in_flight {
                 tokio::select! {
-                    () = slot.acked() => {}
+                    received = consumer.recv() => {
+                        let Some(r) = received else {
+                            let _ = tx.send(Event::default().event("end").data("{}")).await;
+                            break;
+                        };
+                        let lent = slot.lend(r, visibility, stream_id);
+                        let event = Event::default()
+                            .event("notification")
+                            .id(lent.command_id.to_string())
+                            .json_data(lent_json(&lent))
+                            .unwrap_or_default();
+                        if tx.send(event).await.is_err() {
+                            break;
+                        }
+                    }
                     () = sleep => {}
                     () = tx.closed() => break,
                     () = crate::serve::state::until_true(&mut drain) => break,
                 }
-                continue;
             }
-            tokio::select! {
-                received = consumer.recv() => {
-                    let Some(r) = received else {
-                        let _ = tx.send(Event::default().event("end").data("{}")).await;
-                        break;
-                    };
-                    let lent = slot.lend(r, visibility, stream_id);
-                    let event = Event::default()
-                        .event("notification")
-                        .id(lent.command_id.to_string())
-                        .json_data(lent_json(&lent))
-                        .unwrap_or_default();
-                    if tx.send(event).await.is_err() {
-                        break;
-                    }
-                }
-                () = sleep => {}
-                () = tx.closed() => break,
-                () = crate::serve::state::until_true(&mut drain) => break,
-            }
+            drop(consumer);
+            slot.release_stream(stream_id);
         }
-        drop(consumer);
-        slot.release_stream(stream_id);
-    });
+        // The request's span: what the stream logs is in it, and it lasts as the stream.
+        .instrument(tracing::Span::current()),
+    );
     let events = futures_util::stream::poll_fn(move |cx| {
         rx.poll_recv(cx).map(|e| e.map(Ok::<_, Infallible>))
     });
