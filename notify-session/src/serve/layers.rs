@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{MatchedPath, Request};
-use axum::http::Response;
+use axum::http::{Method, Response};
 use axum::response::IntoResponse;
 use futures_util::FutureExt as _;
 use http_body::{Frame, SizeHint};
@@ -100,12 +100,12 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         let started = Instant::now();
         let route = request.extensions().get::<MatchedPath>().cloned();
-        let method = request.method().clone();
+        let method = known_method(request.method());
         // The span, the handler (its future dropped at the timeout too) and the
         // recording each run inside `catch_unwind`: a panic in the first two is a 500,
         // one in the recording loses that record, never the answer.
         let called = catch_unwind(AssertUnwindSafe(|| {
-            let span = request_span(&request, route.as_ref());
+            let span = request_span(&request, method, route.as_ref());
             let future = span.in_scope(|| self.inner.call(request));
             (span, future)
         }));
@@ -129,7 +129,7 @@ where
                 Err(panic) => (panicked(panic), tracing::Span::none()),
             };
             let _recorded = catch_unwind(AssertUnwindSafe(|| {
-                span.in_scope(|| answered(&response, route.as_ref(), &method, started, &metrics));
+                span.in_scope(|| answered(&response, route.as_ref(), method, started, &metrics));
             }));
             Ok(if response.body().size_hint().exact().is_some() {
                 response
@@ -172,11 +172,12 @@ impl HttpBody for InSpan {
 }
 
 /// Records the answer: the status in the request's span (current here), an event
-/// (WARN for a 5xx, ERROR for a 500; else DEBUG), the request metrics.
+/// (WARN for a 5xx, ERROR for a 500; else DEBUG), the request metrics (a method
+/// outside HTTP's nine labelled `other`).
 fn answered(
     response: &Response<Body>,
     route: Option<&MatchedPath>,
-    method: &axum::http::Method,
+    method: Option<&'static str>,
     started: Instant,
     metrics: &RequestMetrics,
 ) {
@@ -196,15 +197,20 @@ fn answered(
     }
     metrics.record(
         route.map_or(UNMATCHED, MatchedPath::as_str),
-        method,
+        method.unwrap_or("other"),
         status.as_u16(),
         reason,
         took,
     );
 }
 
-/// The request's span (see [`Observe`]).
-fn request_span(request: &Request, route: Option<&MatchedPath>) -> tracing::Span {
+/// The request's span (see [`Observe`]); `method` is the request's if it is one of
+/// HTTP's nine.
+fn request_span(
+    request: &Request,
+    method: Option<&'static str>,
+    route: Option<&MatchedPath>,
+) -> tracing::Span {
     let route = route.map_or(UNMATCHED, MatchedPath::as_str);
     let id = request
         .headers()
@@ -221,7 +227,9 @@ fn request_span(request: &Request, route: Option<&MatchedPath>) -> tracing::Span
         otel.kind = tracing::field::Empty,
     );
     #[cfg(feature = "otel")]
-    super::otel::server_span(&span, request.method(), route, request.headers());
+    super::otel::server_span(&span, method, route, request.headers());
+    #[cfg(not(feature = "otel"))]
+    let _ = method;
     span
 }
 
@@ -240,6 +248,24 @@ fn panicked(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
         retryable: false,
     }
     .into_response()
+}
+
+/// `method`'s name if it is one of HTTP's nine; `None` for any other token (a client
+/// may send any token as a method: the metrics label it `other`, an OpenTelemetry span
+/// name says `HTTP`, so neither grows without bound).
+fn known_method(method: &Method) -> Option<&'static str> {
+    Some(match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::http::Method;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -56,7 +55,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle, BuildError> {
 ///
 /// Every label comes from a bounded set, whatever clients send: the route is a
 /// route's pattern or `unmatched`, the method one of HTTP's nine or `other`
-/// ([`method_label`]), the status a status code, the reason one of [`ApiError`]'s.
+/// (`layers::known_method`), the status a status code, the reason one of [`ApiError`]'s.
 ///
 /// [`ApiError`]: super::ApiError
 ///
@@ -76,17 +75,16 @@ struct RouteMetrics {
 }
 
 impl RequestMetrics {
-    /// Counts one request to `route` answered `status` (refused for `reason`, or
-    /// `"none"`) after `took`.
+    /// Counts one request to `route` by `method` (one of HTTP's nine, or `other`)
+    /// answered `status` (refused for `reason`, or `"none"`) after `took`.
     pub(crate) fn record(
         &self,
         route: &str,
-        method: &Method,
+        method: &'static str,
         status: u16,
         reason: &'static str,
         took: Duration,
     ) {
-        let method = method_label(method);
         let (answers, duration) = {
             let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
             let metrics = match routes.get_mut(route) {
@@ -141,26 +139,4 @@ impl RouteMetrics {
         self.durations.push((method, histogram.clone()));
         histogram
     }
-}
-
-/// `method`'s label: its name if it is one of HTTP's nine, else `other` (a client may
-/// send any token as a method; one series per token would grow without bound).
-fn method_label(method: &Method) -> &'static str {
-    known_method(method).unwrap_or("other")
-}
-
-/// `method`'s name if it is one of HTTP's nine; `None` for any other token.
-pub(crate) fn known_method(method: &Method) -> Option<&'static str> {
-    Some(match *method {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        Method::PATCH => "PATCH",
-        Method::TRACE => "TRACE",
-        Method::CONNECT => "CONNECT",
-        _ => return None,
-    })
 }

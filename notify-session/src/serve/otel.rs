@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use axum::http::{HeaderMap, Method};
+use axum::http::HeaderMap;
 use opentelemetry::propagation::Extractor;
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
@@ -180,11 +180,17 @@ impl Extractor for Headers<'_> {
 /// nothing unless an exporter is installed. A method outside HTTP's nine is named
 /// `HTTP`, as OpenTelemetry's HTTP conventions say: a client inventing methods would
 /// otherwise make span names without bound at the trace backend.
-pub(crate) fn server_span(span: &tracing::Span, method: &Method, route: &str, headers: &HeaderMap) {
+/// `method` is the request's if it is one of HTTP's nine (`layers::known_method`).
+pub(crate) fn server_span(
+    span: &tracing::Span,
+    method: Option<&'static str>,
+    route: &str,
+    headers: &HeaderMap,
+) {
     if !INSTALLED.load(Ordering::Acquire) {
         return;
     }
-    let method = super::metrics::known_method(method).unwrap_or("HTTP");
+    let method = method.unwrap_or("HTTP");
     span.record("otel.name", format!("{method} {route}"));
     span.record("otel.kind", "server");
     if !headers.contains_key("traceparent") {
