@@ -30,10 +30,14 @@
 //! in-process side's. Each level also drives a static answer (`GET /healthz`, one
 //! round): what the HTTP stack and the generator cost before any work. Printed after
 //! the table: each level's CPU-bound ceiling, the machine's cores over the
-//! generator's and the server's CPU time per completion, and its floor.
+//! generator's and the server's CPU time per completion, the journal's groups on each
+//! side (commits per second, appends per commit: the server's from its
+//! `notify_journal_commit_batch_size` over the window, the in-process journal's from
+//! its `commit_stats`), and its floor.
 //!
 //! Figures for `cargo xtask bench` (`notify_testkit::bench::metric`):
-//! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms,cpu_us}` for N connections (tasks),
+//! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms,cpu_us,appends_per_commit}` for N
+//! connections (tasks),
 //! `serve/http/N/{journal_cpu_us,generator_cpu_us}`,
 //! `serve/floor/N/{per_s,cpu_us,generator_cpu_us}` and `serve/idle_connection_kib`.
 #![allow(
@@ -100,6 +104,8 @@ struct Figures {
     journal_cpu_us: f64,
     /// Over HTTP: wrk's CPU time per request, in µs.
     generator_cpu_us: f64,
+    /// The journal's mean group: appends per commit (the server's, over HTTP).
+    appends_per_commit: f64,
 }
 
 /// The round with the median rate (its latencies with it).
@@ -121,6 +127,7 @@ fn figures(mut lat: Vec<Duration>, elapsed: Duration) -> Figures {
         cpu_us: 0.0,
         journal_cpu_us: 0.0,
         generator_cpu_us: 0.0,
+        appends_per_commit: 0.0,
     }
 }
 
@@ -308,10 +315,13 @@ const WINDOW_START: Duration = Duration::from_millis(1500);
 const WINDOW: Duration = Duration::from_secs(3);
 
 /// What a window saw, or the totals at one reading: the server's answers in the series,
-/// and the CPU time (clock ticks) of the server, its journal threads and wrk.
+/// its journal's commits and the appends they answered, and the CPU time (clock ticks)
+/// of the server, its journal threads and wrk.
 #[derive(Clone, Copy)]
 struct Counts {
     answered: u64,
+    commits: u64,
+    appends: u64,
     server: u64,
     journal: u64,
     generator: u64,
@@ -323,6 +333,8 @@ impl Counts {
     fn since(self, earlier: Self) -> Self {
         Self {
             answered: self.answered.saturating_sub(earlier.answered),
+            commits: self.commits.saturating_sub(earlier.commits),
+            appends: self.appends.saturating_sub(earlier.appends),
             server: self.server.saturating_sub(earlier.server),
             journal: self.journal.saturating_sub(earlier.journal),
             generator: self.generator.saturating_sub(earlier.generator),
@@ -340,6 +352,7 @@ impl Counts {
             cpu_us: per(self.server),
             journal_cpu_us: per(self.journal),
             generator_cpu_us: per(self.generator),
+            appends_per_commit: self.appends as f64 / self.commits.max(1) as f64,
         }
     }
 }
@@ -357,14 +370,19 @@ async fn reading(metrics: &mut Sender, server: u32, wrk: u32, series: &str) -> (
     let resp = metrics.send_request(req).await.unwrap();
     assert_eq!(resp.status(), 200);
     let text = resp.into_body().collect().await.unwrap().to_bytes();
-    let answered = String::from_utf8_lossy(&text)
-        .lines()
-        .filter_map(|l| l.strip_prefix("notify_serve_requests_total{"))
-        .filter(|l| l.starts_with(series))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let text = String::from_utf8_lossy(&text);
+    // The sum of the series `name{labels…}` whose labels start with `labels`.
+    let total = |name: &str, labels: &str| -> u64 {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+            .filter(|l| l.starts_with(labels))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
     let counts = Counts {
-        answered,
+        answered: total("notify_serve_requests_total", series),
+        commits: total("notify_journal_commit_batch_size_count", ""),
+        appends: total("notify_journal_commit_batch_size_sum", ""),
         server: server_ticks,
         journal,
         generator,
@@ -425,6 +443,7 @@ async fn floor_level(addr: &str, conns: usize, server: u32) -> Figures {
 
 async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
     let session = Session::new(SessionId::new(), Arc::clone(journal));
+    let commits_before = journal.commit_stats();
     let cpu_before = cpu_ticks(std::process::id());
     let start = Instant::now();
     let deadline = start + RUN;
@@ -455,6 +474,9 @@ async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
     let completions = lat.len() as f64;
     let mut f = figures(lat, start.elapsed());
     f.cpu_us = cpu as f64 / ticks_per_s() * 1e6 / completions;
+    let commits = journal.commit_stats();
+    f.appends_per_commit = (commits.appends - commits_before.appends) as f64
+        / (commits.commits - commits_before.commits).max(1) as f64;
     f
 }
 
@@ -478,6 +500,11 @@ fn record(side: &str, conns: usize, f: &Figures) {
     metric(&format!("serve/{side}/{conns}/p50_ms"), f.p50_ms, "ms");
     metric(&format!("serve/{side}/{conns}/p99_ms"), f.p99_ms, "ms");
     metric(&format!("serve/{side}/{conns}/cpu_us"), f.cpu_us, "µs");
+    metric(
+        &format!("serve/{side}/{conns}/appends_per_commit"),
+        f.appends_per_commit,
+        "appends",
+    );
 }
 
 /// Records a level's CPU figures over HTTP (the server's is [`record`]'s) and its
@@ -503,13 +530,17 @@ fn budget(conns: usize, http: &Figures, local: &Figures, floor: &Figures) -> Str
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
     let ceiling = cores * 1e6 / (http.generator_cpu_us + http.cpu_us);
     format!(
-        "{conns} connection{}: a completion cost wrk {:.1} µs and the server {:.1} µs of CPU ({:.1} µs in its journal threads): on {cores} cores a CPU-bound ceiling of {ceiling:.0}/s, {:.2}× of in-process (which spent {:.1} µs per completion). A static answer (GET /healthz, {:.0}/s) cost wrk {:.1} µs and the server {:.1} µs.",
+        "{conns} connection{}: a completion cost wrk {:.1} µs and the server {:.1} µs of CPU ({:.1} µs in its journal threads): on {cores} cores a CPU-bound ceiling of {ceiling:.0}/s, {:.2}× of in-process (which spent {:.1} µs per completion). The server's journal committed {:.0} groups/s of {:.1} appends; in process {:.0}/s of {:.1}. A static answer (GET /healthz, {:.0}/s) cost wrk {:.1} µs and the server {:.1} µs.",
         if conns == 1 { "" } else { "s" },
         http.generator_cpu_us,
         http.cpu_us,
         http.journal_cpu_us,
         ceiling / local.per_s,
         local.cpu_us,
+        http.per_s / http.appends_per_commit,
+        http.appends_per_commit,
+        local.per_s / local.appends_per_commit,
+        local.appends_per_commit,
         floor.per_s,
         floor.generator_cpu_us,
         floor.cpu_us,

@@ -401,6 +401,14 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("serve/in_process/64/cpu_us"),
     ),
     (
+        "notify serve, signed, 64 connections: appends per journal commit",
+        Src::Metric("serve/http/64/appends_per_commit"),
+    ),
+    (
+        "in-process notify_process_completion, 64 tasks: appends per journal commit",
+        Src::Metric("serve/in_process/64/appends_per_commit"),
+    ),
+    (
         "notify serve, static answer (GET /healthz), 64 connections",
         Src::Metric("serve/floor/64/per_s"),
     ),
