@@ -9,10 +9,9 @@ mod serve_support;
 
 use std::time::Duration;
 
-use notify_types::{LoopId, SessionId};
 use reqwest::StatusCode;
 use serve_support::one_loop::OneLoop;
-use serve_support::{Client, completion, now, polled};
+use serve_support::{completion, polled};
 
 /// Reads SSE events (`event`, `id`, data JSON) until `n` notifications came.
 async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, u64)> {
@@ -44,34 +43,13 @@ async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, u64
     out
 }
 
-async fn stream(c: &Client, s: SessionId, l: LoopId, query: &str) -> reqwest::Response {
-    let key = c.key.as_ref().unwrap();
-    let id = l.to_string();
-    let ts = now();
-    let resp = c
-        .http
-        .get(format!(
-            "{}/v1/sessions/{s}/loops/{l}/notifications/stream?{query}",
-            c.base
-        ))
-        .header("webhook-id", &id)
-        .header("webhook-timestamp", ts.to_string())
-        .header("webhook-signature", key.sign(&id, ts, b""))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
-    resp
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_disconnects_hands_its_unacknowledged_out_again() {
     let one = OneLoop::start().await;
     let (c, s, l) = (&one.c, one.s, one.l);
     let ids = one.deliver(10).await;
     // A stream hands out at most max_in_flight (4) unacknowledged, in order.
-    let mut resp = stream(c, s, l, "max_in_flight=4").await;
+    let mut resp = c.stream(s, l, "max_in_flight=4").await;
     let first = read_events(&mut resp, 4).await;
     assert_eq!(
         first,
@@ -164,7 +142,7 @@ async fn a_long_poll_returns_as_soon_as_a_notification_is_accepted() {
     let r = poller.await.unwrap();
     assert_eq!(polled(&r), vec![(n.command_id.to_string(), 1)]);
     // Streams see deliveries made while they are open.
-    let mut resp = stream(c, s, l, "").await;
+    let mut resp = c.stream(s, l, "").await;
     let n2 = completion(s, l);
     c.deliver(&n2).await;
     // n (unacknowledged, handed to the poll) comes after its visibility; n2 now.

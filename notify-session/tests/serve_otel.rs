@@ -172,32 +172,6 @@ fn descends_from(span: &Span, ancestor: &str, by_id: &HashMap<String, &Span>) ->
 /// How long the client holds a stream open after its first event.
 const STREAM_HELD: std::time::Duration = std::time::Duration::from_millis(400);
 
-/// A signed server-sent-events stream of loop `l`, sent with `traceparent`.
-async fn stream(
-    client: &Client,
-    s: notify_types::SessionId,
-    l: notify_types::LoopId,
-    traceparent: &str,
-) -> reqwest::Response {
-    let key = client.key.as_ref().unwrap();
-    let (id, ts) = (l.to_string(), serve_support::now());
-    let resp = client
-        .http
-        .get(format!(
-            "{}/v1/sessions/{s}/loops/{l}/notifications/stream",
-            client.base
-        ))
-        .header("traceparent", traceparent)
-        .header("webhook-id", &id)
-        .header("webhook-timestamp", ts.to_string())
-        .header("webhook-signature", key.sign(&id, ts, b""))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    resp
-}
-
 /// A client that sends `traceparent` (when given) with every request.
 fn traced(client: &Client, traceparent: Option<&str>) -> Client {
     Client {
@@ -269,12 +243,11 @@ async fn spans_reach_the_collector_in_the_callers_trace() {
     );
     let r = client.deliver(&completion(s, streamed)).await;
     assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
-    let mut stream = stream(
+    let mut stream = traced(
         &client,
-        s,
-        streamed,
-        &format!("00-{stream_trace}-{stream_parent}-01"),
+        Some(&format!("00-{stream_trace}-{stream_parent}-01")),
     )
+    .stream(s, streamed, "")
     .await;
     let first_event = tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk())
         .await

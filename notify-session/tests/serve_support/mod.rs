@@ -288,17 +288,7 @@ impl Client {
         } else {
             format!("{}{path}", self.base)
         };
-        let mut req = self.http.request(method, url);
-        for (name, value) in &self.headers {
-            req = req.header(name, value);
-        }
-        if let Some(key) = &self.key {
-            let ts = now() + self.skew;
-            req = req
-                .header("webhook-id", id)
-                .header("webhook-timestamp", ts.to_string())
-                .header("webhook-signature", key.sign(id, ts, &body));
-        }
+        let req = self.headers(self.http.request(method, url), id, &body);
         let resp = req.body(body).send().await?;
         let status = resp.status();
         let headers = resp.headers().clone();
@@ -316,6 +306,41 @@ impl Client {
             body,
             version,
         })
+    }
+
+    /// `req` with this client's headers and, unless unsigned, the signature of `body`
+    /// under `id`.
+    fn headers(
+        &self,
+        mut req: reqwest::RequestBuilder,
+        id: &str,
+        body: &[u8],
+    ) -> reqwest::RequestBuilder {
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
+        }
+        if let Some(key) = &self.key {
+            let ts = now() + self.skew;
+            req = req
+                .header("webhook-id", id)
+                .header("webhook-timestamp", ts.to_string())
+                .header("webhook-signature", key.sign(id, ts, body));
+        }
+        req
+    }
+
+    /// Opens loop `l`'s server-sent-events stream (`query`: its query string) and
+    /// asserts it opened (200, `text/event-stream`).
+    pub(crate) async fn stream(&self, s: SessionId, l: LoopId, query: &str) -> reqwest::Response {
+        let url = format!(
+            "{}/v1/sessions/{s}/loops/{l}/notifications/stream?{query}",
+            self.base
+        );
+        let req = self.headers(self.http.get(url), &l.to_string(), b"");
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        resp
     }
 
     /// `PUT /v1/sessions/{s}`.
