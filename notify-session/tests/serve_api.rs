@@ -562,3 +562,98 @@ fn the_openapi_document_states_the_codecs_completion_pairs_and_refuses_the_nil_u
         serde_json::json!(notify_types::Uuid::nil().to_string())
     );
 }
+
+/// The document's links (the workflow schemathesis follows in CI) name what the
+/// document has: an operation, that operation's parameters, and fields of the
+/// schemas they read from and write to. A link naming a renamed field would lead a
+/// generated client (or the CI's stateful tests) to requests no handler expects.
+#[test]
+fn the_openapi_documents_links_name_operations_parameters_and_fields_it_has() {
+    let doc: serde_json::Value = serde_json::from_str(notify_session::serve::OPENAPI).unwrap();
+    let schema = |s: &serde_json::Value| -> serde_json::Value {
+        match s["$ref"].as_str() {
+            Some(r) => doc.pointer(r.trim_start_matches('#')).unwrap().clone(),
+            None => s.clone(),
+        }
+    };
+    let has_field =
+        |s: &serde_json::Value, field: &str| schema(s)["properties"].get(field).is_some();
+    let mut operations = std::collections::BTreeMap::new();
+    for item in doc["paths"].as_object().unwrap().values() {
+        for (method, op) in item.as_object().unwrap() {
+            if method != "parameters" {
+                operations.insert(op["operationId"].as_str().unwrap(), op);
+            }
+        }
+    }
+    let mut links = 0;
+    for (from_id, from) in &operations {
+        for (status, response) in from["responses"].as_object().unwrap() {
+            let Some(named) = response.get("links") else {
+                continue;
+            };
+            let body = &response["content"]["application/json"]["schema"];
+            let request = &from["requestBody"]["content"]["application/json"]["schema"];
+            // Where a runtime expression reads from: `$request.path.x`, `$request.body`,
+            // `$request.body#/x` or `$response.body#/x`.
+            let reads = |expr: &str| match expr.split_once('#') {
+                Some(("$response.body", pointer)) => {
+                    has_field(body, pointer.trim_start_matches('/'))
+                }
+                Some(("$request.body", pointer)) => {
+                    has_field(request, pointer.trim_start_matches('/'))
+                }
+                Some(_) => false,
+                None if expr == "$request.body" => !request.is_null(),
+                None => expr.strip_prefix("$request.path.").is_some_and(|name| {
+                    from["parameters"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["in"] == "path" && p["name"] == name)
+                }),
+            };
+            for (name, link) in named.as_object().unwrap() {
+                let at = format!("{from_id} {status} link {name}");
+                let target = operations
+                    .get(link["operationId"].as_str().unwrap())
+                    .unwrap_or_else(|| panic!("{at}: no such operation"));
+                for (param, expr) in link["parameters"].as_object().unwrap() {
+                    let (place, pname) = param.split_once('.').unwrap();
+                    assert!(
+                        target["parameters"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|p| p["in"] == place && p["name"] == pname),
+                        "{at}: the target has no parameter {param}"
+                    );
+                    assert!(reads(expr.as_str().unwrap()), "{at}: {expr} reads nothing");
+                }
+                if let Some(fields) = link.get("requestBody") {
+                    let target_body =
+                        &target["requestBody"]["content"]["application/json"]["schema"];
+                    match fields {
+                        serde_json::Value::String(expr) => {
+                            assert!(reads(expr), "{at}: {expr} reads nothing");
+                        }
+                        fields => {
+                            for (field, expr) in fields.as_object().unwrap() {
+                                assert!(
+                                    has_field(target_body, field),
+                                    "{at}: the target's body has no field {field}"
+                                );
+                                assert!(
+                                    reads(expr.as_str().unwrap()),
+                                    "{at}: {expr} reads nothing"
+                                );
+                            }
+                        }
+                    }
+                }
+                links += 1;
+            }
+        }
+    }
+    assert_eq!(links, 4, "the document's links");
+}
