@@ -631,22 +631,26 @@ fn the_openapi_documents_links_name_operations_parameters_and_fields_it_has() {
                     assert!(reads(expr.as_str().unwrap()), "{at}: {expr} reads nothing");
                 }
                 if let Some(fields) = link.get("requestBody") {
-                    let target_body =
-                        &target["requestBody"]["content"]["application/json"]["schema"];
-                    match fields {
-                        serde_json::Value::String(expr) => {
-                            assert!(reads(expr), "{at}: {expr} reads nothing");
-                        }
-                        fields => {
-                            for (field, expr) in fields.as_object().unwrap() {
-                                assert!(
-                                    has_field(target_body, field),
-                                    "{at}: the target's body has no field {field}"
-                                );
-                                assert!(
-                                    reads(expr.as_str().unwrap()),
-                                    "{at}: {expr} reads nothing"
-                                );
+                    // The body's fields the link sets, at any depth, each in the
+                    // target's schema at that place.
+                    let mut places = vec![(
+                        fields,
+                        target["requestBody"]["content"]["application/json"]["schema"].clone(),
+                    )];
+                    while let Some((fields, body)) = places.pop() {
+                        match fields {
+                            serde_json::Value::String(expr) => {
+                                assert!(reads(expr), "{at}: {expr} reads nothing");
+                            }
+                            fields => {
+                                for (field, value) in fields.as_object().unwrap() {
+                                    assert!(
+                                        has_field(&body, field),
+                                        "{at}: the target's body has no field {field}"
+                                    );
+                                    places
+                                        .push((value, schema(&body)["properties"][field].clone()));
+                                }
                             }
                         }
                     }
@@ -655,5 +659,157 @@ fn the_openapi_documents_links_name_operations_parameters_and_fields_it_has() {
             }
         }
     }
-    assert_eq!(links, 4, "the document's links");
+    assert_eq!(links, 5, "the document's links");
+}
+
+/// Whether `value` satisfies `schema`, for the keywords the document uses (a test's
+/// evaluator: `pattern` and `format` are not checked, the generated values meet them;
+/// a keyword it does not know fails the test rather than pass unchecked).
+fn satisfies(
+    doc: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+) -> bool {
+    use serde_json::Value;
+    let Value::Object(keywords) = schema else {
+        return schema
+            .as_bool()
+            .expect("a schema is an object or a boolean");
+    };
+    keywords
+        .iter()
+        .all(|(keyword, arg)| match keyword.as_str() {
+            "$ref" => {
+                let target = doc
+                    .pointer(arg.as_str().unwrap().trim_start_matches('#'))
+                    .unwrap();
+                satisfies(doc, target, value)
+            }
+            "type" => match arg.as_str().unwrap() {
+                "object" => value.is_object(),
+                "string" => value.is_string(),
+                "integer" => value.is_i64() || value.is_u64(),
+                "boolean" => value.is_boolean(),
+                other => panic!("type {other}"),
+            },
+            "const" => value == arg,
+            "enum" => arg.as_array().unwrap().contains(value),
+            "required" => arg
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| value.get(f.as_str().unwrap()).is_some()),
+            "properties" => arg
+                .as_object()
+                .unwrap()
+                .iter()
+                .all(|(field, sub)| value.get(field).is_none_or(|v| satisfies(doc, sub, v))),
+            "additionalProperties" => {
+                assert_eq!(arg, &Value::Bool(false), "additionalProperties");
+                let known = keywords["properties"].as_object().unwrap();
+                value
+                    .as_object()
+                    .is_none_or(|o| o.keys().all(|k| known.contains_key(k)))
+            }
+            "oneOf" => {
+                let matching = arg.as_array().unwrap().iter();
+                matching.filter(|s| satisfies(doc, s, value)).count() == 1
+            }
+            "not" => !satisfies(doc, arg, value),
+            "minimum" => value.as_f64().is_none_or(|v| v >= arg.as_f64().unwrap()),
+            "maximum" => value.as_f64().is_none_or(|v| v <= arg.as_f64().unwrap()),
+            "maxLength" => value
+                .as_str()
+                .is_none_or(|s| s.chars().count() as u64 <= arg.as_u64().unwrap()),
+            "description" | "pattern" | "format" | "default" => true,
+            other => panic!("the test's evaluator does not know `{other}`"),
+        })
+}
+
+/// The document's lifecycle event schema accepts exactly the events the codec
+/// accepts, across every kind, state, reason and presence of the optional fields
+/// (timestamps in order, IDs and handle valid): what JSON Schema can state of the
+/// codec's rules, it states, and no more.
+#[test]
+fn the_openapi_documents_lifecycle_events_are_the_ones_the_codec_accepts() {
+    use notify_types::SessionEvent;
+    use serde_json::{Value, json};
+
+    let doc: Value = serde_json::from_str(notify_session::serve::OPENAPI).unwrap();
+    let schema = json!({"$ref": "#/components/schemas/LifecycleEvent"});
+    let kinds = [
+        (1, "ProcessStarted"),
+        (2, "ProcessBackgrounded"),
+        (3, "ProcessCompleted"),
+        (4, "ProcessStopRequested"),
+        (5, "ProcessLost"),
+    ];
+    let (mut accepted, mut checked) = (0, 0);
+    for (kind, ty) in kinds {
+        for state in 1..=9u64 {
+            for reason in 0..=9u64 {
+                for presence in 0..48u32 {
+                    let mut metadata = json!({
+                        "event_id": notify_types::Uuid::new_v4().to_string(),
+                        "kind": kind,
+                        "session_id": notify_types::Uuid::new_v4().to_string(),
+                        "loop_id": notify_types::Uuid::new_v4().to_string(),
+                        "process_handle": "build-42",
+                        "origin_execution_id": notify_types::Uuid::new_v4().to_string(),
+                        "state": state,
+                        "process_created_at": "2026-01-01T00:00:00Z",
+                    });
+                    let m = metadata.as_object_mut().unwrap();
+                    if reason > 0 {
+                        m.insert("reason".into(), json!(reason));
+                    }
+                    if presence & 1 != 0 {
+                        m.insert("process_started_at".into(), json!("2026-01-01T00:00:01Z"));
+                    }
+                    if presence & 2 != 0 {
+                        m.insert("process_finished_at".into(), json!("2026-01-01T00:00:02Z"));
+                    }
+                    if presence & 4 != 0 {
+                        m.insert("exit_code".into(), json!(3));
+                    }
+                    if presence & 8 != 0 {
+                        m.insert("diagnostic".into(), json!("out of memory"));
+                    }
+                    match presence >> 4 {
+                        0 => {}
+                        1 => drop(m.insert("has_exit_code".into(), json!(false))),
+                        _ => drop(m.insert("has_exit_code".into(), json!(true))),
+                    }
+                    let event = json!({"type": ty, "v": 1, "metadata": metadata});
+                    let codec = matches!(
+                        SessionEvent::decode(event.to_string().as_bytes()),
+                        Ok(SessionEvent::Lifecycle(_))
+                    );
+                    assert_eq!(
+                        satisfies(&doc, &schema, &event),
+                        codec,
+                        "the document and the codec disagree (codec accepts: {codec}) on {event}"
+                    );
+                    accepted += usize::from(codec);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 5 * 9 * 10 * 48);
+    // The combinations the codec accepts: started and backgrounded 2 each (has_exit_code
+    // absent or false), a stop requested 12 (two states, three reasons), an exit 2
+    // (exit_code given or not), a failure 8 and a loss 8 (started, a diagnostic and
+    // has_exit_code each optional), the other completion pairs 16 (eight pairs).
+    assert_eq!(accepted, 2 + 2 + 12 + 2 + 8 + 16 + 8, "of {checked}");
+    // A `type` naming another kind than `metadata.kind` is refused by both.
+    let mismatched = json!({"type": "ProcessLost", "v": 1, "metadata": {
+        "event_id": notify_types::Uuid::new_v4().to_string(), "kind": 1,
+        "session_id": notify_types::Uuid::new_v4().to_string(),
+        "loop_id": notify_types::Uuid::new_v4().to_string(), "process_handle": "h",
+        "origin_execution_id": notify_types::Uuid::new_v4().to_string(), "state": 2,
+        "process_created_at": "2026-01-01T00:00:00Z",
+        "process_started_at": "2026-01-01T00:00:01Z"}});
+    assert!(SessionEvent::decode(mismatched.to_string().as_bytes()).is_err());
+    assert!(!satisfies(&doc, &schema, &mismatched));
 }
