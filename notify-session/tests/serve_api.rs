@@ -578,6 +578,16 @@ fn the_openapi_documents_links_name_operations_parameters_and_fields_it_has() {
     };
     let has_field =
         |s: &serde_json::Value, field: &str| schema(s)["properties"].get(field).is_some();
+    // The JSON schema of a request body or an answer.
+    let json_body = |v: &'_ serde_json::Value| v["content"]["application/json"]["schema"].clone();
+    // An operation's parameter `name` in `place` (`path`, `query`).
+    let parameter = |op: &serde_json::Value, place: &str, name: &str| {
+        op["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["in"] == place && p["name"] == name)
+    };
     let mut operations = std::collections::BTreeMap::new();
     for item in doc["paths"].as_object().unwrap().values() {
         for (method, op) in item.as_object().unwrap() {
@@ -592,26 +602,21 @@ fn the_openapi_documents_links_name_operations_parameters_and_fields_it_has() {
             let Some(named) = response.get("links") else {
                 continue;
             };
-            let body = &response["content"]["application/json"]["schema"];
-            let request = &from["requestBody"]["content"]["application/json"]["schema"];
+            let (body, request) = (json_body(response), json_body(&from["requestBody"]));
             // Where a runtime expression reads from: `$request.path.x`, `$request.body`,
             // `$request.body#/x` or `$response.body#/x`.
             let reads = |expr: &str| match expr.split_once('#') {
                 Some(("$response.body", pointer)) => {
-                    has_field(body, pointer.trim_start_matches('/'))
+                    has_field(&body, pointer.trim_start_matches('/'))
                 }
                 Some(("$request.body", pointer)) => {
-                    has_field(request, pointer.trim_start_matches('/'))
+                    has_field(&request, pointer.trim_start_matches('/'))
                 }
                 Some(_) => false,
                 None if expr == "$request.body" => !request.is_null(),
-                None => expr.strip_prefix("$request.path.").is_some_and(|name| {
-                    from["parameters"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .any(|p| p["in"] == "path" && p["name"] == name)
-                }),
+                None => expr
+                    .strip_prefix("$request.path.")
+                    .is_some_and(|name| parameter(from, "path", name)),
             };
             for (name, link) in named.as_object().unwrap() {
                 let at = format!("{from_id} {status} link {name}");
@@ -621,11 +626,7 @@ fn the_openapi_documents_links_name_operations_parameters_and_fields_it_has() {
                 for (param, expr) in link["parameters"].as_object().unwrap() {
                     let (place, pname) = param.split_once('.').unwrap();
                     assert!(
-                        target["parameters"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .any(|p| p["in"] == place && p["name"] == pname),
+                        parameter(target, place, pname),
                         "{at}: the target has no parameter {param}"
                     );
                     assert!(reads(expr.as_str().unwrap()), "{at}: {expr} reads nothing");
@@ -633,10 +634,7 @@ fn the_openapi_documents_links_name_operations_parameters_and_fields_it_has() {
                 if let Some(fields) = link.get("requestBody") {
                     // The body's fields the link sets, at any depth, each in the
                     // target's schema at that place.
-                    let mut places = vec![(
-                        fields,
-                        target["requestBody"]["content"]["application/json"]["schema"].clone(),
-                    )];
+                    let mut places = vec![(fields, json_body(&target["requestBody"]))];
                     while let Some((fields, body)) = places.pop() {
                         match fields {
                             serde_json::Value::String(expr) => {
@@ -732,36 +730,37 @@ fn satisfies(
 /// codec's rules, it states, and no more.
 #[test]
 fn the_openapi_documents_lifecycle_events_are_the_ones_the_codec_accepts() {
-    use notify_types::SessionEvent;
+    use notify_types::{
+        ProcessLifecycleKind, ProcessLifecycleState, ProcessTerminalReason, SessionEvent, Uuid,
+    };
     use serde_json::{Value, json};
 
     let doc: Value = serde_json::from_str(notify_session::serve::OPENAPI).unwrap();
     let schema = json!({"$ref": "#/components/schemas/LifecycleEvent"});
-    let kinds = [
-        (1, "ProcessStarted"),
-        (2, "ProcessBackgrounded"),
-        (3, "ProcessCompleted"),
-        (4, "ProcessStopRequested"),
-        (5, "ProcessLost"),
-    ];
+    // An event of `ty` whose metadata has `kind` and `state`, valid IDs, handle and
+    // creation time; the caller adds the optional fields.
+    let event = |ty: &str, kind: ProcessLifecycleKind, state: ProcessLifecycleState| {
+        json!({"type": ty, "v": 1, "metadata": {
+            "event_id": Uuid::new_v4().to_string(),
+            "kind": kind.code(),
+            "session_id": Uuid::new_v4().to_string(),
+            "loop_id": Uuid::new_v4().to_string(),
+            "process_handle": "build-42",
+            "origin_execution_id": Uuid::new_v4().to_string(),
+            "state": state.code(),
+            "process_created_at": "2026-01-01T00:00:00Z",
+        }})
+    };
     let (mut accepted, mut checked) = (0, 0);
-    for (kind, ty) in kinds {
-        for state in 1..=9u64 {
-            for reason in 0..=9u64 {
+    for &kind in ProcessLifecycleKind::ALL {
+        for &state in ProcessLifecycleState::ALL {
+            let reasons = ProcessTerminalReason::ALL.iter().map(Some);
+            for reason in std::iter::once(None).chain(reasons) {
                 for presence in 0..48u32 {
-                    let mut metadata = json!({
-                        "event_id": notify_types::Uuid::new_v4().to_string(),
-                        "kind": kind,
-                        "session_id": notify_types::Uuid::new_v4().to_string(),
-                        "loop_id": notify_types::Uuid::new_v4().to_string(),
-                        "process_handle": "build-42",
-                        "origin_execution_id": notify_types::Uuid::new_v4().to_string(),
-                        "state": state,
-                        "process_created_at": "2026-01-01T00:00:00Z",
-                    });
-                    let m = metadata.as_object_mut().unwrap();
-                    if reason > 0 {
-                        m.insert("reason".into(), json!(reason));
+                    let mut event = event(kind.event_type(), kind, state);
+                    let m = event["metadata"].as_object_mut().unwrap();
+                    if let Some(reason) = reason {
+                        m.insert("reason".into(), json!(reason.code()));
                     }
                     if presence & 1 != 0 {
                         m.insert("process_started_at".into(), json!("2026-01-01T00:00:01Z"));
@@ -780,7 +779,6 @@ fn the_openapi_documents_lifecycle_events_are_the_ones_the_codec_accepts() {
                         1 => drop(m.insert("has_exit_code".into(), json!(false))),
                         _ => drop(m.insert("has_exit_code".into(), json!(true))),
                     }
-                    let event = json!({"type": ty, "v": 1, "metadata": metadata});
                     let codec = matches!(
                         SessionEvent::decode(event.to_string().as_bytes()),
                         Ok(SessionEvent::Lifecycle(_))
@@ -803,13 +801,12 @@ fn the_openapi_documents_lifecycle_events_are_the_ones_the_codec_accepts() {
     // has_exit_code each optional), the other completion pairs 16 (eight pairs).
     assert_eq!(accepted, 2 + 2 + 12 + 2 + 8 + 16 + 8, "of {checked}");
     // A `type` naming another kind than `metadata.kind` is refused by both.
-    let mismatched = json!({"type": "ProcessLost", "v": 1, "metadata": {
-        "event_id": notify_types::Uuid::new_v4().to_string(), "kind": 1,
-        "session_id": notify_types::Uuid::new_v4().to_string(),
-        "loop_id": notify_types::Uuid::new_v4().to_string(), "process_handle": "h",
-        "origin_execution_id": notify_types::Uuid::new_v4().to_string(), "state": 2,
-        "process_created_at": "2026-01-01T00:00:00Z",
-        "process_started_at": "2026-01-01T00:00:01Z"}});
+    let mut mismatched = event(
+        ProcessLifecycleKind::Lost.event_type(),
+        ProcessLifecycleKind::Started,
+        ProcessLifecycleState::Running,
+    );
+    mismatched["metadata"]["process_started_at"] = json!("2026-01-01T00:00:01Z");
     assert!(SessionEvent::decode(mismatched.to_string().as_bytes()).is_err());
     assert!(!satisfies(&doc, &schema, &mismatched));
 }
