@@ -33,11 +33,13 @@
 //! generator's and the server's CPU time per completion, the journal's groups on each
 //! side (commits per second, appends per commit: the server's from its
 //! `notify_journal_commit_batch_size` over the window, the in-process journal's from
-//! its `commit_stats`), and its floor.
+//! its `commit_stats`) and how long each side's journal threads waited for a core while
+//! runnable (their `schedstat`), the ratio of each round (an HTTP round against the
+//! in-process round after it, so both met nearly the same disk), and its floor.
 //!
 //! Figures for `cargo xtask bench` (`notify_testkit::bench::metric`):
-//! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms,cpu_us,appends_per_commit}` for N
-//! connections (tasks),
+//! `serve/{http,in_process}/N/{per_s,p50_ms,p99_ms,cpu_us,appends_per_commit,journal_wait_ms_per_s}`
+//! for N connections (tasks),
 //! `serve/http/N/{journal_cpu_us,generator_cpu_us}`,
 //! `serve/floor/N/{per_s,cpu_us,generator_cpu_us}` and `serve/idle_connection_kib`.
 #![allow(
@@ -106,6 +108,9 @@ struct Figures {
     generator_cpu_us: f64,
     /// The journal's mean group: appends per commit (the server's, over HTTP).
     appends_per_commit: f64,
+    /// How long the journal's threads waited for a core while runnable, in ms per
+    /// second of the window (the kernel's `schedstat`; 0 where it keeps none).
+    journal_wait_ms_per_s: f64,
 }
 
 /// The round with the median rate (its latencies with it).
@@ -128,6 +133,7 @@ fn figures(mut lat: Vec<Duration>, elapsed: Duration) -> Figures {
         journal_cpu_us: 0.0,
         generator_cpu_us: 0.0,
         appends_per_commit: 0.0,
+        journal_wait_ms_per_s: 0.0,
     }
 }
 
@@ -324,6 +330,8 @@ struct Counts {
     appends: u64,
     server: u64,
     journal: u64,
+    /// The journal threads' time runnable but not running, in ns.
+    journal_wait: u64,
     generator: u64,
 }
 
@@ -337,6 +345,7 @@ impl Counts {
             appends: self.appends.saturating_sub(earlier.appends),
             server: self.server.saturating_sub(earlier.server),
             journal: self.journal.saturating_sub(earlier.journal),
+            journal_wait: self.journal_wait.saturating_sub(earlier.journal_wait),
             generator: self.generator.saturating_sub(earlier.generator),
         }
     }
@@ -353,6 +362,7 @@ impl Counts {
             journal_cpu_us: per(self.journal),
             generator_cpu_us: per(self.generator),
             appends_per_commit: self.appends as f64 / self.commits.max(1) as f64,
+            journal_wait_ms_per_s: self.journal_wait as f64 / 1e6 / took.as_secs_f64(),
         }
     }
 }
@@ -360,8 +370,8 @@ impl Counts {
 /// One reading while wrk runs: when, and the totals so far.
 async fn reading(metrics: &mut Sender, server: u32, wrk: u32, series: &str) -> (Instant, Counts) {
     let at = Instant::now();
-    let (server_ticks, journal, generator) =
-        (cpu_ticks(server), journal_ticks(server), cpu_ticks(wrk));
+    let (server_ticks, (journal, journal_wait), generator) =
+        (cpu_ticks(server), journal_threads(server), cpu_ticks(wrk));
     let req = hyper::Request::get("/metrics")
         .header("host", "127.0.0.1")
         .body(Full::new(Bytes::new()))
@@ -385,6 +395,7 @@ async fn reading(metrics: &mut Sender, server: u32, wrk: u32, series: &str) -> (
         appends: total("notify_journal_commit_batch_size_sum", ""),
         server: server_ticks,
         journal,
+        journal_wait,
         generator,
     };
     (at, counts)
@@ -445,6 +456,7 @@ async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
     let session = Session::new(SessionId::new(), Arc::clone(journal));
     let commits_before = journal.commit_stats();
     let cpu_before = cpu_ticks(std::process::id());
+    let (_, waited_before) = journal_threads(std::process::id());
     let start = Instant::now();
     let deadline = start + RUN;
     let mut tasks = Vec::new();
@@ -471,8 +483,12 @@ async fn in_process_level(journal: &Arc<RedbJournal>, conns: usize) -> Figures {
         lat.extend(t.await.unwrap());
     }
     let cpu = cpu_ticks(std::process::id()) - cpu_before;
+    let (_, waited) = journal_threads(std::process::id());
     let completions = lat.len() as f64;
-    let mut f = figures(lat, start.elapsed());
+    let took = start.elapsed();
+    let mut f = figures(lat, took);
+    f.journal_wait_ms_per_s =
+        waited.saturating_sub(waited_before) as f64 / 1e6 / took.as_secs_f64();
     f.cpu_us = cpu as f64 / ticks_per_s() * 1e6 / completions;
     let commits = journal.commit_stats();
     f.appends_per_commit = (commits.appends - commits_before.appends) as f64
@@ -505,11 +521,22 @@ fn record(side: &str, conns: usize, f: &Figures) {
         f.appends_per_commit,
         "appends",
     );
+    metric(
+        &format!("serve/{side}/{conns}/journal_wait_ms_per_s"),
+        f.journal_wait_ms_per_s,
+        "ms/s",
+    );
 }
 
 /// Records a level's CPU figures over HTTP (the server's is [`record`]'s) and its
 /// floor's, and returns the line that says what they bound.
-fn budget(conns: usize, http: &Figures, local: &Figures, floor: &Figures) -> String {
+fn budget(
+    conns: usize,
+    http: &Figures,
+    local: &Figures,
+    floor: &Figures,
+    ratios: &[f64],
+) -> String {
     metric(
         &format!("serve/http/{conns}/journal_cpu_us"),
         http.journal_cpu_us,
@@ -529,9 +556,11 @@ fn budget(conns: usize, http: &Figures, local: &Figures, floor: &Figures) -> Str
     );
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
     let ceiling = cores * 1e6 / (http.generator_cpu_us + http.cpu_us);
+    let rounds: Vec<String> = ratios.iter().map(|r| format!("{r:.2}×")).collect();
     format!(
-        "{conns} connection{}: a completion cost wrk {:.1} µs and the server {:.1} µs of CPU ({:.1} µs in its journal threads): on {cores} cores a CPU-bound ceiling of {ceiling:.0}/s, {:.2}× of in-process (which spent {:.1} µs per completion). The server's journal committed {:.0} groups/s of {:.1} appends; in process {:.0}/s of {:.1}. A static answer (GET /healthz, {:.0}/s) cost wrk {:.1} µs and the server {:.1} µs.",
+        "{conns} connection{}: HTTP / in-process by round (each HTTP round against the in-process round after it): {}. A completion cost wrk {:.1} µs and the server {:.1} µs of CPU ({:.1} µs in its journal threads): on {cores} cores a CPU-bound ceiling of {ceiling:.0}/s, {:.2}× of in-process (which spent {:.1} µs per completion). The server's journal committed {:.0} groups/s of {:.1} appends, its threads waiting for a core {:.0} ms a second; in process {:.0}/s of {:.1}, waiting {:.0} ms a second. A static answer (GET /healthz, {:.0}/s) cost wrk {:.1} µs and the server {:.1} µs.",
         if conns == 1 { "" } else { "s" },
+        rounds.join(", "),
         http.generator_cpu_us,
         http.cpu_us,
         http.journal_cpu_us,
@@ -539,8 +568,10 @@ fn budget(conns: usize, http: &Figures, local: &Figures, floor: &Figures) -> Str
         local.cpu_us,
         http.per_s / http.appends_per_commit,
         http.appends_per_commit,
+        http.journal_wait_ms_per_s,
         local.per_s / local.appends_per_commit,
         local.appends_per_commit,
+        local.journal_wait_ms_per_s,
         floor.per_s,
         floor.generator_cpu_us,
         floor.cpu_us,
@@ -567,11 +598,13 @@ fn cpu_ticks(pid: u32) -> u64 {
     pair(&stat_fields(&format!("/proc/{pid}/stat")), 11)
 }
 
-/// The CPU time so far of the server's journal threads (`notify-journal-…`: the
-/// writer and its helpers), in clock ticks.
-fn journal_ticks(pid: u32) -> u64 {
+/// The CPU time so far of a process's journal threads (`notify-journal-…`: the writer
+/// and its helpers), in clock ticks, and how long they have waited for a core while
+/// runnable, in ns (the second field of each thread's `schedstat`; 0 where the kernel
+/// keeps none).
+fn journal_threads(pid: u32) -> (u64, u64) {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return (0, 0);
     };
     tasks
         .filter_map(Result::ok)
@@ -579,8 +612,15 @@ fn journal_ticks(pid: u32) -> u64 {
             std::fs::read_to_string(t.path().join("comm"))
                 .is_ok_and(|c| c.starts_with("notify-journal"))
         })
-        .map(|t| pair(&stat_fields(&t.path().join("stat").to_string_lossy()), 11))
-        .sum()
+        .map(|t| {
+            let ticks = pair(&stat_fields(&t.path().join("stat").to_string_lossy()), 11);
+            let waited = std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+                .unwrap_or(0);
+            (ticks, waited)
+        })
+        .fold((0, 0), |(t, w), (ticks, waited)| (t + ticks, w + waited))
 }
 
 /// Clock ticks per second, as `/proc` counts CPU time: `USER_HZ`, 100 on Linux
@@ -648,6 +688,11 @@ async fn main() {
             https.push(http_level(&addr, &key, conns, dir.path(), child.id()).await);
             locals.push(in_process_level(&journal, conns).await);
         }
+        let ratios: Vec<f64> = https
+            .iter()
+            .zip(&locals)
+            .map(|(h, l)| h.per_s / l.per_s)
+            .collect();
         let (http, local) = (median(https), median(locals));
         let floor = floor_level(&addr, conns, child.id()).await;
         println!(
@@ -665,7 +710,7 @@ async fn main() {
         );
         record("http", conns, &http);
         record("in_process", conns, &local);
-        budgets.push(budget(conns, &http, &local, &floor));
+        budgets.push(budget(conns, &http, &local, &floor, &ratios));
     }
     for line in budgets {
         println!("{line}");

@@ -409,6 +409,14 @@ pub(super) const FIGURES: &[(&str, Src)] = &[
         Src::Metric("serve/in_process/64/appends_per_commit"),
     ),
     (
+        "notify serve, signed, 64 connections: journal threads waiting for a core",
+        Src::Metric("serve/http/64/journal_wait_ms_per_s"),
+    ),
+    (
+        "in-process notify_process_completion, 64 tasks: journal threads waiting for a core",
+        Src::Metric("serve/in_process/64/journal_wait_ms_per_s"),
+    ),
+    (
         "notify serve, static answer (GET /healthz), 64 connections",
         Src::Metric("serve/floor/64/per_s"),
     ),
