@@ -32,6 +32,6 @@ BODY='{"command_id":"'$C'","session_id":"'$S'","loop_id":"'$L'","process_handle"
 call POST "/v1/sessions/$S/completions" "$C" "$BODY"             # accepted: 201
 call POST "/v1/sessions/$S/completions" "$C" "$BODY"             # a retry: duplicate, 200
 call POST "/v1/sessions/$S/completions" "$C" "${BODY/build-42/build-43}"   # same ID, other body: 409
-call GET "/v1/sessions/$S/loops/$L/notifications?wait_ms=1000" "$L" ''      # the loop's side
-call POST "/v1/sessions/$S/loops/$L/notifications/$C/ack" "$C" ''          # acknowledged
-call POST "/v1/sessions/$S/end" "$S" '{"if_pending":"refuse"}'             # ended
+call GET "/v1/sessions/$S/loops/$L/notifications?wait_ms=1000" "poll:$L" ''   # the loop's side
+call POST "/v1/sessions/$S/loops/$L/notifications/$C/ack" "ack:$C" ''       # acknowledged
+call POST "/v1/sessions/$S/end" "end:$S" '{"if_pending":"refuse"}'          # ended

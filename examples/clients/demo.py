@@ -73,11 +73,12 @@ def before():
     check(status == 409, "collision")
     say("supervisor", f"a bug reuses that ID for another process -> {status} {body['disposition']}: "
         f"fails closed (stored payload's sha256 {body['stored_sha256'][:12]}…, never the payload)")
-    status, body = call("GET", f"/v1/sessions/{session}/loops/{loop}/notifications?wait_ms=2000", loop)
+    status, body = call("GET", f"/v1/sessions/{session}/loops/{loop}/notifications?wait_ms=2000", f"poll:{loop}")
     got = [n["command_id"] for n in body["notifications"]]
     check(got == commands, f"in order: {got}")
     say("loop", f"long poll -> {len(got)} notifications, in order")
-    check(call("POST", f"/v1/sessions/{session}/loops/{loop}/notifications/{got[0]}/ack", got[0])[0] == 200, "ack")
+    check(call("POST", f"/v1/sessions/{session}/loops/{loop}/notifications/{got[0]}/ack", f"ack:{got[0]}")[0] == 200,
+          "ack")
     say("loop", f"acts on build-0 and acknowledges it; build-1 and build-2 are handed out, not yet acknowledged")
     json.dump({"session": session, "loop": loop, "commands": commands}, open(STATE, "w"))
 
@@ -89,17 +90,18 @@ def after():
     check(status == 201 and body["seeded"] == 2, f"seeded: {status} {body}")
     say("loop", f"re-registers its loop on the restarted server -> {status}, seeded with {body['seeded']} "
         "unacknowledged notifications from the journal")
-    status, body = call("GET", f"/v1/sessions/{session}/loops/{loop}/notifications?wait_ms=2000", loop)
+    status, body = call("GET", f"/v1/sessions/{session}/loops/{loop}/notifications?wait_ms=2000", f"poll:{loop}")
     got = [n["command_id"] for n in body["notifications"]]
     check(got == commands[1:], f"handed out again: {got}")
     say("loop", "long poll -> build-1 and build-2 handed out again (build-0 was acknowledged: never again)")
     for command in got:
-        check(call("POST", f"/v1/sessions/{session}/loops/{loop}/notifications/{command}/ack", command)[0] == 200, "ack")
+        check(call("POST", f"/v1/sessions/{session}/loops/{loop}/notifications/{command}/ack",
+                   f"ack:{command}")[0] == 200, "ack")
     say("loop", "acts on them and acknowledges both")
     status, body = deliver(session, commands[2], completion(session, loop, commands[2], "build-2"))
     check(status == 200, "duplicate after restart")
     say("supervisor", f"retries build-2 after the restart -> {status} {body['disposition']}: the journal remembers")
-    status, body = call("POST", f"/v1/sessions/{session}/end", session, b'{"if_pending":"refuse"}')
+    status, body = call("POST", f"/v1/sessions/{session}/end", f"end:{session}", b'{"if_pending":"refuse"}')
     check(status == 200, f"end: {body}")
     say("supervisor", f"ends the session -> {status} {body['outcome']}: nothing was pending")
 

@@ -64,11 +64,11 @@ assert answer["stored_sha256"] == hashlib.sha256(body).hexdigest(), "digest of w
 
 # The loop: long poll, act, acknowledge.
 polled = expect("poll", call("GET", f"/v1/sessions/{session}/loops/{loop}/notifications?wait_ms=2000",
-                             loop), 200)
+                             f"poll:{loop}"), 200)
 assert [n["command_id"] for n in polled["notifications"]] == [command], polled
 assert polled["notifications"][0]["notification"] == notification
 expect("acknowledge", call("POST", f"/v1/sessions/{session}/loops/{loop}/notifications/{command}/ack",
-                           command), 200, outcome="acknowledged")
-expect("end the session", call("POST", f"/v1/sessions/{session}/end", session,
+                           f"ack:{command}"), 200, outcome="acknowledged")
+expect("end the session", call("POST", f"/v1/sessions/{session}/end", f"end:{session}",
                                b'{"if_pending":"refuse"}'), 200, outcome="ended")
 print("python client: all answers as expected")

@@ -3,7 +3,9 @@
 //! refused (401); rotation (several keys at once, and a key withdrawn by a restart);
 //! the same ID with another body is a collision (409), not an authentication failure;
 //! unsigned access only on loopback; the signature computed independently (openssl)
-//! verifies.
+//! verifies; a signed request replayed as another operation on the same target (an
+//! open as an end, a registration as a poll or a stream, a completion as its
+//! acknowledgement) is refused and changes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod serve_support;
@@ -112,6 +114,116 @@ async fn signatures_tolerance_and_rotation() {
         by_new.deliver(&completion(s, l)).await.status,
         StatusCode::CREATED
     );
+}
+
+/// The signature covers `webhook-id`, the timestamp and the body, not the method or the
+/// path: a captured request sent unchanged to another operation's route carries a
+/// signature that verifies, so only the ID's operation prefix refuses it. Each replay
+/// here is exactly what a captured request would be: the same ID and body, signed
+/// within the tolerance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
+    let (_dir, journal) = journal_dir();
+    let secret = new_secret();
+    let server = Server::start(&Start::redb(&journal, &[&secret]));
+    let c = Client::new(&server.url, Some(&secret));
+    // A replayed stream that opened would never end: 5 s is a refusal's bound.
+    let replay = Client {
+        http: reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(5))
+            .build()
+            .unwrap(),
+        ..c.clone()
+    };
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(c.open(s).await.status, StatusCode::CREATED);
+    let registration = br#"{"capacity":64}"#.to_vec();
+    let r = c
+        .send(
+            Method::PUT,
+            &format!("/v1/sessions/{s}/loops/{l}"),
+            &l.to_string(),
+            registration.clone(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let n = completion(s, l);
+    let (command, body) = (n.command_id.to_string(), n.encode());
+    let r = c
+        .send(
+            Method::POST,
+            &format!("/v1/sessions/{s}/completions"),
+            &command,
+            body.clone(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+
+    // The loop's consumer has it handed out, for 300 ms.
+    let first = serve_support::polled(&c.poll(s, l, "wait_ms=0&visibility_ms=300").await);
+    assert_eq!(first, [(command.clone(), 1)]);
+
+    // The completion replayed as its acknowledgement: refused, nothing consumed.
+    let loops = format!("/v1/sessions/{s}/loops/{l}");
+    let r = replay
+        .send(
+            Method::POST,
+            &format!("{loops}/notifications/{command}/ack"),
+            &command,
+            body,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "command_id"),
+        "{r:?}"
+    );
+    // The registration replayed as a poll and as a stream: refused, nothing handed out.
+    for route in [
+        format!("{loops}/notifications?max=1000&visibility_ms=900000"),
+        format!("{loops}/notifications/stream?visibility_ms=900000"),
+    ] {
+        let r = replay
+            .send(Method::GET, &route, &l.to_string(), registration.clone())
+            .await;
+        assert_eq!(
+            (r.status, r.str("field")),
+            (StatusCode::BAD_REQUEST, "loop_id"),
+            "{route}: {r:?}"
+        );
+    }
+    // The open replayed as an end: refused, the session still takes deliveries.
+    let r = replay
+        .send(
+            Method::POST,
+            &format!("/v1/sessions/{s}/end"),
+            &s.to_string(),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "session_id"),
+        "{r:?}"
+    );
+    assert_eq!(
+        c.deliver(&completion(s, l)).await.status,
+        StatusCode::CREATED
+    );
+
+    // Once its visibility passed, the consumer gets the first again (it was never
+    // acknowledged, nor handed out to the replayed poll), then the second; its own
+    // acknowledgements and the end go through.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let polled = serve_support::polled(&c.poll(s, l, "wait_ms=0").await);
+    assert_eq!(polled.len(), 2, "{polled:?}");
+    assert_eq!(polled[0], (command.clone(), 2));
+    for (id, _) in &polled {
+        let r = c.ack(s, l, id).await;
+        assert_eq!(r.str("outcome"), "acknowledged", "{r:?}");
+    }
+    let r = c.end(s, false).await;
+    assert_eq!(r.str("outcome"), "ended", "{r:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

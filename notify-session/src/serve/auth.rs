@@ -61,12 +61,38 @@ pub(crate) struct WebhookId(pub(crate) Option<String>);
 
 impl WebhookId {
     /// Checks that the ID names the request's target `want` (a UUID, compared as
-    /// one), naming `field` if not.
+    /// one), naming `field` if not: the ID of an operation that opens, registers or
+    /// delivers to its target.
     pub(crate) fn check(&self, field: &'static str, want: Uuid) -> Result<(), ApiError> {
         match &self.0 {
             None => Ok(()),
             Some(id) if id.parse::<Uuid>().ok() == Some(want) => Ok(()),
-            Some(_) => Err(ApiError::id_mismatch(field, want)),
+            Some(_) => Err(ApiError::id_mismatch(None, field, want)),
+        }
+    }
+
+    /// Checks that the ID is `{operation}:{want}`, naming `field` if not: the ID of
+    /// an operation on a target that another operation opens, registers or delivers
+    /// to under its bare ID. The signature covers the ID and the body but not the
+    /// method or the path, so without the operation's name a captured request of one
+    /// (opening a session, registering a loop, delivering a completion) could be
+    /// replayed as the other (ending it, polling it, acknowledging it).
+    pub(crate) fn check_operation(
+        &self,
+        operation: &'static str,
+        field: &'static str,
+        want: Uuid,
+    ) -> Result<(), ApiError> {
+        let named = |id: &str| {
+            id.strip_prefix(operation)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .and_then(|uuid| uuid.parse::<Uuid>().ok())
+                == Some(want)
+        };
+        match &self.0 {
+            None => Ok(()),
+            Some(id) if named(id) => Ok(()),
+            Some(_) => Err(ApiError::id_mismatch(Some(operation), field, want)),
         }
     }
 }

@@ -215,10 +215,18 @@ impl ApiError {
     }
 
     /// `webhook-id` does not name the request's target.
-    pub(crate) fn id_mismatch(field: &'static str, want: impl std::fmt::Display) -> Self {
+    pub(crate) fn id_mismatch(
+        operation: Option<&str>,
+        field: &'static str,
+        want: impl std::fmt::Display,
+    ) -> Self {
+        let detail = match operation {
+            None => format!("`webhook-id` must equal `{field}` ({want})"),
+            Some(op) => format!("`webhook-id` must be `{op}:` and `{field}` ({op}:{want})"),
+        };
         Self::Invalid {
             field: Some(field.into()),
-            detail: format!("`webhook-id` must equal `{field}` ({want})"),
+            detail,
         }
     }
 

@@ -336,7 +336,7 @@ impl Client {
             "{}/v1/sessions/{s}/loops/{l}/notifications/stream?{query}",
             self.base
         );
-        let req = self.headers(self.http.get(url), &l.to_string(), b"");
+        let req = self.headers(self.http.get(url), &format!("stream:{l}"), b"");
         let resp = req.send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
@@ -387,7 +387,7 @@ impl Client {
         self.send(
             Method::GET,
             &format!("/v1/sessions/{s}/loops/{l}/notifications?{query}"),
-            &l.to_string(),
+            &format!("poll:{l}"),
             Vec::new(),
         )
         .await
@@ -398,7 +398,7 @@ impl Client {
         self.send(
             Method::POST,
             &format!("/v1/sessions/{s}/loops/{l}/notifications/{c}/ack"),
-            c,
+            &format!("ack:{c}"),
             Vec::new(),
         )
         .await
@@ -414,7 +414,7 @@ impl Client {
         self.send(
             Method::POST,
             &format!("/v1/sessions/{s}/end"),
-            &s.to_string(),
+            &format!("end:{s}"),
             body.as_bytes().to_vec(),
         )
         .await

@@ -84,7 +84,7 @@ pub(crate) async fn end(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(&session)?;
-    id.check("session_id", *session_id.as_uuid())?;
+    id.check_operation("end", "session_id", *session_id.as_uuid())?;
     let body: EndBody = body_or_default(&body)?;
     let (session, _) = match served(&state, session_id, &uri, Open::IfExists).await {
         Ok(s) => s,
