@@ -3,7 +3,8 @@
 //! Duplicate; and a SIGKILL in the middle of sustained traffic from many writers
 //! loses nothing: every completion answered 2xx is journaled and, after a restart,
 //! delivered exactly once to a consumer (those acknowledged before the kill never
-//! again).
+//! again); and connections that send nothing, or only HTTP/2's preface, are closed
+//! after the header timeout, so they cannot hold every connection slot.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod serve_support;
@@ -18,6 +19,51 @@ use notify_types::{LoopId, SessionId};
 use reqwest::StatusCode;
 use serve_support::{Client, Server, Start, completion, journal_dir, new_secret, polled};
 use tokio::sync::Semaphore;
+
+/// Every slot of `--max-connections 3` taken by clients that send nothing (two) or
+/// only HTTP/2's preface (one): each is closed within the header timeout (1 s), and
+/// the slots serve requests again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed_and_give_their_slots_back() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (_dir, journal) = journal_dir();
+    let secret = new_secret();
+    let start = Start::redb(&journal, &[&secret])
+        .arg("--max-connections")
+        .arg("3")
+        .arg("--header-timeout")
+        .arg("1");
+    let server = Server::start(&start);
+    let mut silent = Vec::new();
+    for preface in [&b""[..], b"", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"] {
+        let mut stream = tokio::net::TcpStream::connect(&server.addr).await.unwrap();
+        stream.write_all(preface).await.unwrap();
+        silent.push(stream);
+    }
+    let opened = std::time::Instant::now();
+    for (i, stream) in silent.iter_mut().enumerate() {
+        // Read to the end (the HTTP/2 one first gets the server's SETTINGS).
+        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut buf = [0u8; 256];
+            while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+        })
+        .await;
+        assert!(
+            closed.is_ok(),
+            "silent connection {i} still open after 10 s"
+        );
+    }
+    let took = opened.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "closed before the header timeout: {took:?}"
+    );
+    let c = Client::new(&server.url, Some(&secret));
+    let r = c
+        .send(reqwest::Method::GET, "/healthz", "", Vec::new())
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_deliveries_of_one_id_accept_exactly_one() {

@@ -51,8 +51,9 @@ pub struct ServeConfig {
     pub request_timeout: Duration,
     /// The most connections open at once (more wait in the kernel's backlog).
     pub max_connections: usize,
-    /// The longest a client may take to send a request's headers (and a TLS
-    /// handshake): a bound on idle and slow connections.
+    /// The longest a client may take over a TLS handshake, a connection's first
+    /// request (whatever its protocol) and each HTTP/1.1 request's headers: a bound on
+    /// idle and slow connections. Not zero.
     pub header_timeout: Duration,
     /// This server's base URL as other hosts and clients reach it (e.g.
     /// `https://notify-2.internal:8443`): on PostgreSQL it is advertised so a request
@@ -103,7 +104,7 @@ impl ServeConfig {
                 ConfigError::OnlyReadOnlyKeys
             });
         }
-        if self.body_limit == 0 || self.max_connections == 0 {
+        if self.body_limit == 0 || self.max_connections == 0 || self.header_timeout.is_zero() {
             return Err(ConfigError::ZeroLimit);
         }
         if self.request_timeout <= MAX_POLL_WAIT {
@@ -153,7 +154,7 @@ pub enum ConfigError {
     )]
     OnlyReadOnlyKeys,
     /// A limit is zero.
-    #[error("the body limit and the connection limit must be positive")]
+    #[error("the body limit, the connection limit and the header timeout must be positive")]
     ZeroLimit,
     /// The request timeout does not leave room for a long poll.
     #[error("the request timeout must be longer than the longest poll wait ({0:?})")]

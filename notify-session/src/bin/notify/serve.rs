@@ -76,6 +76,11 @@ pub(crate) struct ServeArgs {
     /// The most connections open at once.
     #[arg(long, value_name = "N", default_value_t = notify_session::serve::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// The longest a client may take over a TLS handshake, a connection's first
+    /// request and each HTTP/1.1 request's headers, in seconds (then the connection
+    /// is closed).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    header_timeout: u64,
     /// The most sessions this host serves.
     #[arg(long, value_name = "N", default_value_t = notify_session::DEFAULT_CAPACITY)]
     capacity: usize,
@@ -163,6 +168,7 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
     config.timestamp_tolerance = Duration::from_secs(args.timestamp_tolerance);
     config.body_limit = args.body_limit;
     config.max_connections = args.max_connections;
+    config.header_timeout = Duration::from_secs(args.header_timeout);
     config.advertise_url = args.advertise_url.clone();
     config.tls = match (args.tls_cert, args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
