@@ -5,7 +5,8 @@
 //! unsigned access only on loopback; the signature computed independently (openssl)
 //! verifies; a signed request replayed as another operation on the same target (an
 //! open as an end, a registration as a poll or a stream, a completion as its
-//! acknowledgement) is refused and changes nothing.
+//! acknowledgement) is refused and changes nothing; a request whose headers cannot
+//! authenticate it is refused before its body is read.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod serve_support;
@@ -224,6 +225,52 @@ async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
     }
     let r = c.end(s, false).await;
     assert_eq!(r.str("outcome"), "ended", "{r:?}");
+}
+
+/// A request without a signature, or with a timestamp outside the tolerance, is
+/// answered 401 as soon as its headers are in: its declared body (60,000 bytes, under
+/// the limit) is never sent, so a server that read it first would not answer at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_headers_refuse_is_answered_before_the_body_is_read() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (_dir, journal) = journal_dir();
+    let secret = new_secret();
+    let server = Server::start(&Start::redb(&journal, &[&secret]));
+    let s = SessionId::new();
+    let path = format!("/v1/sessions/{s}/completions");
+    let stale = now() - 3_600;
+    for (what, headers) in [
+        ("no signature", String::new()),
+        (
+            "an hour-old timestamp",
+            format!(
+                "webhook-id: {s}\r\nwebhook-timestamp: {stale}\r\nwebhook-signature: v1,AAAA\r\n"
+            ),
+        ),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(&server.addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 60000\r\n{headers}\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            let mut buf = [0u8; 1024];
+            while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+        .await;
+        assert!(
+            read.is_ok(),
+            "{what}: no answer within 5 s, the body still awaited"
+        );
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{what}: {answer}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

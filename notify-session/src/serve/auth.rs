@@ -115,6 +115,7 @@ pub(crate) async fn authenticate(
     if declared.is_some_and(|n| n > auth.body_limit as u64) {
         return Err(too_large);
     }
+    let presented = presented(&auth, &parts.headers, now_unix())?;
     let bytes = match axum::body::to_bytes(body, auth.body_limit).await {
         Ok(b) => b,
         Err(e) => {
@@ -130,7 +131,7 @@ pub(crate) async fn authenticate(
             });
         }
     };
-    let id = verify(&auth, &parts.headers, &bytes, now_unix())?;
+    let id = presented.verify(&auth, &bytes)?;
     parts.extensions.insert(WebhookId(id));
     Ok(next
         .run(Request::from_parts(parts, Body::from(bytes)))
@@ -147,19 +148,32 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Verifies the signature headers over `body` at time `now`; the verified
-/// `webhook-id`.
-pub(crate) fn verify(
+/// A request's signature headers, checked as far as they can be before its body is
+/// read ([`presented`]).
+pub(crate) enum Presented<'h> {
+    /// Unsigned, and the server takes unsigned requests: the `webhook-id` as sent.
+    Unsigned(Option<&'h str>),
+    /// Signed, within the tolerance: the signature is still to be checked.
+    Signed {
+        id: &'h str,
+        timestamp: &'h str,
+        signature: &'h str,
+    },
+}
+
+/// Checks the signature headers at time `now`: all three present, the ID well
+/// formed, the timestamp within the tolerance. Refuses before the body is read, so an
+/// unauthenticated request never makes the server buffer a body.
+pub(crate) fn presented<'h>(
     auth: &Auth,
-    headers: &HeaderMap,
-    body: &[u8],
+    headers: &'h HeaderMap,
     now: i64,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Presented<'h>, ApiError> {
     let id = header(headers, WEBHOOK_ID);
     let timestamp = header(headers, WEBHOOK_TIMESTAMP);
     let signature = header(headers, WEBHOOK_SIGNATURE);
     if auth.unsigned && signature.is_none() {
-        return Ok(id.map(str::to_owned));
+        return Ok(Presented::Unsigned(id));
     }
     let (Some(id), Some(timestamp), Some(signature)) = (id, timestamp, signature) else {
         return Err(ApiError::Unauthenticated {
@@ -182,26 +196,45 @@ pub(crate) fn verify(
             detail: "webhook-timestamp is outside the server's tolerance",
         });
     }
-    let content: [&[u8]; 5] = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
-    for entry in signature.split_whitespace().take(MAX_SIGNATURES) {
-        let (ed25519, encoded) = match entry.split_once(',') {
-            Some(("v1", s)) => (false, s),
-            Some(("v1a", s)) => (true, s),
-            _ => continue,
-        };
-        let Ok(sig) = STANDARD.decode(encoded) else {
-            continue;
-        };
-        if auth
-            .keys
-            .keys()
-            .iter()
-            .any(|k| k.verifies(ed25519, &content, &sig))
-        {
-            return Ok(Some(id.to_owned()));
-        }
-    }
-    Err(ApiError::Unauthenticated {
-        detail: "no signature verifies under an active key",
+    Ok(Presented::Signed {
+        id,
+        timestamp,
+        signature,
     })
+}
+
+impl Presented<'_> {
+    /// Verifies the signature over `body`; the verified `webhook-id`.
+    pub(crate) fn verify(self, auth: &Auth, body: &[u8]) -> Result<Option<String>, ApiError> {
+        let (id, timestamp, signature) = match self {
+            Self::Unsigned(id) => return Ok(id.map(str::to_owned)),
+            Self::Signed {
+                id,
+                timestamp,
+                signature,
+            } => (id, timestamp, signature),
+        };
+        let content: [&[u8]; 5] = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
+        for entry in signature.split_whitespace().take(MAX_SIGNATURES) {
+            let (ed25519, encoded) = match entry.split_once(',') {
+                Some(("v1", s)) => (false, s),
+                Some(("v1a", s)) => (true, s),
+                _ => continue,
+            };
+            let Ok(sig) = STANDARD.decode(encoded) else {
+                continue;
+            };
+            if auth
+                .keys
+                .keys()
+                .iter()
+                .any(|k| k.verifies(ed25519, &content, &sig))
+            {
+                return Ok(Some(id.to_owned()));
+            }
+        }
+        Err(ApiError::Unauthenticated {
+            detail: "no signature verifies under an active key",
+        })
+    }
 }
