@@ -225,6 +225,20 @@ async fn every_disposition_has_its_status_and_names_itself() {
             pending.command_id.to_string()
         ]
     );
+    // At once after the end (the host still holds the ended session for a few seconds):
+    // neither opened again nor given a loop.
+    let r = c.open(s).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::GONE, "session_ended"),
+        "{r:?}"
+    );
+    let r = c.register(s, LoopId::new(), 64).await;
+    assert_eq!(
+        (r.status, r.str("reason")),
+        (StatusCode::GONE, "session_ended"),
+        "{r:?}"
+    );
     // After the end: a retry of a journaled one is answered truthfully, a new ID 410.
     assert_eq!(c.deliver(&n).await.status, StatusCode::OK);
     assert_eq!(c.deliver(&other).await.status, StatusCode::CONFLICT);

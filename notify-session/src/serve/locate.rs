@@ -103,6 +103,8 @@ pub(crate) enum Open {
 
 /// The session `id` if this host serves it (opening it here per `open`), or the
 /// answer that says where it is: another host's (307/421), ended (410), unknown (404).
+/// A session that ended is answered ended at once, though the host still holds it
+/// for a few seconds until it lets it go.
 pub(crate) async fn served(
     state: &AppState,
     id: SessionId,
@@ -111,6 +113,12 @@ pub(crate) async fn served(
 ) -> Result<(Session, bool), ApiError> {
     let host = state.host()?;
     if let Some(session) = host.session(id) {
+        if session.shared.is_ended() {
+            return Err(ApiError::Ended {
+                session_id: id,
+                purged: false,
+            });
+        }
         return Ok((session, false));
     }
     if state.draining() {
