@@ -180,9 +180,21 @@ impl LoopSlot {
             .count()
     }
 
-    /// Waits for the next acknowledgement.
-    pub(crate) async fn acked(&self) {
-        self.acked.notified().await;
+    /// Waits until `stream` has fewer than `max` out (at once if it has).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads and waits.
+    pub(crate) async fn room(&self, stream: u64, max: usize) {
+        loop {
+            // Created before the count is read, so an acknowledgement between the two
+            // still wakes it (`notify_waiters` wakes every waiter created before it).
+            let acked = self.acked.notified();
+            if self.in_flight(stream) < max {
+                return;
+            }
+            acked.await;
+        }
     }
 
     /// Acknowledges `command_id` if it is handed out: journals its consumption, then

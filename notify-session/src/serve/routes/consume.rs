@@ -227,7 +227,7 @@ pub(crate) async fn stream(
                 };
                 if slot.in_flight(stream_id) >= max_in_flight {
                     tokio::select! {
-                        () = slot.acked() => {}
+                        () = slot.room(stream_id, max_in_flight) => {}
                         () = sleep => {}
                         () = tx.closed() => break,
                         () = crate::serve::state::until_true(&mut drain) => break,
