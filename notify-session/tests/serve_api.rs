@@ -251,6 +251,69 @@ async fn every_disposition_has_its_status_and_names_itself() {
     assert_eq!(c.end(s, false).await.str("outcome"), "already_ended");
 }
 
+/// A query parameter or a body field of the wrong type is a 400 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_query_parameter_or_body_field_is_named() {
+    let f = fixture();
+    let c = &f.client;
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(c.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(c.register(s, l, 64).await.status, StatusCode::CREATED);
+    for (query, field) in [
+        ("max=abc", "max"),
+        ("wait_ms=-1", "wait_ms"),
+        ("visibility_ms=99999999999999999999999", "visibility_ms"),
+        ("bogus=1", "bogus"),
+    ] {
+        let r = c.poll(s, l, query).await;
+        assert_eq!(
+            (r.status, r.str("field")),
+            (StatusCode::BAD_REQUEST, field),
+            "{query}: {r:?}"
+        );
+    }
+    for body in [r#"{"capacity":-1}"#, r#"{"capacity":"x"}"#] {
+        let l2 = LoopId::new();
+        let r = c
+            .send(
+                Method::PUT,
+                &format!("/v1/sessions/{s}/loops/{l2}"),
+                &l2.to_string(),
+                body.as_bytes().to_vec(),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.str("field")),
+            (StatusCode::BAD_REQUEST, "capacity"),
+            "{body}: {r:?}"
+        );
+    }
+    let r = c
+        .send(
+            Method::POST,
+            &format!("/v1/sessions/{s}/end"),
+            &format!("end:{s}"),
+            br#"{"if_pending":"x"}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "if_pending"),
+        "{r:?}"
+    );
+    // A body that is not JSON at all names no field.
+    let r = c
+        .send(
+            Method::POST,
+            &format!("/v1/sessions/{s}/end"),
+            &format!("end:{s}"),
+            b"{".to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    assert!(r.body["field"].is_null(), "{r:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_events_are_journaled_with_dispositions() {
     let f = fixture();

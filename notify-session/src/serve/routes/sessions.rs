@@ -3,6 +3,7 @@
 //! idempotent, seeded with what restore found pending).
 
 use crate::serve::extract::ApiPath as Path;
+use crate::serve::extract::json_body;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{OriginalUri, State};
@@ -27,10 +28,7 @@ fn body_or_default<T: for<'de> Deserialize<'de> + Default>(body: &[u8]) -> Resul
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
-        field: None,
-        detail: format!("the body is not the expected JSON object: {e}"),
-    })
+    json_body(body)
 }
 
 /// Opens the session here (idempotent).
