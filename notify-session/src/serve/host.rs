@@ -70,6 +70,10 @@ impl<J: JournalLeases + 'static> Host for SessionHost<J> {
 pub(crate) struct ServeApp {
     pub(crate) consumers: Arc<Consumers>,
     pub(crate) restored: Mutex<HashMap<SessionId, RestoreReport>>,
+    /// Held across a registration's look for the loop, its taking of the restored
+    /// notifications and its registering (no await in between), so two registrations
+    /// of one loop cannot both take and one of them drop what it took.
+    pub(crate) registering: Mutex<()>,
 }
 
 impl ServeApp {
@@ -77,6 +81,7 @@ impl ServeApp {
         Self {
             consumers,
             restored: Mutex::new(HashMap::new()),
+            registering: Mutex::new(()),
         }
     }
 

@@ -176,6 +176,12 @@ pub(crate) async fn register_loop(
         )
     };
     let consumers = &state.inner.consumers;
+    let _registering = state
+        .inner
+        .app
+        .registering
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     if let Some(slot) = consumers.get(session_id, loop_id) {
         if slot.capacity != capacity {
             let mut extra = Map::new();
@@ -202,8 +208,8 @@ pub(crate) async fn register_loop(
             Ok(answer(StatusCode::CREATED, "registered", capacity, seeded))
         }
         Err(crate::RegisterError::AlreadyRegistered { .. }) => {
-            // Registered in the session but not here (a race with another request,
-            // or by the application): leave it be.
+            // Registered in the session but not here (by the application): leave it
+            // be.
             state.inner.app.give_back(session_id, loop_id, pending);
             Ok(answer(StatusCode::OK, "already_registered", capacity, 0))
         }
