@@ -232,3 +232,45 @@ async fn concurrent_registrations_of_a_restored_loop_seed_it_once_with_everythin
         assert_eq!(got, ids, "round {round}");
     }
 }
+
+/// SIGTERM while a long poll (15 s) and a stream are open: the poll is answered at
+/// once with what it has (nothing), the stream ends, and the server exits cleanly
+/// after both, well before the poll's wait would have run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_long_polls_and_ends_streams_before_it_exits() {
+    let (_dir, journal) = serve_support::journal_dir();
+    let secret = serve_support::new_secret();
+    let mut server =
+        serve_support::Server::start(&serve_support::Start::redb(&journal, &[&secret]));
+    let c = serve_support::Client::new(&server.url, Some(&secret));
+    let s = notify_types::SessionId::new();
+    let (l1, l2) = (notify_types::LoopId::new(), notify_types::LoopId::new());
+    assert_eq!(c.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(c.register(s, l1, 64).await.status, StatusCode::CREATED);
+    assert_eq!(c.register(s, l2, 64).await.status, StatusCode::CREATED);
+    let started = std::time::Instant::now();
+    let poll = {
+        let c = c.clone();
+        tokio::spawn(async move { c.poll(s, l1, "wait_ms=15000").await })
+    };
+    let mut stream = c.stream(s, l2, "max_in_flight=4").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.pid();
+    let exited = tokio::task::spawn_blocking(move || server.terminate());
+    let r = poll.await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(polled(&r), []);
+    // The stream's body ends (no more chunks, no error).
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await;
+    assert!(end.is_ok(), "the stream did not end after SIGTERM");
+    let status = exited.await.unwrap();
+    assert!(status.success(), "server {pid} exited with {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "the long poll held the shutdown: {:?}",
+        started.elapsed()
+    );
+}

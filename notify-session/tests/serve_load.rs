@@ -4,7 +4,9 @@
 //! loses nothing: every completion answered 2xx is journaled and, after a restart,
 //! delivered exactly once to a consumer (those acknowledged before the kill never
 //! again); and connections that send nothing, or only HTTP/2's preface, are closed
-//! after the header timeout, so they cannot hold every connection slot.
+//! after the header timeout, and an HTTP/2 connection that made a request and went
+//! idle is shut down after the idle timeout, so neither can hold every connection
+//! slot.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod serve_support;
@@ -63,6 +65,45 @@ async fn silent_connections_are_closed_and_give_their_slots_back() {
         .send(reqwest::Method::GET, "/healthz", "", Vec::new())
         .await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
+}
+
+/// `--max-connections 1`: an HTTP/2 client makes one request and keeps its connection
+/// (answering the server's pings, as a client's HTTP/2 stack does). Once it has
+/// started no request for the idle timeout (1 s) it is shut down, and another
+/// client's connection is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_connection_gives_its_slot_back() {
+    let (_dir, journal) = journal_dir();
+    let secret = new_secret();
+    let start = Start::redb(&journal, &[&secret])
+        .arg("--max-connections")
+        .arg("1")
+        .arg("--idle-timeout")
+        .arg("1");
+    let server = Server::start(&start);
+    let h2 = Client::with_http(
+        &server.url,
+        None,
+        reqwest::Client::builder().http2_prior_knowledge(),
+    );
+    let r = h2
+        .send(reqwest::Method::GET, "/healthz", "", Vec::new())
+        .await;
+    assert_eq!(
+        (r.status, r.version),
+        (StatusCode::OK, reqwest::Version::HTTP_2)
+    );
+    // The only slot is the HTTP/2 connection's; another client waits in the backlog
+    // until it is shut down.
+    let other = Client::new(&server.url, None);
+    let answered = tokio::time::timeout(
+        Duration::from_secs(10),
+        other.send(reqwest::Method::GET, "/healthz", "", Vec::new()),
+    )
+    .await;
+    let r = answered.expect("the idle HTTP/2 connection still holds the only slot after 10 s");
+    assert_eq!(r.status, StatusCode::OK);
+    drop(h2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

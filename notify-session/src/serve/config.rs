@@ -19,6 +19,12 @@ pub const MAX_POLL_WAIT: Duration = Duration::from_secs(20);
 pub const DEFAULT_VISIBILITY: Duration = Duration::from_secs(30);
 /// The default connection limit.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The highest connection limit (far above what one process's file descriptors
+/// usually allow).
+pub const MAX_CONNECTIONS: usize = 1 << 20;
+/// The default idle timeout: a connection that starts no request for this long is
+/// shut down gracefully.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A PEM certificate chain and private key for the listener (rustls).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +61,10 @@ pub struct ServeConfig {
     /// request (whatever its protocol) and each HTTP/1.1 request's headers: a bound on
     /// idle and slow connections. Not zero.
     pub header_timeout: Duration,
+    /// How long a connection may go without starting a request before it is shut down
+    /// gracefully (what is in flight finishes; a stream goes on until it ends). Not
+    /// zero.
+    pub idle_timeout: Duration,
     /// This server's base URL as other hosts and clients reach it (e.g.
     /// `https://notify-2.internal:8443`): on PostgreSQL it is advertised so a request
     /// to the wrong host is redirected to the owner.
@@ -79,6 +89,7 @@ impl ServeConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_secs(10),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             advertise_url: None,
             drain_timeout: Duration::from_secs(10),
         }
@@ -104,8 +115,15 @@ impl ServeConfig {
                 ConfigError::OnlyReadOnlyKeys
             });
         }
-        if self.body_limit == 0 || self.max_connections == 0 || self.header_timeout.is_zero() {
+        if self.body_limit == 0
+            || self.max_connections == 0
+            || self.header_timeout.is_zero()
+            || self.idle_timeout.is_zero()
+        {
             return Err(ConfigError::ZeroLimit);
+        }
+        if self.max_connections > MAX_CONNECTIONS {
+            return Err(ConfigError::TooManyConnections(MAX_CONNECTIONS));
         }
         if self.request_timeout <= MAX_POLL_WAIT {
             return Err(ConfigError::ShortTimeout(MAX_POLL_WAIT));
@@ -154,8 +172,13 @@ pub enum ConfigError {
     )]
     OnlyReadOnlyKeys,
     /// A limit is zero.
-    #[error("the body limit, the connection limit and the header timeout must be positive")]
+    #[error(
+        "the body limit, the connection limit, the header timeout and the idle timeout must be positive"
+    )]
     ZeroLimit,
+    /// The connection limit is above the most one server takes.
+    #[error("the connection limit must be at most {0}")]
+    TooManyConnections(usize),
     /// The request timeout does not leave room for a long poll.
     #[error("the request timeout must be longer than the longest poll wait ({0:?})")]
     ShortTimeout(Duration),

@@ -1,14 +1,14 @@
 //! The accept loop: a bounded number of connections (a semaphore permit per
 //! connection; more wait in the kernel's backlog), TLS handshakes, a connection's
-//! first request and every HTTP/1.1 request's headers under a deadline, HTTP/1.1 and
-//! HTTP/2 on every connection (hyper-util's automatic builder), and a graceful drain:
-//! on shutdown the listener closes, idle connections are closed, in-flight requests
-//! finish (bounded by the drain timeout).
+//! first request and every HTTP/1.1 request's headers under a deadline, an idle
+//! limit on every connection, HTTP/1.1 and HTTP/2 on every connection (hyper-util's
+//! automatic builder), and a graceful drain: on shutdown the listener closes, idle
+//! connections are closed, in-flight requests finish (bounded by the drain timeout).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -18,19 +18,22 @@ use axum::extract::Request;
 use axum::http::Response;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::Service;
+
+use crate::serve::state::until_true;
 
 /// The accept loop's limits.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     pub(crate) max_connections: usize,
     pub(crate) header_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
     pub(crate) drain_timeout: Duration,
 }
 
@@ -43,7 +46,6 @@ pub(crate) async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let graceful = GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -62,7 +64,7 @@ pub(crate) async fn run(
                 Ok(p) => p,
                 Err(_) => break,
             },
-            () = crate::serve::state::until_true(&mut stop) => break,
+            () = until_true(&mut stop) => break,
         };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -74,23 +76,25 @@ pub(crate) async fn run(
                     continue;
                 }
             },
-            () = crate::serve::state::until_true(&mut stop) => break,
+            () = until_true(&mut stop) => break,
         };
         let _ = stream.set_nodelay(true);
         let connection = Connection {
             app: app.clone(),
             builder: Arc::clone(&builder),
-            watcher: graceful.watcher(),
-            header_timeout: limits.header_timeout,
+            limits,
             peer,
+            stop: stop.clone(),
         };
         let tls = tls.clone();
         tokio::spawn(async move {
+            // Handed back when the connection ends, whichever way: the drain below
+            // counts them.
             let _permit = permit;
             match tls {
                 Some(acceptor) => {
                     let handshake = acceptor.accept(stream);
-                    match tokio::time::timeout(connection.header_timeout, handshake).await {
+                    match tokio::time::timeout(connection.limits.header_timeout, handshake).await {
                         Ok(Ok(stream)) => connection.serve(stream).await,
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -101,8 +105,11 @@ pub(crate) async fn run(
         });
     }
     drop(listener);
+    // Every connection is told by `stop` (idle ones close, busy ones finish what is in
+    // flight); all permits back means every connection ended.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("every connection drained"),
+        _ = permits.acquire_many(all) => tracing::info!("every connection drained"),
         () = tokio::time::sleep(limits.drain_timeout) => {
             tracing::warn!("drain timeout: closing the connections still open");
         }
@@ -113,58 +120,114 @@ pub(crate) async fn run(
 struct Connection {
     app: Router,
     builder: Arc<Builder<TokioExecutor>>,
-    watcher: Watcher,
-    header_timeout: Duration,
+    limits: Limits,
     peer: SocketAddr,
+    stop: watch::Receiver<bool>,
 }
 
 impl Connection {
-    /// Serves HTTP/1.1 or HTTP/2 on `io` until the connection ends, or closes it if
-    /// its first request has not arrived within the header timeout. hyper's own
-    /// header timeout starts only once HTTP/1.1 is chosen, which takes the
-    /// connection's first bytes; an HTTP/2 connection has none. Without this, a
-    /// client that connects and sends nothing (or only HTTP/2's preface) holds one of
-    /// the `--max-connections` permits for good.
+    /// Serves HTTP/1.1 or HTTP/2 on `io` until the connection ends; closes it if its
+    /// first request has not arrived within the header timeout, and shuts it down
+    /// gracefully (what is in flight finishes, no new request starts) once no request
+    /// has started for the idle timeout, or when the server stops.
+    ///
+    /// hyper's own header timeout starts only once HTTP/1.1 is chosen, which takes the
+    /// connection's first bytes, and HTTP/2 has none: without the first deadline, a
+    /// client that connects and sends nothing (or only HTTP/2's preface) would hold
+    /// one of the `--max-connections` permits for good; without the idle limit, an
+    /// HTTP/2 client that made one request and answers the server's pings would.
     async fn serve<IO>(self, io: IO)
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let first = FirstRequest::default();
-        let service = TowerToHyperService::new(first.wrap(self.app));
-        let conn = self
-            .watcher
-            .watch(self.builder.serve_connection(TokioIo::new(io), service));
+        let Self {
+            app,
+            builder,
+            limits,
+            peer,
+            mut stop,
+        } = self;
+        let activity = Activity::new();
+        let service = TowerToHyperService::new(activity.wrap(app));
+        let conn = builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(conn);
-        let ended = tokio::select! {
-            ended = &mut conn => ended,
-            arrived = tokio::time::timeout(self.header_timeout, first.arrived()) => {
+        tokio::select! {
+            ended = &mut conn => return log_end(peer, ended),
+            arrived = tokio::time::timeout(limits.header_timeout, activity.arrived()) => {
                 if arrived.is_err() {
-                    tracing::debug!(peer = %self.peer, "no request within the header timeout: closed");
+                    tracing::debug!(%peer, "no request within the header timeout: closed");
                     return;
                 }
-                conn.await
             }
-        };
-        if let Err(e) = ended {
-            tracing::debug!(peer = %self.peer, error = %e, "connection ended with an error");
+            // Stopping before any request: nothing is in flight.
+            () = until_true(&mut stop) => return,
         }
+        loop {
+            let idle_at = activity.last_request() + limits.idle_timeout;
+            tokio::select! {
+                ended = &mut conn => return log_end(peer, ended),
+                () = tokio::time::sleep_until(idle_at) => {
+                    if activity.last_request() + limits.idle_timeout <= Instant::now() {
+                        tracing::debug!(%peer, "idle: shut down");
+                        break;
+                    }
+                }
+                () = until_true(&mut stop) => break,
+            }
+        }
+        conn.as_mut().graceful_shutdown();
+        log_end(peer, conn.await);
     }
 }
 
-/// Whether a connection's first request has arrived (its headers were read).
-#[derive(Clone, Default)]
-struct FirstRequest {
-    seen: Arc<AtomicBool>,
-    notify: Arc<Notify>,
+fn log_end<E: std::fmt::Display>(peer: SocketAddr, ended: Result<(), E>) {
+    if let Err(e) = ended {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
 }
 
-impl FirstRequest {
-    /// `app`, telling this when it is first called.
+/// When a connection's requests started: whether its first has, and when its last
+/// did.
+#[derive(Clone)]
+struct Activity {
+    seen: Arc<AtomicBool>,
+    notify: Arc<Notify>,
+    /// When the connection was accepted: `last`'s origin.
+    base: Instant,
+    /// When the last request started, in ms after `base`.
+    last: Arc<AtomicU64>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            seen: Arc::new(AtomicBool::new(false)),
+            notify: Arc::new(Notify::new()),
+            base: Instant::now(),
+            last: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// `app`, telling this when a request starts.
     fn wrap(&self, app: Router) -> Arrived {
         Arrived {
             app,
-            first: self.clone(),
+            activity: self.clone(),
         }
+    }
+
+    /// A request started now.
+    fn started(&self) {
+        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.fetch_max(ms, Ordering::AcqRel);
+        if !self.seen.swap(true, Ordering::AcqRel) {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// When the last request started (the connection's start before any).
+    fn last_request(&self) -> Instant {
+        self.base + Duration::from_millis(self.last.load(Ordering::Acquire))
     }
 
     /// Resolves once the first request has arrived (at once if it has).
@@ -174,6 +237,8 @@ impl FirstRequest {
     /// Cancel safe: the arrival is kept, not consumed.
     async fn arrived(&self) {
         loop {
+            // Made before the flag is read: `notify_waiters` wakes every waiter made
+            // before it.
             let notified = self.notify.notified();
             if self.seen.load(Ordering::Acquire) {
                 return;
@@ -183,11 +248,11 @@ impl FirstRequest {
     }
 }
 
-/// The router, noting the connection's first request.
+/// The router, noting when each of the connection's requests starts.
 #[derive(Clone)]
 struct Arrived {
     app: Router,
-    first: FirstRequest,
+    activity: Activity,
 }
 
 impl<B> Service<Request<B>> for Arrived
@@ -203,9 +268,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if !self.first.seen.swap(true, Ordering::AcqRel) {
-            self.first.notify.notify_waiters();
-        }
+        self.activity.started();
         self.app.call(request)
     }
 }

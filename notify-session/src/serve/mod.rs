@@ -71,8 +71,9 @@ mod tls;
 
 pub use auth::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 pub use config::{
-    ConfigError, DEFAULT_BODY_LIMIT, DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_TOLERANCE, DEFAULT_VISIBILITY, MAX_POLL_WAIT, ServeConfig, TlsFiles,
+    ConfigError, DEFAULT_BODY_LIMIT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_TOLERANCE, DEFAULT_VISIBILITY, MAX_CONNECTIONS, MAX_POLL_WAIT,
+    ServeConfig, TlsFiles,
 };
 pub use console::{JournalCounts, JournalInspect, PgInspect};
 pub use directory::{HostRow, NoDirectory, OwnerDirectory, PgDirectory};

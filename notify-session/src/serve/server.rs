@@ -158,6 +158,7 @@ impl ServerBuilder {
         let limits = listen::Limits {
             max_connections: config.max_connections,
             header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
             drain_timeout: config.drain_timeout,
         };
         let listening = tokio::spawn(listen::run(listener, tls, routes, limits, stop_rx.clone()));

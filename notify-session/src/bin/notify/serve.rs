@@ -81,6 +81,10 @@ pub(crate) struct ServeArgs {
     /// is closed).
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     header_timeout: u64,
+    /// How long a connection may go without starting a request before it is shut
+    /// down gracefully (what is in flight finishes), in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = notify_session::serve::DEFAULT_IDLE_TIMEOUT.as_secs())]
+    idle_timeout: u64,
     /// The most sessions this host serves.
     #[arg(long, value_name = "N", default_value_t = notify_session::DEFAULT_CAPACITY)]
     capacity: usize,
@@ -169,6 +173,7 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
     config.body_limit = args.body_limit;
     config.max_connections = args.max_connections;
     config.header_timeout = Duration::from_secs(args.header_timeout);
+    config.idle_timeout = Duration::from_secs(args.idle_timeout);
     config.advertise_url = args.advertise_url.clone();
     config.tls = match (args.tls_cert, args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
