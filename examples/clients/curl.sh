@@ -26,8 +26,8 @@ call() {
     --data-binary "$4" -w ' %{http_code}\n'
 }
 
-call PUT "/v1/sessions/$S" "$S" ''                               # open the session: 201
-call PUT "/v1/sessions/$S/loops/$L" "$L" '{"capacity":64}'       # register a loop: 201
+call PUT "/v1/sessions/$S" "open:$S" ''                          # open the session: 201
+call PUT "/v1/sessions/$S/loops/$L" "register:$S:$L" '{"capacity":64}'     # register a loop: 201
 BODY='{"command_id":"'$C'","session_id":"'$S'","loop_id":"'$L'","process_handle":"build-42","state":3,"reason":1}'
 call POST "/v1/sessions/$S/completions" "$C" "$BODY"             # accepted: 201
 call POST "/v1/sessions/$S/completions" "$C" "$BODY"             # a retry: duplicate, 200

@@ -57,8 +57,9 @@ def deliver(session, command, body):
 
 def before():
     session, loop = str(uuid.uuid4()), str(uuid.uuid4())
-    check(call("PUT", f"/v1/sessions/{session}", session)[0] == 201, "open")
-    check(call("PUT", f"/v1/sessions/{session}/loops/{loop}", loop, b'{"capacity":64}')[0] == 201, "register")
+    check(call("PUT", f"/v1/sessions/{session}", f"open:{session}")[0] == 201, "open")
+    check(call("PUT", f"/v1/sessions/{session}/loops/{loop}", f"register:{session}:{loop}",
+               b'{"capacity":64}')[0] == 201, "register")
     say("loop", f"registered loop {loop[:8]}… in session {session[:8]}…")
     commands = [str(uuid.uuid4()) for _ in range(3)]
     for i, command in enumerate(commands):
@@ -86,7 +87,8 @@ def before():
 def after():
     state = json.load(open(STATE))
     session, loop, commands = state["session"], state["loop"], state["commands"]
-    status, body = call("PUT", f"/v1/sessions/{session}/loops/{loop}", loop, b'{"capacity":64}')
+    status, body = call("PUT", f"/v1/sessions/{session}/loops/{loop}", f"register:{session}:{loop}",
+                        b'{"capacity":64}')
     check(status == 201 and body["seeded"] == 2, f"seeded: {status} {body}")
     say("loop", f"re-registers its loop on the restarted server -> {status}, seeded with {body['seeded']} "
         "unacknowledged notifications from the journal")

@@ -46,8 +46,8 @@ def expect(what, got, status, **fields):
 
 
 session, loop, command = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
-expect("open the session", call("PUT", f"/v1/sessions/{session}", session), 201)
-expect("register the loop", call("PUT", f"/v1/sessions/{session}/loops/{loop}", loop,
+expect("open the session", call("PUT", f"/v1/sessions/{session}", f"open:{session}"), 201)
+expect("register the loop", call("PUT", f"/v1/sessions/{session}/loops/{loop}", f"register:{session}:{loop}",
                                  b'{"capacity":64}'), 201)
 
 # The supervisor: the DTO's wire form, its command ID chosen before the first attempt.

@@ -212,6 +212,18 @@ async fn every_disposition_has_its_status_and_names_itself() {
         (StatusCode::OK, "ended"),
         "{r:?}"
     );
+    let end_seq = r.body["seq"].as_u64().expect("the end marker's seq");
+    // Its retry at once: the same end, with the same seq.
+    let again = c.end(s, true).await;
+    assert_eq!(
+        (
+            again.status,
+            again.str("outcome"),
+            again.body["seq"].as_u64()
+        ),
+        (StatusCode::OK, "already_ended", Some(end_seq)),
+        "{again:?}"
+    );
     let abandoned: Vec<&str> = r.body["abandoned"]
         .as_array()
         .unwrap()
@@ -278,7 +290,7 @@ async fn a_bad_query_parameter_or_body_field_is_named() {
             .send(
                 Method::PUT,
                 &format!("/v1/sessions/{s}/loops/{l2}"),
-                &l2.to_string(),
+                &format!("register:{s}:{l2}"),
                 body.as_bytes().to_vec(),
             )
             .await;

@@ -139,11 +139,12 @@ async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
     let (s, l) = (SessionId::new(), LoopId::new());
     assert_eq!(c.open(s).await.status, StatusCode::CREATED);
     let registration = br#"{"capacity":64}"#.to_vec();
+    let registered = format!("register:{s}:{l}");
     let r = c
         .send(
             Method::PUT,
             &format!("/v1/sessions/{s}/loops/{l}"),
-            &l.to_string(),
+            &registered,
             registration.clone(),
         )
         .await;
@@ -171,7 +172,7 @@ async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
             Method::POST,
             &format!("{loops}/notifications/{command}/ack"),
             &command,
-            body,
+            body.clone(),
         )
         .await;
     assert_eq!(
@@ -185,7 +186,7 @@ async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
         format!("{loops}/notifications/stream?visibility_ms=900000"),
     ] {
         let r = replay
-            .send(Method::GET, &route, &l.to_string(), registration.clone())
+            .send(Method::GET, &route, &registered, registration.clone())
             .await;
         assert_eq!(
             (r.status, r.str("field")),
@@ -198,7 +199,7 @@ async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
         .send(
             Method::POST,
             &format!("/v1/sessions/{s}/end"),
-            &s.to_string(),
+            &format!("open:{s}"),
             Vec::new(),
         )
         .await;
@@ -206,6 +207,49 @@ async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
         (r.status, r.str("field")),
         (StatusCode::BAD_REQUEST, "session_id"),
         "{r:?}"
+    );
+    // The completion replayed as an open of a session named by its command ID, and
+    // the registration replayed into another session: refused, nothing opened.
+    let r = replay
+        .send(
+            Method::PUT,
+            &format!("/v1/sessions/{command}"),
+            &command,
+            body.clone(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "session_id"),
+        "{r:?}"
+    );
+    let other = SessionId::new();
+    assert_eq!(c.open(other).await.status, StatusCode::CREATED);
+    let r = replay
+        .send(
+            Method::PUT,
+            &format!("/v1/sessions/{other}/loops/{l}"),
+            &registered,
+            registration.clone(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.str("field")),
+        (StatusCode::BAD_REQUEST, "loop_id"),
+        "{r:?}"
+    );
+    let r = c
+        .send(
+            Method::GET,
+            &format!("/v1/sessions/{command}/loops/{l}/notifications"),
+            &format!("poll:{l}"),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        r.status,
+        StatusCode::NOT_FOUND,
+        "no session {command}: {r:?}"
     );
     assert_eq!(
         c.deliver(&completion(s, l)).await.status,
@@ -273,6 +317,51 @@ async fn what_the_headers_refuse_is_answered_before_the_body_is_read() {
     }
 }
 
+/// With a tolerance of 1 s, a correctly signed completion whose body trickles in over
+/// 2.5 s is refused: its timestamp is checked again once the body is in, not only when
+/// the headers arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timestamp_that_expires_while_the_body_arrives_is_refused() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (_dir, journal) = journal_dir();
+    let secret = new_secret();
+    let start = Start::redb(&journal, &[&secret])
+        .arg("--timestamp-tolerance")
+        .arg("1");
+    let server = Server::start(&start);
+    let c = Client::new(&server.url, Some(&secret));
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(c.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(c.register(s, l, 64).await.status, StatusCode::CREATED);
+    let n = completion(s, l);
+    let (id, body) = (n.command_id.to_string(), n.encode());
+    let ts = now();
+    let key: notify_session::serve::SignKey = secret.parse().unwrap();
+    let head = format!(
+        "POST /v1/sessions/{s}/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nwebhook-id: {id}\r\nwebhook-timestamp: {ts}\r\nwebhook-signature: {}\r\n\r\n",
+        body.len(),
+        key.sign(&id, ts, &body)
+    );
+    let mut stream = tokio::net::TcpStream::connect(&server.addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    for chunk in body.chunks(body.len().div_ceil(5)) {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        stream.write_all(chunk).await.unwrap();
+    }
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // Nothing was journaled: the same completion, signed now, is accepted.
+    assert_eq!(c.deliver(&n).await.status, StatusCode::CREATED);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openssl_signature_verifies() {
     // The signature as a shell would compute it (examples/clients/curl.sh does the
@@ -282,7 +371,7 @@ async fn an_openssl_signature_verifies() {
     let server = Server::start(&Start::redb(&journal, &[&secret]));
     let c = Client::new(&server.url, Some(&secret));
     let s = SessionId::new();
-    let id = s.to_string();
+    let id = format!("open:{s}");
     let ts = now().to_string();
     let key_hex: String = {
         use base64::Engine as _;

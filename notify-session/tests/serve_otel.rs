@@ -378,7 +378,7 @@ async fn spans_reach_the_collector_in_the_callers_trace() {
     // No traceparent (the open), and a malformed one (the second delivery): each
     // request is the root of a trace of its own, its spans under it.
     for (webhook_id, appends) in [
-        (s.to_string(), false),
+        (format!("open:{s}"), false),
         (second.command_id.to_string(), true),
     ] {
         let roots: Vec<&Span> = spans

@@ -232,7 +232,7 @@ async fn http_level(addr: &str, key: &SignKey, conns: usize, dir: &Path, server:
             key,
             "PUT",
             &format!("/v1/sessions/{s}"),
-            &s.to_string(),
+            &format!("open:{s}"),
             Vec::new()
         )
         .await,
@@ -246,7 +246,7 @@ async fn http_level(addr: &str, key: &SignKey, conns: usize, dir: &Path, server:
             key,
             "PUT",
             &format!("/v1/sessions/{s}/loops/{l}"),
-            &l.to_string(),
+            &format!("register:{s}:{l}"),
             br#"{"capacity":65536}"#.to_vec(),
         )
         .await;

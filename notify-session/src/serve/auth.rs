@@ -60,39 +60,49 @@ pub(crate) struct Auth {
 pub(crate) struct WebhookId(pub(crate) Option<String>);
 
 impl WebhookId {
-    /// Checks that the ID names the request's target `want` (a UUID, compared as
-    /// one), naming `field` if not: the ID of an operation that opens, registers or
-    /// delivers to its target.
+    /// Checks that the ID is the delivery's own ID `want` (a command or event ID,
+    /// compared as a UUID), naming `field` if not.
     pub(crate) fn check(&self, field: &'static str, want: Uuid) -> Result<(), ApiError> {
         match &self.0 {
             None => Ok(()),
             Some(id) if id.parse::<Uuid>().ok() == Some(want) => Ok(()),
-            Some(_) => Err(ApiError::id_mismatch(None, field, want)),
+            Some(_) => Err(ApiError::id_mismatch(field, want.to_string())),
         }
     }
 
-    /// Checks that the ID is `{operation}:{want}`, naming `field` if not: the ID of
-    /// an operation on a target that another operation opens, registers or delivers
-    /// to under its bare ID. The signature covers the ID and the body but not the
-    /// method or the path, so without the operation's name a captured request of one
-    /// (opening a session, registering a loop, delivering a completion) could be
-    /// replayed as the other (ending it, polling it, acknowledging it).
+    /// Checks that the ID is `{operation}:{target}` (`target`: the path's IDs,
+    /// `:`-separated, each compared as a UUID), naming `field` (the last target's)
+    /// if not: the ID of every operation but a delivery. The signature covers the ID
+    /// and the body but not the method or the path, so without the operation and its
+    /// whole target a captured request of one (a delivery, under its bare command ID;
+    /// an open; a registration) could be replayed as another (an open of a session
+    /// named by that ID, an end, a poll, an acknowledgement, a registration in another
+    /// session).
     pub(crate) fn check_operation(
         &self,
         operation: &'static str,
         field: &'static str,
-        want: Uuid,
+        target: &[Uuid],
     ) -> Result<(), ApiError> {
         let named = |id: &str| {
-            id.strip_prefix(operation)
-                .and_then(|rest| rest.strip_prefix(':'))
-                .and_then(|uuid| uuid.parse::<Uuid>().ok())
-                == Some(want)
+            let mut parts = id.split(':');
+            parts.next() == Some(operation)
+                && target
+                    .iter()
+                    .all(|want| parts.next().and_then(|p| p.parse::<Uuid>().ok()) == Some(*want))
+                && parts.next().is_none()
         };
         match &self.0 {
             None => Ok(()),
             Some(id) if named(id) => Ok(()),
-            Some(_) => Err(ApiError::id_mismatch(Some(operation), field, want)),
+            Some(_) => {
+                let mut expected = operation.to_owned();
+                for t in target {
+                    expected.push(':');
+                    expected.push_str(&t.to_string());
+                }
+                Err(ApiError::id_mismatch(field, expected))
+            }
         }
     }
 }
@@ -131,7 +141,7 @@ pub(crate) async fn authenticate(
             });
         }
     };
-    let id = presented.verify(&auth, &bytes)?;
+    let id = presented.verify(&auth, &bytes, now_unix())?;
     parts.extensions.insert(WebhookId(id));
     Ok(next
         .run(Request::from_parts(parts, Body::from(bytes)))
@@ -185,6 +195,16 @@ pub(crate) fn presented<'h>(
             detail: "webhook-id must be 1 to 256 bytes without a dot",
         });
     }
+    within_tolerance(auth, timestamp, now)?;
+    Ok(Presented::Signed {
+        id,
+        timestamp,
+        signature,
+    })
+}
+
+/// Whether `timestamp` (Unix seconds) is within the tolerance of `now`.
+fn within_tolerance(auth: &Auth, timestamp: &str, now: i64) -> Result<(), ApiError> {
     let Ok(ts) = timestamp.parse::<i64>() else {
         return Err(ApiError::Unauthenticated {
             detail: "webhook-timestamp is not a Unix time in seconds",
@@ -196,16 +216,18 @@ pub(crate) fn presented<'h>(
             detail: "webhook-timestamp is outside the server's tolerance",
         });
     }
-    Ok(Presented::Signed {
-        id,
-        timestamp,
-        signature,
-    })
+    Ok(())
 }
 
 impl Presented<'_> {
-    /// Verifies the signature over `body`; the verified `webhook-id`.
-    pub(crate) fn verify(self, auth: &Auth, body: &[u8]) -> Result<Option<String>, ApiError> {
+    /// Verifies the signature over `body` at time `now` (the timestamp again: the
+    /// body may have taken a while); the verified `webhook-id`.
+    pub(crate) fn verify(
+        self,
+        auth: &Auth,
+        body: &[u8],
+        now: i64,
+    ) -> Result<Option<String>, ApiError> {
         let (id, timestamp, signature) = match self {
             Self::Unsigned(id) => return Ok(id.map(str::to_owned)),
             Self::Signed {
@@ -214,6 +236,7 @@ impl Presented<'_> {
                 signature,
             } => (id, timestamp, signature),
         };
+        within_tolerance(auth, timestamp, now)?;
         let content: [&[u8]; 5] = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
         for entry in signature.split_whitespace().take(MAX_SIGNATURES) {
             let (ed25519, encoded) = match entry.split_once(',') {

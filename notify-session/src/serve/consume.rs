@@ -209,17 +209,20 @@ impl LoopSlot {
             return AckOutcome::NotHandedOut;
         };
         let answer = entry.received.ack().await;
-        match answer {
+        // It is out no more either way (a failed acknowledgement hands it back to the
+        // loop): a stream at its in-flight bound has room again.
+        let outcome = match answer {
             Ok(()) | Err(crate::AckError::LoopExited(_)) => {
                 self.deliveries
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&command_id);
-                self.acked.notify_waiters();
                 AckOutcome::Acknowledged
             }
             Err(e) => AckOutcome::Failed(e),
-        }
+        };
+        self.acked.notify_waiters();
+        outcome
     }
 }
 

@@ -215,18 +215,10 @@ impl ApiError {
     }
 
     /// `webhook-id` does not name the request's target.
-    pub(crate) fn id_mismatch(
-        operation: Option<&str>,
-        field: &'static str,
-        want: impl std::fmt::Display,
-    ) -> Self {
-        let detail = match operation {
-            None => format!("`webhook-id` must equal `{field}` ({want})"),
-            Some(op) => format!("`webhook-id` must be `{op}:` and `{field}` ({op}:{want})"),
-        };
+    pub(crate) fn id_mismatch(field: &'static str, expected: String) -> Self {
         Self::Invalid {
             field: Some(field.into()),
-            detail,
+            detail: format!("`webhook-id` must be `{expected}` for this request"),
         }
     }
 

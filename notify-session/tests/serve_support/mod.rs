@@ -348,7 +348,7 @@ impl Client {
         self.send(
             Method::PUT,
             &format!("/v1/sessions/{s}"),
-            &s.to_string(),
+            &format!("open:{s}"),
             Vec::new(),
         )
         .await
@@ -359,7 +359,7 @@ impl Client {
         self.send(
             Method::PUT,
             &format!("/v1/sessions/{s}/loops/{l}"),
-            &l.to_string(),
+            &format!("register:{s}:{l}"),
             format!("{{\"capacity\":{capacity}}}").into_bytes(),
         )
         .await

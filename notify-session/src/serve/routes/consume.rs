@@ -110,7 +110,7 @@ pub(crate) async fn poll(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(&session)?;
     let loop_id = loop_id(&loop_path)?;
-    id.check_operation("poll", "loop_id", *loop_id.as_uuid())?;
+    id.check_operation("poll", "loop_id", &[*loop_id.as_uuid()])?;
     let max = query.max.unwrap_or(100);
     if max == 0 || max > MAX_BATCH {
         return Err(ApiError::Invalid {
@@ -192,7 +192,7 @@ pub(crate) async fn stream(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(&session)?;
     let loop_id = loop_id(&loop_path)?;
-    id.check_operation("stream", "loop_id", *loop_id.as_uuid())?;
+    id.check_operation("stream", "loop_id", &[*loop_id.as_uuid()])?;
     let max_in_flight = query.max_in_flight.unwrap_or(16);
     if max_in_flight == 0 || max_in_flight > MAX_BATCH {
         return Err(ApiError::Invalid {
@@ -279,7 +279,7 @@ pub(crate) async fn ack(
     let session_id = session_id(&session)?;
     let loop_id = loop_id(&loop_path)?;
     let command_id = command_id(&command)?;
-    id.check_operation("ack", "command_id", *command_id.as_uuid())?;
+    id.check_operation("ack", "command_id", &[*command_id.as_uuid()])?;
     let answer = |outcome: &str| {
         json(
             StatusCode::OK,

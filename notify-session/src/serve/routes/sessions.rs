@@ -39,7 +39,7 @@ pub(crate) async fn open(
     OriginalUri(uri): OriginalUri,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(&session)?;
-    id.check("session_id", *session_id.as_uuid())?;
+    id.check_operation("open", "session_id", &[*session_id.as_uuid()])?;
     let (session, opened) = served(&state, session_id, &uri, Open::Always).await?;
     let host = state.host()?;
     let (status, outcome) = if opened {
@@ -82,9 +82,17 @@ pub(crate) async fn end(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(&session)?;
-    id.check_operation("end", "session_id", *session_id.as_uuid())?;
+    id.check_operation("end", "session_id", &[*session_id.as_uuid()])?;
     let body: EndBody = body_or_default(&body)?;
-    let (session, _) = match served(&state, session_id, &uri, Open::IfExists).await {
+    // A session this host still holds, ended or not, answers its end itself: a retry
+    // of an end gets the same answer (with the end marker's seq), and finishes what
+    // an end cut off partway left undone.
+    let held = state.host()?.session(session_id);
+    let served = match held {
+        Some(session) => Ok((session, false)),
+        None => served(&state, session_id, &uri, Open::IfExists).await,
+    };
+    let (session, _) = match served {
         Ok(s) => s,
         // Ending an ended session is not an error.
         Err(ApiError::Ended { purged, .. }) => {
@@ -153,7 +161,11 @@ pub(crate) async fn register_loop(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(&session)?;
     let loop_id = loop_id(&loop_path)?;
-    id.check("loop_id", *loop_id.as_uuid())?;
+    id.check_operation(
+        "register",
+        "loop_id",
+        &[*session_id.as_uuid(), *loop_id.as_uuid()],
+    )?;
     let body: LoopBody = body_or_default(&body)?;
     let capacity = body.capacity.unwrap_or(notify_loop::DEFAULT_CAPACITY);
     if capacity == 0 || capacity > MAX_CAPACITY {
@@ -182,6 +194,13 @@ pub(crate) async fn register_loop(
         .registering
         .lock()
         .unwrap_or_else(|p| p.into_inner());
+    // Looked at again under the lock: an end may have committed since `served`.
+    if session.shared.is_ended() {
+        return Err(ApiError::Ended {
+            session_id,
+            purged: false,
+        });
+    }
     if let Some(slot) = consumers.get(session_id, loop_id) {
         if slot.capacity != capacity {
             let mut extra = Map::new();
