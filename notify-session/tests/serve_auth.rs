@@ -276,7 +276,7 @@ async fn a_request_replayed_as_another_operation_on_its_target_is_refused() {
 /// the limit) is never sent, so a server that read it first would not answer at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_headers_refuse_is_answered_before_the_body_is_read() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::AsyncWriteExt as _;
     let (_dir, journal) = journal_dir();
     let secret = new_secret();
     let server = Server::start(&Start::redb(&journal, &[&secret]));
@@ -297,22 +297,12 @@ async fn what_the_headers_refuse_is_answered_before_the_body_is_read() {
             "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 60000\r\n{headers}\r\n"
         );
         stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-            let mut buf = [0u8; 1024];
-            while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => answer.extend_from_slice(&buf[..n]),
-                }
-            }
-        })
-        .await;
-        assert!(
-            read.is_ok(),
-            "{what}: no answer within 5 s, the body still awaited"
-        );
-        let answer = String::from_utf8_lossy(&answer);
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            serve_support::read_head(&mut stream),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer within 5 s, the body still awaited"));
         assert!(answer.starts_with("HTTP/1.1 401"), "{what}: {answer}");
     }
 }
@@ -322,7 +312,7 @@ async fn what_the_headers_refuse_is_answered_before_the_body_is_read() {
 /// the headers arrived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timestamp_that_expires_while_the_body_arrives_is_refused() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::AsyncWriteExt as _;
     let (_dir, journal) = journal_dir();
     let secret = new_secret();
     let start = Start::redb(&journal, &[&secret])
@@ -348,15 +338,7 @@ async fn a_timestamp_that_expires_while_the_body_arrives_is_refused() {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         stream.write_all(chunk).await.unwrap();
     }
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => answer.extend_from_slice(&buf[..n]),
-        }
-    }
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = serve_support::read_head(&mut stream).await;
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     // Nothing was journaled: the same completion, signed now, is accepted.
     assert_eq!(c.deliver(&n).await.status, StatusCode::CREATED);

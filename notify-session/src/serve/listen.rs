@@ -94,7 +94,13 @@ pub(crate) async fn run(
             match tls {
                 Some(acceptor) => {
                     let handshake = acceptor.accept(stream);
-                    match tokio::time::timeout(connection.limits.header_timeout, handshake).await {
+                    let mut stop = connection.stop.clone();
+                    let shaken = tokio::select! {
+                        shaken = tokio::time::timeout(connection.limits.header_timeout, handshake) => shaken,
+                        // Stopping mid-handshake: nothing is in flight.
+                        () = until_true(&mut stop) => return,
+                    };
+                    match shaken {
                         Ok(Ok(stream)) => connection.serve(stream).await,
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),

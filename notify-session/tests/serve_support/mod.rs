@@ -421,6 +421,21 @@ impl Client {
     }
 }
 
+/// An answer's head (status line and headers) as read off a raw connection: up to its
+/// blank line, or what came before the connection closed.
+pub(crate) async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 /// The command IDs a poll answer lists, in order.
 pub(crate) fn polled(answer: &Answer) -> Vec<(String, u64)> {
     answer.body["notifications"]
