@@ -1,6 +1,7 @@
 //! axum's `Path` and `Query` with their rejections answered as [`ApiError`] (400 in
 //! problem+json, naming the query parameter when one is to blame), not axum's plain
-//! text.
+//! text; and a JSON request body decoded the same way ([`json_body`], naming the
+//! field).
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequestParts, Path, Query};
