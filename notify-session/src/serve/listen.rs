@@ -193,25 +193,27 @@ fn log_end<E: std::fmt::Display>(peer: SocketAddr, ended: Result<(), E>) {
 }
 
 /// When a connection's requests started: whether its first has, and when its last
-/// did.
+/// did. One `Arc`: the service that holds it is cloned for every request.
 #[derive(Clone)]
-struct Activity {
-    seen: Arc<AtomicBool>,
-    notify: Arc<Notify>,
+struct Activity(Arc<Started>);
+
+struct Started {
+    seen: AtomicBool,
+    notify: Notify,
     /// When the connection was accepted: `last`'s origin.
     base: Instant,
     /// When the last request started, in ms after `base`.
-    last: Arc<AtomicU64>,
+    last: AtomicU64,
 }
 
 impl Activity {
     fn new() -> Self {
-        Self {
-            seen: Arc::new(AtomicBool::new(false)),
-            notify: Arc::new(Notify::new()),
+        Self(Arc::new(Started {
+            seen: AtomicBool::new(false),
+            notify: Notify::new(),
             base: Instant::now(),
-            last: Arc::new(AtomicU64::new(0)),
-        }
+            last: AtomicU64::new(0),
+        }))
     }
 
     /// `app`, telling this when a request starts.
@@ -224,16 +226,17 @@ impl Activity {
 
     /// A request started now.
     fn started(&self) {
-        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.fetch_max(ms, Ordering::AcqRel);
-        if !self.seen.swap(true, Ordering::AcqRel) {
-            self.notify.notify_waiters();
+        let started = &self.0;
+        let ms = u64::try_from(started.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+        started.last.fetch_max(ms, Ordering::AcqRel);
+        if !started.seen.swap(true, Ordering::AcqRel) {
+            started.notify.notify_waiters();
         }
     }
 
     /// When the last request started (the connection's start before any).
     fn last_request(&self) -> Instant {
-        self.base + Duration::from_millis(self.last.load(Ordering::Acquire))
+        self.0.base + Duration::from_millis(self.0.last.load(Ordering::Acquire))
     }
 
     /// Resolves once the first request has arrived (at once if it has).
@@ -245,8 +248,8 @@ impl Activity {
         loop {
             // Made before the flag is read: `notify_waiters` wakes every waiter made
             // before it.
-            let notified = self.notify.notified();
-            if self.seen.load(Ordering::Acquire) {
+            let notified = self.0.notify.notified();
+            if self.0.seen.load(Ordering::Acquire) {
                 return;
             }
             notified.await;
