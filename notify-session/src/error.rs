@@ -24,6 +24,12 @@ pub enum RegisterError {
         /// The session the configuration names.
         got: SessionId,
     },
+    /// The session has ended: nothing would ever be delivered to the loop.
+    #[error("session {session_id} has ended")]
+    SessionEnded {
+        /// The session.
+        session_id: SessionId,
+    },
 }
 
 /// Why a lifecycle event was not published.

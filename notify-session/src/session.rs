@@ -134,7 +134,10 @@ impl Session {
     ///
     /// # Errors
     ///
-    /// [`RegisterError`] if the ID is taken or `config` names another session.
+    /// [`RegisterError`] if the ID is taken, `config` names another session, or the
+    /// session has ended. The end is checked under the lock [`end`](Self::end) takes
+    /// to shut the loops down, so a loop registered while a session ends is either
+    /// refused or shut down with the others.
     pub fn register_loop(&self, config: LoopConfig) -> Result<SessionConsumer, RegisterError> {
         let (loop_id, session_id) = (config.loop_id(), config.session_id());
         if session_id != self.shared.id {
@@ -144,6 +147,7 @@ impl Session {
             });
         }
         let mut loops = self.shared.loops.write().unwrap_or_else(|p| p.into_inner());
+        self.refuse_if_ended()?;
         if loops.contains_key(&loop_id) {
             return Err(RegisterError::AlreadyRegistered { loop_id });
         }
@@ -164,13 +168,27 @@ impl Session {
     ///
     /// # Errors
     ///
-    /// [`RegisterError::AlreadyRegistered`] if the ID is taken.
+    /// [`RegisterError::AlreadyRegistered`] if the ID is taken,
+    /// [`RegisterError::SessionEnded`] if the session has ended.
     pub fn register_foreign_loop(&self, loop_id: LoopId) -> Result<(), RegisterError> {
         let mut loops = self.shared.loops.write().unwrap_or_else(|p| p.into_inner());
+        self.refuse_if_ended()?;
         if loops.contains_key(&loop_id) {
             return Err(RegisterError::AlreadyRegistered { loop_id });
         }
         loops.insert(loop_id, LoopEntry::Foreign);
+        Ok(())
+    }
+
+    /// Called with the loops' write lock held. `end` marks the session ended before it
+    /// reads the loops to shut them down, so a registration either sees the mark or is
+    /// in the registry that reading finds.
+    fn refuse_if_ended(&self) -> Result<(), RegisterError> {
+        if self.shared.is_ended() {
+            return Err(RegisterError::SessionEnded {
+                session_id: self.shared.id,
+            });
+        }
         Ok(())
     }
 

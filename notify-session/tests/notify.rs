@@ -333,6 +333,30 @@ async fn registering_twice_or_for_another_session_is_refused() {
 }
 
 #[tokio::test]
+async fn an_ended_session_refuses_new_loops() {
+    let (session, _journal, _loop_id, _consumer) = journaled(64);
+    session
+        .end(notify_session::IfPending::Abandon)
+        .await
+        .unwrap();
+    let want = session.id();
+    for refused in [
+        session
+            .register_loop(LoopConfig::new(want, LoopId::new()))
+            .map(drop),
+        session.register_foreign_loop(LoopId::new()),
+    ] {
+        assert!(
+            matches!(
+                refused,
+                Err(notify_session::RegisterError::SessionEnded { session_id }) if session_id == want
+            ),
+            "{refused:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn many_loops_many_sessions_one_journal() {
     let journal = MemoryJournal::new();
     let shared: Arc<dyn JournalBackend> = Arc::new(journal.clone());

@@ -194,13 +194,6 @@ pub(crate) async fn register_loop(
         .registering
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    // Looked at again under the lock: an end may have committed since `served`.
-    if session.shared.is_ended() {
-        return Err(ApiError::Ended {
-            session_id,
-            purged: false,
-        });
-    }
     if let Some(slot) = consumers.get(session_id, loop_id) {
         if slot.capacity != capacity {
             let mut extra = Map::new();
@@ -231,6 +224,14 @@ pub(crate) async fn register_loop(
             // be.
             state.inner.app.give_back(session_id, loop_id, pending);
             Ok(answer(StatusCode::OK, "already_registered", capacity, 0))
+        }
+        Err(crate::RegisterError::SessionEnded { .. }) => {
+            // Ended since `served` looked.
+            state.inner.app.give_back(session_id, loop_id, pending);
+            Err(ApiError::Ended {
+                session_id,
+                purged: false,
+            })
         }
         Err(e) => {
             state.inner.app.give_back(session_id, loop_id, pending);
