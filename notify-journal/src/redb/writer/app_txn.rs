@@ -31,8 +31,7 @@ use crate::group::{GroupVerdict, try_judge_group};
 use crate::redb::app_tables::{AppGroupWrite, AppTables, AppTxnError, Budget};
 use crate::redb::contain::contain;
 use crate::redb::format::keys::sid;
-use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS, TAIL};
-use crate::redb::writer::failure::{BatchFailure, before};
+use crate::redb::writer::failure::BatchFailure;
 
 /// How long one turn's closures may run together before the writer stops taking more
 /// transactional appends into the turn (the rest wait for the next turn).
@@ -58,7 +57,7 @@ impl Writer {
                 w.app_turn(&mut txns, grow)
             });
             self.staged.clear();
-            self.base.clear();
+            self.scratch.base.clear();
             match result {
                 Ok(Turn::Failed(at, error)) => {
                     let rest = txns.split_off(at + 1);
@@ -138,8 +137,7 @@ impl Writer {
     /// One turn: resolve and run each of `txns` (taking more from the queue while the
     /// turn's budget lasts, if `grow`), then commit.
     fn app_turn(&mut self, txns: &mut Vec<AppTxn>, grow: bool) -> Result<Turn, BatchFailure> {
-        self.fresh.clear();
-        self.appended.clear();
+        self.scratch.begin();
         let started = Instant::now();
         let max = self.tuning.max_batch.max(1);
         let txn = self.begin_write()?;
@@ -149,26 +147,13 @@ impl Writer {
         let mut records = 0;
         let staged_pos;
         {
-            let table_err = before("open journal table");
-            let mut tables = Tables {
-                log: txn.open_table(LOG).map_err(&table_err)?,
-                positions: txn.open_table(POSITIONS).map_err(&table_err)?,
-                tail: txn.open_table(TAIL).map_err(&table_err)?,
-                tail_map: &self.tail,
-                keys: txn.open_table(KEYS).map_err(&table_err)?,
-                sessions: txn.open_table(SESSIONS).map_err(&table_err)?,
-                retention: None,
-                txn: &txn,
-                frame: &mut self.frame,
-                census: self.census.as_deref(),
-                base: &mut self.base,
-                fresh: &mut self.fresh,
-                appended: &mut self.appended,
-            };
-            let mut next_pos = match self.next_pos {
-                Some(p) => p,
-                None => tables.next_position()?,
-            };
+            let (mut tables, mut next_pos) = Tables::open(
+                &txn,
+                self.next_pos,
+                &self.tail,
+                self.census.as_deref(),
+                &mut self.scratch,
+            )?;
             let mut i = 0;
             loop {
                 if i == txns.len() {

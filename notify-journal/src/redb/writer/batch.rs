@@ -6,8 +6,7 @@ use std::time::Instant;
 use super::Writer;
 use super::resolve::Tables;
 use crate::error::StorageError;
-use crate::redb::format::{KEYS, LOG, POSITIONS, SESSIONS, TAIL};
-use crate::redb::writer::failure::{BatchFailure, before};
+use crate::redb::writer::failure::BatchFailure;
 
 impl Writer {
     /// Writes one batch in one write transaction and commits it. Takes what is queued,
@@ -20,8 +19,7 @@ impl Writer {
     /// failure every request in `batch` gets the error.
     pub(super) fn write_batch(&mut self) -> Result<(), BatchFailure> {
         let max = self.tuning.max_batch;
-        self.fresh.clear();
-        self.appended.clear();
+        self.scratch.begin();
         self.queue.take(&mut self.batch, max);
         // A leading appender commits what is queued at once (`lead.rs`).
         let target = if self.leading {
@@ -37,26 +35,13 @@ impl Writer {
         let folded = self.fold_or_refuse(&txn)?;
         let staged_pos;
         {
-            let table_err = before("open journal table");
-            let mut tables = Tables {
-                log: txn.open_table(LOG).map_err(&table_err)?,
-                positions: txn.open_table(POSITIONS).map_err(&table_err)?,
-                tail: txn.open_table(TAIL).map_err(&table_err)?,
-                tail_map: &self.tail,
-                keys: txn.open_table(KEYS).map_err(&table_err)?,
-                sessions: txn.open_table(SESSIONS).map_err(&table_err)?,
-                retention: None,
-                txn: &txn,
-                frame: &mut self.frame,
-                census: self.census.as_deref(),
-                base: &mut self.base,
-                fresh: &mut self.fresh,
-                appended: &mut self.appended,
-            };
-            let mut next_pos = match self.next_pos {
-                Some(p) => p,
-                None => tables.next_position()?,
-            };
+            let (mut tables, mut next_pos) = Tables::open(
+                &txn,
+                self.next_pos,
+                &self.tail,
+                self.census.as_deref(),
+                &mut self.scratch,
+            )?;
             let mut resolved = 0;
             // Whether to linger for more once what is taken is resolved.
             let mut more = true;

@@ -77,16 +77,10 @@ pub(crate) struct Writer {
     /// The log's next free position once known (read from the log's last entry on the
     /// first batch); moves only when a batch commits.
     next_pos: Option<u64>,
-    /// The frame being built (reused).
-    frame: Vec<u8>,
     /// The key census confirming index misses (`None`: `confirm_misses` off).
     census: Option<Arc<Census>>,
-    /// Committed heads, before the batch, of the sessions it appended to.
-    base: FastMap<u128, u64>,
-    /// The frames the batch wrote, counted by the census once it commits.
-    fresh: Vec<(u128, u64, u128)>,
-    /// The frames the current transaction of appends wrote: `(session, seq, position)`.
-    appended: Vec<(u128, u64, u64)>,
+    /// What the batch being written writes besides the tables.
+    scratch: resolve::Scratch,
     /// The committed tail by session (`tail.rs`), once read (`tail_loaded`).
     tail: crate::redb::format::positions::TailMap,
     tail_loaded: bool,
@@ -127,11 +121,8 @@ pub(super) fn writer(
         heads: FastMap::default(),
         staged: FastMap::default(),
         next_pos: None,
-        frame: Vec::new(),
         census,
-        base: FastMap::default(),
-        fresh: Vec::new(),
-        appended: Vec::new(),
+        scratch: resolve::Scratch::default(),
         tail: crate::redb::format::positions::TailMap::default(),
         tail_loaded: false,
         tail_len: 0,
@@ -195,7 +186,7 @@ impl Writer {
         w.tuning.last_batch = w.batch.len();
         w.tuning.arrived_during_commit = w.queue.len();
         w.staged.clear();
-        w.base.clear();
+        w.scratch.base.clear();
         w.answer(result);
         w.last_end = Instant::now();
     }

@@ -15,11 +15,11 @@ use crate::backend::AppendOutcome;
 use crate::error::{AppendError, Corruption, StorageError};
 use crate::group::{GroupVerdict, try_judge_group};
 use crate::redb::census::{Census, Miss, confirm_head, confirm_miss};
-use crate::redb::format::RETENTION;
 use crate::redb::format::frame;
 use crate::redb::format::keys::sid;
 use crate::redb::format::positions::{SessionLog, TailMap, names};
 use crate::redb::format::session_row::SessionRow;
+use crate::redb::format::{KEYS, LOG, POSITIONS, RETENTION, SESSIONS, TAIL};
 use crate::redb::writer::failure::{BatchFailure, before};
 
 /// The most session heads the writer keeps in memory (it forgets them all, to reload
@@ -41,21 +41,37 @@ pub(super) struct Tables<'txn, 'w> {
     /// Opened (created, in a file of an older build) by the first end marker.
     pub(super) retention: Option<redb::Table<'txn, (u8, i128, u128), ()>>,
     pub(super) txn: &'txn redb::WriteTransaction,
-    pub(super) frame: &'w mut Vec<u8>,
     /// The key census that confirms every index miss before a new frame is written
     /// (`census/`); `None` when [`RedbOptions::confirm_misses`] is off.
     ///
     /// [`RedbOptions::confirm_misses`]: crate::RedbOptions::confirm_misses
     pub(super) census: Option<&'w Census>,
+    pub(super) scratch: &'w mut Scratch,
+}
+
+/// What a batch writes besides the tables, kept by the writer so that its allocations
+/// are reused from batch to batch.
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// The frame being built.
+    pub(super) frame: Vec<u8>,
     /// The committed head of each session this batch appended to, as it was before the
     /// batch: the census covers committed frames only.
-    pub(super) base: &'w mut FastMap<u128, u64>,
+    pub(super) base: FastMap<u128, u64>,
     /// The frames this batch wrote (`(session, seq, key)`), for the census once it
     /// commits.
-    pub(super) fresh: &'w mut Vec<(u128, u64, u128)>,
+    pub(super) fresh: Vec<(u128, u64, u128)>,
     /// The frames this batch wrote (`(session, seq, position)`), for the writer's copy
     /// of the tail once it commits.
-    pub(super) appended: &'w mut Vec<(u128, u64, u64)>,
+    pub(super) appended: Vec<(u128, u64, u64)>,
+}
+
+impl Scratch {
+    /// Forgets what the last batch wrote.
+    pub(super) fn begin(&mut self) {
+        self.fresh.clear();
+        self.appended.clear();
+    }
 }
 
 /// What an append may do to a session, by its row.
@@ -66,7 +82,36 @@ enum Admission {
     Ended(SessionRow),
 }
 
-impl<'txn> Tables<'txn, '_> {
+impl<'txn, 'w> Tables<'txn, 'w> {
+    /// Opens the journal's tables in `txn` for a batch, with the log's next free
+    /// position: `known` (the writer's, once it has read it), else read from the log.
+    pub(super) fn open(
+        txn: &'txn redb::WriteTransaction,
+        known: Option<u64>,
+        tail_map: &'w TailMap,
+        census: Option<&'w Census>,
+        scratch: &'w mut Scratch,
+    ) -> Result<(Self, u64), BatchFailure> {
+        let table_err = before("open journal table");
+        let tables = Tables {
+            log: txn.open_table(LOG).map_err(&table_err)?,
+            positions: txn.open_table(POSITIONS).map_err(&table_err)?,
+            tail: txn.open_table(TAIL).map_err(&table_err)?,
+            tail_map,
+            keys: txn.open_table(KEYS).map_err(&table_err)?,
+            sessions: txn.open_table(SESSIONS).map_err(&table_err)?,
+            retention: None,
+            txn,
+            census,
+            scratch,
+        };
+        let next_pos = match known {
+            Some(p) => p,
+            None => tables.next_position()?,
+        };
+        Ok((tables, next_pos))
+    }
+
     /// Whether `req` may be resolved against its session: refused (the reply) if the
     /// session was purged; an ended session's answer depends on the key (see
     /// [`resolve`](Self::resolve)).
@@ -211,7 +256,7 @@ impl<'txn> Tables<'txn, '_> {
                 // for a live one (a hidden key must not be answered as a new ID). The
                 // census covers committed frames only; this batch's are indexed here.
                 let committed_head = if staged.contains_key(&req.session) {
-                    self.base.get(&req.session).copied().unwrap_or(0)
+                    self.scratch.base.get(&req.session).copied().unwrap_or(0)
                 } else {
                     row.last_seq
                 };
@@ -238,7 +283,10 @@ impl<'txn> Tables<'txn, '_> {
             (None, Admission::Live) => {}
         }
         let (head, committed_head) = match staged.get(&req.session) {
-            Some(h) => (*h, self.base.get(&req.session).copied().unwrap_or(0)),
+            Some(h) => (
+                *h,
+                self.scratch.base.get(&req.session).copied().unwrap_or(0),
+            ),
             None => {
                 let h = match committed.get(&req.session) {
                     Some(h) => *h,
@@ -293,7 +341,13 @@ impl<'txn> Tables<'txn, '_> {
             )));
         };
         let pos = *next_pos;
-        frame::write(self.frame, req.session, seq, req.key, &req.body);
+        frame::write(
+            &mut self.scratch.frame,
+            req.session,
+            seq,
+            req.key,
+            &req.body,
+        );
         // An entry replaced here means a damaged page hid it (the log's end or the
         // session's head): the whole batch is abandoned, nothing of it written.
         let replaced = |what: &str| BatchFailure::Damaged {
@@ -305,7 +359,7 @@ impl<'txn> Tables<'txn, '_> {
         };
         if self
             .log
-            .insert(pos, self.frame.as_slice())
+            .insert(pos, self.scratch.frame.as_slice())
             .map_err(before("write frame"))?
             .is_some()
         {
@@ -327,12 +381,12 @@ impl<'txn> Tables<'txn, '_> {
         }
         *next_pos = after;
         if staged.insert(req.session, seq).is_none() {
-            self.base.insert(req.session, committed_head);
+            self.scratch.base.insert(req.session, committed_head);
         }
         if self.census.is_some() {
-            self.fresh.push((req.session, seq, req.key));
+            self.scratch.fresh.push((req.session, seq, req.key));
         }
-        self.appended.push((req.session, seq, pos));
+        self.scratch.appended.push((req.session, seq, pos));
         Ok(Ok(AppendOutcome {
             seq,
             appended: true,
@@ -378,8 +432,8 @@ impl<'txn> Tables<'txn, '_> {
         replies: &mut Vec<Reply>,
     ) -> Result<(), BatchFailure> {
         let start_pos = *next_pos;
-        let fresh_before = self.fresh.len();
-        let appended_before = self.appended.len();
+        let fresh_before = self.scratch.fresh.len();
+        let appended_before = self.scratch.appended.len();
         let staged_before = staged.get(&group.session).copied();
         let verdict = try_judge_group(
             sid(group.session),
@@ -406,8 +460,8 @@ impl<'txn> Tables<'txn, '_> {
         }
         *next_pos = start_pos;
         // Nor may the census count a frame that was taken back, nor the tail hold one.
-        self.fresh.truncate(fresh_before);
-        self.appended.truncate(appended_before);
+        self.scratch.fresh.truncate(fresh_before);
+        self.scratch.appended.truncate(appended_before);
         match staged_before {
             Some(head) => staged.insert(group.session, head),
             None => staged.remove(&group.session),

@@ -73,14 +73,14 @@ impl Writer {
         }
         self.heads.extend(self.staged.iter().map(|(s, q)| (*s, *q)));
         if let Some(census) = &self.census {
-            census.record(&self.fresh);
+            census.record(&self.scratch.fresh);
         }
         if folded {
             self.tail_folded();
         }
-        for &(session, seq, pos) in &self.appended {
+        for &(session, seq, pos) in &self.scratch.appended {
             self.tail.entry(session).or_default().push((seq, pos));
         }
-        self.tail_len += self.appended.len();
+        self.tail_len += self.scratch.appended.len();
     }
 }
