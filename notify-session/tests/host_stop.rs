@@ -18,8 +18,10 @@ use host_support::{
     Counting, OneLoop, Seen, WAIT, adopting_host, ended_with_one_received, next_seen, notification,
     opening_host, stop_of,
 };
-use notify_journal::{AppendError, JournalRead, RedbJournal, RedbOptions, SessionState};
-use notify_session::{AckError, EndError, IfPending, StopReason, TxAckError};
+use notify_journal::{
+    AppendError, JournalLeases, JournalRead, RedbJournal, RedbOptions, SessionState,
+};
+use notify_session::{AckError, EndError, HostError, IfPending, StopReason, TxAckError};
 use notify_testkit::MemoryJournal;
 use notify_types::{LoopId, Notified, SessionId};
 
@@ -318,6 +320,72 @@ async fn a_stale_handle_cannot_end_the_session_under_its_next_placement() {
         "{ended:?}"
     );
     assert_eq!(journal.session_state(id).await.unwrap(), SessionState::Live);
+    let answer = current
+        .notify_process_completion(notification(id, loop_id))
+        .await;
+    assert_eq!(answer.unwrap(), Notified::Accepted);
+    host.shutdown().await.unwrap();
+}
+
+/// A session opened again on this host while its last placement here is still
+/// stopping (its release on the way): the open is refused as `Opening` (retry) until
+/// the stop has finished. Then the application hears the old placement's stop before
+/// the new one's start, and the old placement's release cannot release the lease the
+/// new placement holds under the same holder.
+///
+/// On the code before the fix the open went ahead during the stop: the application
+/// was told `stopped` after the new placement's `started` (the server then dropped the
+/// new placement's consumers), and the release freed the new placement's lease.
+#[tokio::test]
+async fn a_session_is_not_opened_again_while_its_last_placement_stops() {
+    let journal = Arc::new(Counting::new(Arc::new(
+        MemoryJournal::new().with_lease_duration(Duration::from_secs(6)),
+    )));
+    let loop_id = LoopId::new();
+    let (app, mut seen) = OneLoop::new(loop_id);
+    let host = opening_host(Arc::clone(&journal), |h| h.app(app)).await;
+    let id = SessionId::new();
+    host.open(id).await.unwrap();
+    let _first = next_seen(&mut seen).await;
+
+    journal.release_delay_ms.store(1_000, Ordering::SeqCst);
+    let releasing = {
+        let host = host.clone();
+        tokio::spawn(async move { host.release(id).await })
+    };
+    // The stop has begun once the host no longer serves the session; its release is
+    // still sleeping.
+    tokio::time::timeout(WAIT, async {
+        while host.session(id).is_some() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        journal.releases.load(Ordering::SeqCst),
+        1,
+        "the release has begun"
+    );
+    let during = host.open(id).await;
+    assert!(
+        matches!(during, Err(HostError::Opening { session }) if session == id),
+        "an open while the last placement stops: {:?}",
+        during.map(|s| s.id())
+    );
+
+    releasing.await.unwrap().unwrap();
+    journal.release_delay_ms.store(0, Ordering::SeqCst);
+    assert_eq!(stop_of(&mut seen, id).await, StopReason::Released);
+    let current = host.open(id).await.unwrap();
+    // Held: its consumer keeps the loop running.
+    let second = next_seen(&mut seen).await;
+    assert!(matches!(&second, Seen::Started { session, .. } if *session == id));
+    let lease = journal.lease_info(id).await.unwrap();
+    assert!(
+        lease.live && lease.holder == Some(journal.holder_id()),
+        "the new placement holds the lease: {lease:?}"
+    );
     let answer = current
         .notify_process_completion(notification(id, loop_id))
         .await;

@@ -29,9 +29,9 @@ pub enum HostError {
         /// The configured capacity.
         capacity: usize,
     },
-    /// The host is opening this session already (an adoption, or another call):
-    /// retry, and [`SessionHost::session`](crate::SessionHost::session) has it once
-    /// it is open.
+    /// The host is opening this session already (an adoption, or another call), or
+    /// is still stopping its last placement here: retry, and
+    /// [`SessionHost::session`](crate::SessionHost::session) has it once it is open.
     #[error("session {session} is being opened on this host")]
     Opening {
         /// The session.

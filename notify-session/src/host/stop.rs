@@ -21,7 +21,7 @@ use notify_types::{SessionId, Uuid};
 use super::app::{HostApp, StopReason};
 use super::inner::Inner;
 use super::metrics;
-use super::table::Held;
+use super::table::{Held, LeaseTable};
 
 /// A session whose stop has begun: fenced off and refusing new work, its loops not
 /// shut yet. Dropped before [`finish_stop`] told the application, it tells it then.
@@ -30,6 +30,7 @@ pub(crate) struct Stopping {
     held: Held,
     why: StopReason,
     app: Arc<dyn HostApp>,
+    table: Arc<LeaseTable>,
     told: bool,
 }
 
@@ -46,12 +47,17 @@ impl Stopping {
         self.held.session.shared.learn_owner(owner);
     }
 
-    /// Tells the application (once, and only of a session it started).
+    /// Tells the application (once, and only of a session it started), then lets the
+    /// session be opened here again.
     fn tell(&mut self) {
-        if !self.told && self.held.started {
-            self.told = true;
+        if self.told {
+            return;
+        }
+        self.told = true;
+        if self.held.started {
             self.app.stopped(self.session, self.why);
         }
+        self.table.stopped(self.session);
     }
 }
 
@@ -69,8 +75,9 @@ pub(crate) fn begin_stop<J: JournalLeases + 'static>(
     session: SessionId,
     why: StopReason,
 ) -> Option<Stopping> {
-    // First the fence: from here no append of this host reaches the journal.
-    let held = inner.table.remove(session, Instant::now())?;
+    // First the fence: from here no append of this host reaches the journal. Nor is
+    // the session opened here again until the application is told.
+    let held = inner.table.begin_stop(session, Instant::now())?;
     metrics::leases_held(inner.table.len());
     let owner = match why {
         StopReason::LeaseLost { owner } => owner,
@@ -82,6 +89,7 @@ pub(crate) fn begin_stop<J: JournalLeases + 'static>(
         held,
         why,
         app: Arc::clone(&inner.app),
+        table: Arc::clone(&inner.table),
         told: false,
     })
 }

@@ -9,6 +9,11 @@
 //! placement (not merely its session) is in the table with its deadline ahead, and a
 //! deadline once passed is never moved again: the session is stopped, however a
 //! renewal answers afterwards.
+//!
+//! **Architecture Invariant:** a session whose stop has begun is not opened here again
+//! until that stop has told the application: the application hears a placement's
+//! stop before the next one's start, and the stop's release (under the same holder)
+//! never releases the next placement's lease.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -45,6 +50,9 @@ struct State {
     held: HashMap<SessionId, Held>,
     /// Sessions being opened (lease being acquired, restore, application start).
     opening: HashSet<SessionId>,
+    /// Sessions whose stop has begun and not finished (appends in flight, loops,
+    /// release, telling the application): not opened again until it has.
+    stopping: HashSet<SessionId>,
     /// Sessions this host leaves alone for a while (given up, lost, failing to start).
     hold_off: HoldOff,
     /// The last placement generation handed out.
@@ -64,7 +72,7 @@ pub(crate) struct LeaseTable {
 pub(crate) enum BeginRefusal {
     /// The session is held here already.
     Held,
-    /// It is being opened already.
+    /// It is being opened already, or its last placement here is still stopping.
     Opening,
     /// The host is at capacity.
     Full,
@@ -106,7 +114,9 @@ impl LeaseTable {
         if state.held.contains_key(&session) {
             return Err(BeginRefusal::Held);
         }
-        if state.opening.contains(&session) {
+        // A placement still stopping would tell the application it stopped after the
+        // new one started, and its appends in flight could still commit.
+        if state.opening.contains(&session) || state.stopping.contains(&session) {
             return Err(BeginRefusal::Opening);
         }
         if state.held.len() + state.opening.len() >= capacity {
@@ -165,6 +175,22 @@ impl LeaseTable {
         let held = state.held.remove(&session)?;
         state.hold_off.gone(session, now);
         Some(held)
+    }
+
+    /// [`remove`](Self::remove) for a stop: `session` is not opened again here until
+    /// [`stopped`](Self::stopped).
+    pub(crate) fn begin_stop(&self, session: SessionId, now: Instant) -> Option<Held> {
+        let mut state = self.lock();
+        let held = state.held.remove(&session)?;
+        state.hold_off.gone(session, now);
+        state.stopping.insert(session);
+        Some(held)
+    }
+
+    /// Ends a stop begun by [`begin_stop`](Self::begin_stop): `session` may be opened
+    /// here again.
+    pub(crate) fn stopped(&self, session: SessionId) {
+        self.lock().stopping.remove(&session);
     }
 
     /// Records a successful renewal of `session` under `epoch` that started at

@@ -259,14 +259,19 @@ impl Consumers {
         slot
     }
 
-    /// Forgets a loop (its consumer is dropped once no poll or stream holds it).
-    pub(crate) fn remove(&self, session: SessionId, loop_id: LoopId) {
-        let slot = self
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(session, loop_id));
-        drop(slot);
+    /// Forgets a loop's `slot` (its consumer is dropped once no poll or stream holds
+    /// it), unless the loop has another slot by now (registered again under a later
+    /// placement of the session).
+    pub(crate) fn remove(&self, session: SessionId, slot: &Arc<LoopSlot>) {
+        let removed = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let key = (session, slot.loop_id);
+            match slots.get(&key) {
+                Some(current) if Arc::ptr_eq(current, slot) => slots.remove(&key),
+                _ => None,
+            }
+        };
+        drop(removed);
     }
 
     /// Forgets every loop of `session` (the host stopped serving it, or it ended).
@@ -286,5 +291,36 @@ impl Consumers {
     /// A new stream's ID (never 0).
     pub(crate) fn stream_id(&self) -> u64 {
         self.next_stream.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::Session;
+    use notify_loop::LoopConfig;
+
+    /// A poll that ends on a slot of an earlier placement (its consumer closed when
+    /// that placement stopped) must not forget the slot the loop was registered with
+    /// since, under the session's next placement.
+    #[tokio::test]
+    async fn closing_an_earlier_placements_slot_keeps_the_current_one() {
+        let consumers = Consumers::default();
+        let loop_id = LoopId::new();
+        let earlier = Session::headless(SessionId::new());
+        let id = earlier.id();
+        let first = earlier.register_loop(LoopConfig::new(id, loop_id)).unwrap();
+        let stale = consumers.insert(id, loop_id, 8, first);
+        let later = Session::headless(id);
+        let second = later.register_loop(LoopConfig::new(id, loop_id)).unwrap();
+        let current = consumers.insert(id, loop_id, 8, second);
+
+        consumers.remove(id, &stale);
+        let kept = consumers.get(id, loop_id).unwrap();
+        assert!(Arc::ptr_eq(&kept, &current), "the current slot was forgotten");
+        consumers.remove(id, &current);
+        assert!(consumers.get(id, loop_id).is_none());
     }
 }

@@ -90,8 +90,9 @@ async fn slot(
 
 /// The answer when the loop's consumer ended (the loop shut, or the session ended
 /// or moved): where the session is now.
-async fn closed(state: &AppState, session: SessionId, loop_id: LoopId, uri: &Uri) -> ApiError {
-    state.inner.consumers.remove(session, loop_id);
+async fn closed(state: &AppState, session: SessionId, slot: &Arc<LoopSlot>, uri: &Uri) -> ApiError {
+    let loop_id = slot.loop_id;
+    state.inner.consumers.remove(session, slot);
     match served(state, session, uri, Open::IfExists).await {
         Ok(_) => ApiError::LoopNotFound { loop_id },
         Err(e) => e,
@@ -166,7 +167,7 @@ pub(crate) async fn poll(
     }
     drop(consumer);
     if ended && out.is_empty() {
-        return Err(closed(&state, session_id, loop_id, &uri).await);
+        return Err(closed(&state, session_id, &slot, &uri).await);
     }
     Ok(json(
         StatusCode::OK,
