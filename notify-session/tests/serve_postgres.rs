@@ -109,3 +109,121 @@ async fn the_wrong_host_names_and_redirects_to_the_owner() {
     drop(b);
     drop_schema(&url, &schema).await;
 }
+
+/// A host killed while it owns a session and restarted at the same address is a new
+/// holder, and the killed run's lease lives on until it runs out: the restarted host
+/// must not redirect a client to its own URL (which loops), but answer 421 with
+/// `Retry-After`, then serve the session once it has adopted it.
+///
+/// On the code before the fix the answer was a 307 whose `Location` was the
+/// restarted host itself, for as long as the old lease lived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_restarted_at_its_address_never_redirects_to_itself() {
+    let Some(url) = database_url("serve_postgres") else {
+        return;
+    };
+    let schema = format!("serve_{}", Uuid::new_v4().simple());
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("keys");
+    let secret = new_secret();
+    std::fs::write(&key_file, &secret).unwrap();
+    let mut first = start(&url, &schema, &key_file);
+    let (s, l) = (SessionId::new(), LoopId::new());
+    let at_first = Client::new(&first.url, Some(&secret));
+    assert_eq!(at_first.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(
+        at_first.register(s, l, 64).await.status,
+        StatusCode::CREATED
+    );
+    let before = at_first.deliver(&completion(s, l)).await;
+    assert_eq!(before.status, StatusCode::CREATED, "{before:?}");
+    let addr = first.addr.clone();
+    first.kill();
+
+    let restarted = Server::start(&Start {
+        args: [
+            "serve",
+            "--postgres",
+            &url,
+            "--schema",
+            &schema,
+            "--listen",
+            &addr,
+            "--key-file",
+            &key_file.display().to_string(),
+            "--lease-secs",
+            "6",
+        ]
+        .map(String::from)
+        .to_vec(),
+        envs: Vec::new(),
+    });
+    assert_eq!(restarted.url, first.url, "restarted at the same URL");
+    let at_restarted = Client::with_http(
+        &restarted.url,
+        Some(&secret),
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()),
+    );
+    let n = completion(s, l);
+    let (mut refused, mut accepted) = (0, None);
+    for _ in 0..300 {
+        let r = at_restarted.deliver(&n).await;
+        if let Some(location) = r.headers.get("location") {
+            panic!("redirected to {location:?} by {}: {r:?}", restarted.url);
+        }
+        if r.status == StatusCode::MISDIRECTED_REQUEST {
+            assert!(r.headers.contains_key("retry-after"), "{r:?}");
+            refused += 1;
+        } else if r.status == StatusCode::NOT_FOUND && r.str("reason") == "loop_not_found" {
+            // Adopted: the loop is registered again here.
+            assert_eq!(
+                at_restarted.register(s, l, 64).await.status,
+                StatusCode::CREATED
+            );
+        } else if r.status == StatusCode::CREATED {
+            accepted = Some(r);
+            break;
+        } else {
+            assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{r:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        refused > 0,
+        "the killed run's lease was still live at first"
+    );
+    let r = accepted.expect("the restarted host served the session within 30 s");
+    assert_eq!(r.str("disposition"), "accepted");
+    drop(restarted);
+    drop_schema(&url, &schema).await;
+}
+
+/// A fleet host must advertise a URL clients can follow: an unspecified listen
+/// address without `--advertise-url`, or an advertised URL without a host, is refused
+/// at start (exit 2, before any connection), naming what to give.
+///
+/// On the code before the fix both started, advertising `http://0.0.0.0:PORT` (a
+/// client following it reaches its own machine) and `http:` (a `Location` of
+/// `http:/v1/sessions/…`).
+#[test]
+fn an_address_other_hosts_cannot_follow_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("keys");
+    std::fs::write(&key_file, new_secret()).unwrap();
+    let keys = key_file.display().to_string();
+    // Never reached: the arguments are refused first.
+    let url = "host=127.0.0.1 port=1 dbname=none";
+    let serve = ["serve", "--postgres", url, "--key-file", &keys];
+    let unspecified = [&serve[..], &["--listen", "0.0.0.0:0"]].concat();
+    let (code, stderr) = serve_support::run_to_exit(&unspecified, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--advertise-url"), "{stderr}");
+    let hostless = [
+        &serve[..],
+        &["--listen", "127.0.0.1:0", "--advertise-url", "http://"],
+    ]
+    .concat();
+    let (code, stderr) = serve_support::run_to_exit(&hostless, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("advertised URL"), "{stderr}");
+}

@@ -129,7 +129,7 @@ impl ServeConfig {
             return Err(ConfigError::ShortTimeout(MAX_POLL_WAIT));
         }
         if let Some(url) = &self.advertise_url
-            && !(url.starts_with("http://") || url.starts_with("https://"))
+            && !advertisable(url)
         {
             return Err(ConfigError::AdvertiseUrl(url.clone()));
         }
@@ -149,6 +149,21 @@ impl ServeConfig {
             ),
         }
     }
+}
+
+/// Whether `url` can be handed to clients as a base URL: an absolute `http` or
+/// `https` URL with a host, and no credentials, query or fragment (a path prefix, for a
+/// proxy in front, is allowed).
+fn advertisable(url: &str) -> bool {
+    let Ok(uri) = url.parse::<axum::http::Uri>() else {
+        return false;
+    };
+    matches!(uri.scheme_str(), Some("http" | "https"))
+        && uri
+            .authority()
+            .is_some_and(|a| !a.host().is_empty() && !a.as_str().contains('@'))
+        && uri.query().is_none()
+        && !url.contains('#')
 }
 
 /// Why a [`ServeConfig`] cannot run.
@@ -182,8 +197,11 @@ pub enum ConfigError {
     /// The request timeout does not leave room for a long poll.
     #[error("the request timeout must be longer than the longest poll wait ({0:?})")]
     ShortTimeout(Duration),
-    /// The advertised URL is not an http(s) URL.
-    #[error("the advertised URL must start with http:// or https://: {0}")]
+    /// The advertised URL is not an absolute http(s) URL with a host (and no
+    /// credentials, query or fragment).
+    #[error(
+        "the advertised URL must be an http:// or https:// URL with a host, and no credentials, query or fragment: {0}"
+    )]
     AdvertiseUrl(String),
 }
 
@@ -205,5 +223,37 @@ mod tests {
         config.keys = KeySet::new();
         config.insecure_unsigned = true;
         assert_eq!(config.check(), Ok(()));
+    }
+
+    #[test]
+    fn an_advertised_url_clients_cannot_follow_is_refused() {
+        let mut config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+        config.insecure_unsigned = true;
+        for bad in [
+            "http://",
+            "https://",
+            "notify-2.internal:8443",
+            "ftp://notify-2.internal",
+            "http://user:secret@notify-2.internal",
+            "http://notify-2.internal/?a=b",
+            "http://notify-2.internal/#top",
+            "http://notify-2\n.internal",
+        ] {
+            config.advertise_url = Some(bad.to_owned());
+            assert_eq!(
+                config.check(),
+                Err(ConfigError::AdvertiseUrl(bad.to_owned())),
+                "{bad}"
+            );
+        }
+        for good in [
+            "http://10.0.0.7:8080",
+            "https://notify-2.internal:8443/",
+            "https://lb.internal/notify",
+            "http://[::1]:8080",
+        ] {
+            config.advertise_url = Some(good.to_owned());
+            assert_eq!(config.check(), Ok(()), "{good}");
+        }
     }
 }

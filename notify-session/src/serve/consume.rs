@@ -319,7 +319,10 @@ mod tests {
 
         consumers.remove(id, &stale);
         let kept = consumers.get(id, loop_id).unwrap();
-        assert!(Arc::ptr_eq(&kept, &current), "the current slot was forgotten");
+        assert!(
+            Arc::ptr_eq(&kept, &current),
+            "the current slot was forgotten"
+        );
         consumers.remove(id, &current);
         assert!(consumers.get(id, loop_id).is_none());
     }

@@ -220,11 +220,19 @@ pub(crate) async fn not_owner(
     let owner_url = match owner {
         Some(holder) => state.inner.directory.url_of(holder).await,
         None => None,
-    };
-    let location = owner_url.as_ref().map(|base| {
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        format!("{}{path}", base.trim_end_matches('/'))
-    });
+    }
+    // This server's own URL: the owner is an earlier run of this server (killed and
+    // restarted at the same address) whose lease has not run out yet. Sending the
+    // client here again would loop: it retries after the answer's `Retry-After`.
+    .filter(|base| base.trim_end_matches('/') != state.inner.base_url.trim_end_matches('/'));
+    let location = owner_url
+        .as_ref()
+        .map(|base| {
+            let path = uri.path_and_query().map_or("/", |p| p.as_str());
+            format!("{}{path}", base.trim_end_matches('/'))
+        })
+        // Only a URL that fits in a header is a place to send the client to.
+        .filter(|location| axum::http::HeaderValue::from_str(location).is_ok());
     ApiError::NotOwner {
         session_id: id,
         owner,

@@ -180,6 +180,13 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
         _ => None,
     };
     config.check().map_err(|e| usage(e.to_string()))?;
+    if args.postgres.is_some() && args.advertise_url.is_none() && args.listen.ip().is_unspecified()
+    {
+        return Err(usage(format!(
+            "--postgres with --listen {}: give --advertise-url, the URL other hosts send clients to (an unspecified address is no place to send them)",
+            args.listen
+        )));
+    }
     let metrics = install_prometheus()
         .map_err(|e| (format!("cannot install the metrics recorder: {e}"), 9))?;
     let builder = Server::builder(config).metrics(metrics);
