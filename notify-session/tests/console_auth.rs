@@ -3,7 +3,8 @@
 //! read-only `whro_` key (or a `whsec_` secret) logs in and its cookie is `HttpOnly`,
 //! `SameSite=Strict`; a tampered cookie, or one another server issued, is refused; a
 //! read-only key signs nothing the API accepts (it cannot deliver); unsigned on
-//! loopback the console is open.
+//! loopback the console is open; over plain HTTP off loopback the login form takes a
+//! read-only key only, never an API secret.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod serve_support;
@@ -342,4 +343,39 @@ fn read_only_keys_alone_do_not_start_a_server() {
     );
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("read-only"), "{stderr}");
+}
+
+/// Listening beyond loopback without TLS, the login form refuses an API secret
+/// (`whsec_`), valid or not: typed in there it would cross the network in the clear,
+/// where the API only ever sends signatures. A read-only key still logs in.
+///
+/// On the code before the fix the `whsec_` secret logged in (303 and a cookie).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_plain_http_off_loopback_only_a_read_only_key_logs_in() {
+    let (_dir, journal) = journal_dir();
+    let secret = new_secret();
+    let (read_only, _) = read_only_key();
+    let mut start = Start::redb(&journal, &[&secret, &read_only]);
+    let listen = start.args.iter().position(|a| a == "127.0.0.1:0").unwrap();
+    start.args[listen] = "0.0.0.0:0".into();
+    let server = Server::start(&start);
+    let port = server.addr.rsplit(':').next().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = browser();
+
+    let (status, cookie, _) = login(&http, &base, &secret).await;
+    assert_eq!(
+        (status, cookie),
+        (StatusCode::UNAUTHORIZED, None),
+        "an API secret"
+    );
+    let (status, cookie, _) = login(&http, &base, "whsec_bm90IGEga2V5IGF0IGFsbA==").await;
+    assert_eq!(
+        (status, cookie),
+        (StatusCode::UNAUTHORIZED, None),
+        "a wrong secret"
+    );
+    let (status, cookie, _) = login(&http, &base, &read_only).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(cookie.is_some(), "the read-only key logs in");
 }

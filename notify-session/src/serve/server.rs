@@ -144,6 +144,7 @@ impl ServerBuilder {
                     Arc::new(config.keys.clone()),
                     config.insecure_unsigned,
                     config.tls.is_some(),
+                    config.listen.ip().is_loopback(),
                 )),
             }),
         };

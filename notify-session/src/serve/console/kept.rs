@@ -33,6 +33,9 @@ pub(crate) struct Console {
     pub(super) open: bool,
     /// The cookie gets `Secure` (the listener speaks TLS).
     pub(super) secure: bool,
+    /// A key typed into the login form cannot be read on the way: the listener speaks
+    /// TLS or listens on loopback only. Otherwise the form takes read-only keys only.
+    pub(super) private: bool,
     pub(super) cookie: CookieKey,
     pub(crate) observed: Observed,
     /// The census: the background one every few minutes and "Count now" share it.
@@ -50,17 +53,20 @@ impl std::fmt::Debug for dyn JournalInspect {
 
 impl Console {
     /// The console of a server with `keys`; open without a login when `unsigned`.
+    /// `loopback`: the server listens on a loopback address only.
     pub(crate) fn new(
         inspect: Option<Arc<dyn JournalInspect>>,
         keys: Arc<KeySet>,
         unsigned: bool,
         tls: bool,
+        loopback: bool,
     ) -> Self {
         Self {
             inspect,
             keys,
             open: unsigned,
             secure: tls,
+            private: tls || loopback,
             cookie: CookieKey::random(),
             observed: Observed::default(),
             census: Flight::default(),
@@ -191,7 +197,13 @@ pub(crate) fn test_state(
             drain: tokio::sync::watch::channel(false).0,
             max_visibility: std::time::Duration::from_secs(60),
             base_url: "http://127.0.0.1:1".into(),
-            console: Arc::new(Console::new(inspect, Arc::new(KeySet::new()), open, false)),
+            console: Arc::new(Console::new(
+                inspect,
+                Arc::new(KeySet::new()),
+                open,
+                false,
+                true,
+            )),
         }),
     }
 }

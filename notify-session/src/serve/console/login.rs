@@ -17,6 +17,7 @@ use axum::{Extension, Form};
 
 use super::cookie::{COOKIE, LOGIN_TTL};
 use super::html::{Html, html_response};
+use crate::serve::keys::READ_ONLY_PREFIX;
 use crate::serve::state::AppState;
 
 /// Whether the request came through a login (so the page shows "Log out").
@@ -181,6 +182,18 @@ impl std::fmt::Debug for LoginForm {
 pub(crate) async fn submit(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
     let console = &state.inner.console;
     let next = safe_next(form.next.as_deref()).to_owned();
+    // An API secret typed in here would cross the network in the clear (the API only
+    // ever sends signatures): over plain HTTP off loopback, only a read-only key.
+    if !console.private && !form.key.trim().starts_with(READ_ONLY_PREFIX) {
+        tracing::warn!("console login refused: an API secret over plain HTTP");
+        return login_page(
+            StatusCode::UNAUTHORIZED,
+            &next,
+            Some(
+                "This server speaks plain HTTP to other machines: log in with a read-only key (whro_…), never an API secret.",
+            ),
+        );
+    }
     if !console.keys.opens_console(&form.key, console.cookie.salt()) {
         tracing::warn!("console login refused: the key is not one this server accepts");
         return login_page(
