@@ -2,7 +2,8 @@
 //! overview names the engine, schema and schema version; the hosts page lists both
 //! hosts with their URLs and the sessions each holds (from `serve_hosts` and
 //! `leases`); the sessions page filtered by owner shows only that host's session, with
-//! its lease epoch; integrity says PostgreSQL has no scrub and its verify is clean.
+//! its lease epoch; integrity says PostgreSQL has no scrub and its verify is clean;
+//! the overview's frame count never reads the frames table.
 //! Needs `NOTIFY_TEST_DATABASE_URL` (default: the local test database).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -98,5 +99,61 @@ async fn hosts_leases_and_verify_on_postgres() {
     assert!(integrity.contains("Clean: every frame"), "{integrity}");
     drop(a);
     drop(b);
+    drop_schema(&url, &schema).await;
+}
+
+/// The console's figures of a PostgreSQL journal come from the catalog: they are read
+/// while another transaction holds the frames table locked exclusively, which blocks
+/// any statement that reads it. (The census takes them every few minutes on the
+/// connection the journal's reads share.)
+///
+/// On the code before the fix the figures were counted with `count(*)` and a sum over
+/// every frame: the read waited on the lock until the operation timeout and failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engines_figures_never_read_the_frames_table() {
+    use notify_journal::{JournalBackend, PgJournal, PgOptions};
+    use notify_session::serve::{JournalInspect, PgInspect};
+    use notify_types::JournalRecord;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let Some(url) = database_url("console_postgres") else {
+        return;
+    };
+    let schema = format!("console_{}", Uuid::new_v4().simple());
+    let options = PgOptions::default()
+        .schema(&schema)
+        .operation_timeout(Duration::from_secs(3));
+    let journal = Arc::new(PgJournal::connect(&url, options).await.unwrap());
+    let n = completion(SessionId::new(), LoopId::new());
+    journal
+        .append(
+            n.session_id,
+            JournalRecord::from(notify_types::ProcessNotification::new(n.clone())),
+        )
+        .await
+        .unwrap();
+    let inspect = PgInspect::new(Arc::clone(&journal), schema.clone());
+
+    let (mut locker, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let lock = locker.transaction().await.unwrap();
+    lock.batch_execute(&format!(
+        "LOCK TABLE \"{schema}\".frames IN ACCESS EXCLUSIVE MODE"
+    ))
+    .await
+    .unwrap();
+    let counts = tokio::time::timeout(Duration::from_secs(20), inspect.counts())
+        .await
+        .expect("the figures came back");
+    let counts = counts.expect("the figures were read while the frames table was locked");
+    assert!(counts.frames_estimated, "{counts:?}");
+    assert_eq!(counts.version_name, "schema version");
+    assert!(counts.version > 0, "{counts:?}");
+    lock.rollback().await.unwrap();
+    drop(inspect);
+    drop(journal);
     drop_schema(&url, &schema).await;
 }

@@ -108,7 +108,7 @@ pub use append_with::{PgAppendWithError, PgAppendedWith};
 pub use error::{PgOpenError, PgTlsRefusal};
 pub use options::{LeasePolicy, PgOptions};
 pub use schema::MigrationMode;
-pub use stats::PgStats;
+pub use stats::{PgEstimate, PgStats};
 pub use tls::{PgSslMode, PgTls};
 pub use version::PG_SCHEMA_VERSION;
 

@@ -34,6 +34,7 @@ pub(crate) struct Sql {
     /// The `LISTEN/NOTIFY` channel of lease changes (see [`lease_channel`]).
     pub(crate) lease_channel: String,
     pub(crate) stats: String,
+    pub(crate) estimate: String,
     pub(crate) vacuum: String,
     /// One append through `append_batch` with scalar parameters, for a transaction
     /// the application runs (`ack_in_tx.rs`).
@@ -237,6 +238,13 @@ impl Sql {
                         (pg_total_relation_size('{s}.frames')
                          + pg_total_relation_size('{s}.sessions')
                          + pg_total_relation_size('{s}.leases'))::int8,
+                        (SELECT max(version) FROM {s}.schema_version)"
+            ),
+            // From the catalog and the statistics collector only: no lock on, and no
+            // read of, the frames table.
+            estimate: format!(
+                "SELECT coalesce((SELECT n_live_tup FROM pg_stat_user_tables
+                                  WHERE relid = '{s}.frames'::regclass), 0)::int8,
                         (SELECT max(version) FROM {s}.schema_version)"
             ),
             // Plain VACUUM: online (no exclusive lock), makes purged rows' space reusable.

@@ -23,9 +23,23 @@ pub struct PgStats {
     pub schema_version: u32,
 }
 
+/// A PostgreSQL journal's figures from the catalog, read without touching the frames
+/// table: see [`PgJournal::estimate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PgEstimate {
+    /// Frames stored, as PostgreSQL's statistics count them (`n_live_tup`): close,
+    /// and behind by the appends and purges of the last moments.
+    pub frames: u64,
+    /// The schema's migration version.
+    pub schema_version: u32,
+}
+
 impl PgJournal {
     /// Counts sessions and frames and measures the tables. Counting reads every row
-    /// of the frames table (one statement, bounded by the operation timeout).
+    /// of the frames table (one statement, bounded by the operation timeout), on the
+    /// connection the journal's reads share: for a figure to show often, see
+    /// [`estimate`](Self::estimate).
     ///
     /// # Cancel safety
     ///
@@ -52,6 +66,38 @@ impl PgJournal {
             frames: count(1)?,
             record_bytes: count(2)?,
             relation_bytes: count(3)?,
+            schema_version: version.and_then(|v| u32::try_from(v).ok()).ok_or_else(|| {
+                JournalError::Storage(StorageError::msg("postgres: no schema version"))
+            })?,
+        })
+    }
+
+    /// The frames stored, as PostgreSQL's statistics estimate them, and the schema's
+    /// version: read from the catalog in one statement that neither reads nor locks
+    /// the frames table, so it is cheap however large the journal (where
+    /// [`stats`](Self::stats) reads every frame, holding the connection it shares with
+    /// the journal's other reads meanwhile).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future abandons the answer; the statement only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Storage`] or [`JournalError::Closed`].
+    pub async fn estimate(&self) -> Result<PgEstimate, JournalError> {
+        let sql = std::sync::Arc::clone(&self.sql);
+        let row: Row = self
+            .read("estimate", |c| async move {
+                c.client.query_one(&sql.estimate, &[]).await
+            })
+            .await?;
+        let get = |e: tokio_postgres::Error| JournalError::Storage(sanitize("estimate", &e));
+        let frames: i64 = row.try_get(0).map_err(get)?;
+        let version: Option<i32> = row.try_get(1).map_err(get)?;
+        Ok(PgEstimate {
+            // The collector's count is never negative; a negative one reads as none.
+            frames: u64::try_from(frames).unwrap_or(0),
             schema_version: version.and_then(|v| u32::try_from(v).ok()).ok_or_else(|| {
                 JournalError::Storage(StorageError::msg("postgres: no schema version"))
             })?,

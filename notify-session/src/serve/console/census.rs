@@ -1,8 +1,9 @@
 //! The overview's counts, gathered in the background (a page must not walk a
 //! journal of a million sessions): every [`EVERY`] the sessions are walked in pages
-//! of [`PAGE`] by ID (at most [`MAX_WALK`] of them) and counted by state; the live
-//! ones among the first [`MAX_PENDING`] are restored to count what they have pending.
-//! The engine's own figures (version, frames) are read in the same round.
+//! of [`PAGE`] by ID (at most [`MAX_WALK`] of them) and counted by state; live ones
+//! are restored to count what they have pending, at most [`MAX_PENDING`] sessions of at
+//! most [`FRAME_BUDGET`] frames each and [`MAX_PENDING_FRAMES`] in all (restore reads a
+//! log whole). The engine's own figures (version, frames) are read in the same round.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use notify_journal::{JournalRead, SessionState};
 use notify_types::{SessionId, Timestamp};
 
 use super::inspect::{JournalCounts, JournalInspect};
+use super::pages::FRAME_BUDGET;
 
 /// How often the census is taken.
 /// (A walk reads each session's state: on PostgreSQL one statement per session.)
@@ -21,6 +23,8 @@ const PAGE: usize = 1000;
 pub(crate) const MAX_WALK: u64 = 200_000;
 /// The most live sessions one census restores to count pending notifications.
 pub(crate) const MAX_PENDING: u64 = 2_000;
+/// The most frames one census reads restoring them.
+pub(crate) const MAX_PENDING_FRAMES: u64 = 200_000;
 
 /// One census.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +40,8 @@ pub(crate) struct Census {
     /// Pending notifications of the live sessions restored, and how many were.
     pub(crate) pending: u64,
     pub(crate) pending_sessions: u64,
+    /// Frames read restoring them.
+    pub(crate) pending_frames: u64,
     pub(crate) counts: Option<Result<JournalCounts, String>>,
     /// Why the walk stopped early, if it failed.
     pub(crate) error: Option<String>,
@@ -76,9 +82,13 @@ pub(crate) async fn take(
                 Ok(SessionState::Live) => {
                     census.live += 1;
                     if census.pending_sessions < MAX_PENDING
+                        && let Ok(head) = reader.last_seq(session).await
+                        && head <= FRAME_BUDGET
+                        && census.pending_frames + head <= MAX_PENDING_FRAMES
                         && let Ok(report) = crate::restore(session, reader).await
                     {
                         census.pending_sessions += 1;
+                        census.pending_frames += head;
                         census.pending += report.pending_count() as u64;
                     }
                 }
@@ -95,4 +105,47 @@ pub(crate) async fn take(
     census.at = Some(Timestamp::now());
     census.took = started.elapsed();
     census
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use notify_journal::JournalBackend;
+    use notify_testkit::MemoryJournal;
+    use notify_testkit::sample::notification;
+    use notify_types::{JournalRecord, LoopId, ProcessNotification};
+
+    async fn pending(journal: &MemoryJournal, session: SessionId, count: u64) {
+        let loop_id = LoopId::new();
+        for _ in 0..count {
+            let n = ProcessNotification::new(notification(session, loop_id));
+            journal
+                .append(session, JournalRecord::from(n))
+                .await
+                .unwrap();
+        }
+    }
+
+    /// A live session whose log is longer than a request's frame budget is not
+    /// restored by the census (restore reads a log whole): it is left out of the
+    /// pending count, which says how many sessions it covers.
+    #[tokio::test]
+    async fn a_log_past_the_frame_budget_is_not_restored() {
+        let journal = MemoryJournal::new();
+        pending(&journal, SessionId::new(), FRAME_BUDGET + 1).await;
+        pending(&journal, SessionId::new(), 3).await;
+        let census = take(&journal, None).await;
+        assert_eq!(census.live, 2);
+        assert_eq!(
+            (
+                census.pending_sessions,
+                census.pending,
+                census.pending_frames
+            ),
+            (1, 3, 3),
+            "only the short log is restored"
+        );
+    }
 }

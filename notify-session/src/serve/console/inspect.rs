@@ -20,7 +20,10 @@ pub struct JournalCounts {
     pub version: u64,
     /// Frames stored.
     pub frames: u64,
-    /// Sessions, where the engine counts them without a walk (PostgreSQL).
+    /// Whether [`frames`](Self::frames) is the engine's estimate (PostgreSQL's
+    /// statistics) rather than a count.
+    pub frames_estimated: bool,
+    /// Sessions, where the engine counts them without a walk.
     pub sessions: Option<u64>,
 }
 
@@ -72,6 +75,7 @@ impl JournalInspect for RedbJournal {
                 version_name: "format version",
                 version: stats.format_version,
                 frames: stats.frames,
+                frames_estimated: false,
                 sessions: None,
             })
         })
@@ -119,12 +123,15 @@ impl JournalInspect for PgInspect {
 
     fn counts(&self) -> BoxFuture<'_, Result<JournalCounts, JournalError>> {
         Box::pin(async move {
-            let stats = self.journal.stats().await?;
+            // Not `stats()`: it reads every frame on the connection the journal's
+            // reads share, stalling them for as long on a large journal.
+            let estimate = self.journal.estimate().await?;
             Ok(JournalCounts {
                 version_name: "schema version",
-                version: u64::from(stats.schema_version),
-                frames: stats.frames,
-                sessions: Some(stats.sessions),
+                version: u64::from(estimate.schema_version),
+                frames: estimate.frames,
+                frames_estimated: true,
+                sessions: None,
             })
         })
     }

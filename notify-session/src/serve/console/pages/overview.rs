@@ -10,8 +10,8 @@ use super::super::chart;
 use super::super::html::{Html, Nav, frame_refreshing};
 use super::super::login::LoggedIn;
 use super::integrity::{RELOAD, WAIT};
-use super::{secs, time};
-use crate::serve::console::census::{self, MAX_PENDING, MAX_WALK};
+use super::{FRAME_BUDGET, secs, time};
+use crate::serve::console::census::{self, MAX_PENDING, MAX_PENDING_FRAMES, MAX_WALK};
 use crate::serve::state::AppState;
 
 /// `POST /console/census`: takes a census in the background unless one is under way
@@ -58,7 +58,12 @@ pub(crate) async fn page(
             h.dt("engine", i.engine()).dt("where", i.location());
             match &census.counts {
                 Some(Ok(c)) => {
-                    h.dt(c.version_name, c.version).dt("frames", c.frames);
+                    h.dt(c.version_name, c.version);
+                    if c.frames_estimated {
+                        h.dt("frames (the engine's estimate)", c.frames);
+                    } else {
+                        h.dt("frames", c.frames);
+                    }
                     if let Some(s) = c.sessions {
                         h.dt("sessions (engine's count)", s);
                     }
@@ -103,7 +108,7 @@ pub(crate) async fn page(
                     "pending notifications",
                     if census.pending_sessions < census.live {
                         format!(
-                            "{} in the first {} live sessions (the census restores at most {MAX_PENDING})",
+                            "{} in {} of the live sessions (the census restores at most {MAX_PENDING}, of at most {FRAME_BUDGET} frames each and {MAX_PENDING_FRAMES} in all)",
                             census.pending, census.pending_sessions
                         )
                     } else {
