@@ -73,8 +73,8 @@ mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{
     LeasePolicy, MigrationMode, PG_SCHEMA_VERSION, PgAppendStatement, PgAppendWithError,
-    PgAppendedWith, PgEstimate, PgJournal, PgOpenError, PgOptions, PgSslMode, PgStats, PgTls,
-    PgTlsRefusal,
+    PgAppendedWith, PgConnector, PgEstimate, PgJournal, PgOpenError, PgOptions, PgSslMode, PgStats,
+    PgTls, PgTlsRefusal,
 };
 
 /// Plumbing for the workspace's own crates (the testkit's in-memory journal, the

@@ -435,3 +435,89 @@ async fn libpq_mode_table_against_a_real_tls_server() {
     assert_eq!(j.ssl_mode(), VerifyCa);
     j.close().await;
 }
+
+/// `PgJournal::connector`: a companion's connection is opened exactly as the
+/// journal's own (the connection string's TLS keys and CA, the session setup), named
+/// as asked unless the connection string names it, and still after the journal
+/// closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_connector_connects_as_the_journal_does() {
+    let server = TlsServer::start();
+    let ca = server.ca.display().to_string();
+    let j = open(
+        &server.conninfo(
+            "localhost",
+            "postgres",
+            &format!("sslmode=verify-full sslrootcert='{ca}'"),
+        ),
+        PgOptions::default().connect_timeout(std::time::Duration::from_secs(7)),
+    )
+    .await
+    .expect("sslmode=verify-full in the connection string connects");
+    let app = format!("nj_companion_{}", Uuid::now_v7().simple());
+    let connector = j.connector().application_name(&app);
+    assert_eq!(connector.ssl_mode(), PgSslMode::VerifyFull);
+    assert_eq!(connector.ssl_mode(), j.ssl_mode());
+    assert_eq!(
+        connector.connect_timeout(),
+        std::time::Duration::from_secs(7)
+    );
+    let client = connector.connect().await.expect("the connector connects");
+    assert_eq!(tls_connections(&server, &app).await, (1, 1));
+    let isolation: String = client
+        .query_one("SHOW default_transaction_isolation", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(isolation, "read committed");
+    // The debug form carries no connection string.
+    assert!(!format!("{connector:?}").contains(&ca));
+
+    // After the journal closed, the connector still connects.
+    j.close().await;
+    drop(client);
+    let again = connector.connect().await.expect("connects after close");
+    let name: String = again
+        .query_one("SHOW application_name", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(name, app);
+
+    // A connection string that names its connections keeps its name.
+    let named = format!("nj_named_{}", Uuid::now_v7().simple());
+    let j = open(
+        &server.conninfo(
+            "localhost",
+            "postgres",
+            &format!("sslmode=verify-full sslrootcert='{ca}' application_name={named}"),
+        ),
+        PgOptions::default(),
+    )
+    .await
+    .unwrap();
+    let client = j
+        .connector()
+        .application_name("ignored")
+        .connect()
+        .await
+        .unwrap();
+    let name: String = client
+        .query_one("SHOW application_name", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(name, named);
+    j.close().await;
+
+    // A connector whose server is gone fails typed, within its timeout.
+    drop(server);
+    let err = connector.connect().await.expect_err("the server is gone");
+    assert!(
+        matches!(
+            err,
+            PgOpenError::Unreachable(_) | PgOpenError::ConnectTimeout { .. }
+        ),
+        "{err:?}"
+    );
+}

@@ -2,18 +2,24 @@
 //! a request to the host that does not own the session is answered 307 with the
 //! owner's URL (and a client that follows it is served by the owner); after the
 //! owner's SIGTERM (leases released), the other host adopts the session and hands
-//! out what was left unacknowledged. Needs `NOTIFY_TEST_DATABASE_URL` (default: the
-//! local test database).
+//! out what was left unacknowledged. The directory of hosts survives its connection
+//! being cut (the backend terminated) and connects as the journal does (over TLS
+//! when the connection string asks for it). Needs `NOTIFY_TEST_DATABASE_URL`
+//! (default: the local test database).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod serve_support;
 
-use std::time::Duration;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use notify_testkit::postgres::database_url;
 use notify_types::{LoopId, SessionId, Uuid};
 use reqwest::StatusCode;
 use serve_support::{Client, Server, Start, completion, drop_schema, new_secret, polled};
+
+/// The directory's `application_name` (notify_session::serve::DIRECTORY_APPLICATION_NAME).
+const DIRECTORY_APP: &str = "notify-serve-directory";
 
 fn start(url: &str, schema: &str, key_file: &std::path::Path) -> Server {
     Server::start(
@@ -107,6 +113,225 @@ async fn the_wrong_host_names_and_redirects_to_the_owner() {
     );
     assert_eq!(at_b.deliver(&n).await.status, StatusCode::OK);
     drop(b);
+    drop_schema(&url, &schema).await;
+}
+
+/// The local ports of the TCP sockets process `pid` holds (Linux `/proc`): how a
+/// test tells one server's database connections from another's.
+fn tcp_ports_of(pid: u32) -> Vec<i32> {
+    let inodes: HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?;
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() > 9
+                && inodes.contains(fields[9])
+                && let Some((_, port)) = fields[1].rsplit_once(':')
+            {
+                ports.push(i32::from_str_radix(port, 16).unwrap());
+            }
+        }
+    }
+    ports
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// Terminates the backends of `server`'s connections that are not the journal's
+/// (`notify-journal`): its host directory's. Waits for them to exit; returns their
+/// application names.
+async fn terminate_directory(db: &tokio_postgres::Client, server: &Server) -> Vec<String> {
+    let ports = tcp_ports_of(server.pid());
+    db.query(
+        "SELECT application_name, pg_terminate_backend(pid, 5000) FROM pg_stat_activity \
+         WHERE datname = current_database() AND client_port = ANY($1) \
+         AND application_name <> 'notify-journal' AND pid <> pg_backend_pid()",
+        &[&ports],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| {
+        assert!(r.get::<_, bool>(1), "the backend was not terminated");
+        r.get(0)
+    })
+    .collect()
+}
+
+/// Delivers `n` at `at` until it is answered 307 naming `owner` (within 10 s).
+async fn redirected_within_10s(
+    at: &Client,
+    n: &notify_types::ProcessCompletionNotification,
+    owner: &Server,
+    host: &Server,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = at.deliver(n).await;
+        if r.status == StatusCode::TEMPORARY_REDIRECT {
+            assert_eq!(r.str("owner_url"), owner.url, "{r:?}");
+            assert_eq!(
+                r.headers["location"],
+                format!("{}/v1/sessions/{}/completions", owner.url, n.session_id)
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not redirected to the owner within 10 s: {r:?}\nthe host's log:\n{}",
+            host.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The advertisements naming `url`.
+async fn advertised(db: &tokio_postgres::Client, schema: &str, url: &str) -> i64 {
+    db.query_one(
+        &format!("SELECT count(*) FROM \"{schema}\".serve_hosts WHERE url = $1"),
+        &[&url],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_reconnects_after_its_backend_was_terminated() {
+    let Some(url) = database_url("serve_postgres") else {
+        return;
+    };
+    let schema = format!("serve_{}", Uuid::new_v4().simple());
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("keys");
+    let secret = new_secret();
+    std::fs::write(&key_file, &secret).unwrap();
+    let a = start(&url, &schema, &key_file);
+    let mut b = start(&url, &schema, &key_file);
+    let no_redirects = || reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    let at_a = Client::with_http(&a.url, Some(&secret), no_redirects());
+    let at_b = Client::with_http(&b.url, Some(&secret), no_redirects());
+    let db = connect(&url).await;
+
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(at_a.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(at_a.register(s, l, 64).await.status, StatusCode::CREATED);
+    let n = completion(s, l);
+    redirected_within_10s(&at_b, &n, &a, &b).await;
+
+    // B's directory connection is cut (as by a PostgreSQL restart or a network
+    // blip): B still names A, its directory having reconnected.
+    let cut = terminate_directory(&db, &b).await;
+    assert!(!cut.is_empty(), "no directory connection of B's found");
+    redirected_within_10s(&at_b, &n, &a, &b).await;
+    let names: Vec<String> = db
+        .query(
+            "SELECT application_name FROM pg_stat_activity WHERE client_port = ANY($1)",
+            &[&tcp_ports_of(b.pid())],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        names.iter().any(|n| n == DIRECTORY_APP),
+        "B's connections after the reconnect: {names:?}"
+    );
+
+    // Cut again, then B shuts down: its withdrawal reconnects and removes its row.
+    assert_eq!(advertised(&db, &schema, &b.url).await, 1);
+    assert!(!terminate_directory(&db, &b).await.is_empty());
+    assert!(b.terminate().success(), "{}", b.log());
+    assert_eq!(
+        advertised(&db, &schema, &b.url).await,
+        0,
+        "B's advertisement outlived its shutdown:\n{}",
+        b.log()
+    );
+    drop(a);
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_connects_over_tls_as_the_journal_does() {
+    let Some(url) = database_url("serve_postgres") else {
+        return;
+    };
+    let db = connect(&url).await;
+    let ssl: String = db.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+    if ssl != "on" {
+        // In CI the database is set up with TLS: a server without it is a failure.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the test database speaks no TLS (ssl = {ssl})"
+        );
+        eprintln!(
+            "SKIPPED the_directory_connects_over_tls_as_the_journal_does: the server has no TLS"
+        );
+        return;
+    }
+    // The journal takes libpq's TLS keys (the driver would refuse `sslrootcert`);
+    // `require`: encrypted, the certificate not checked.
+    let sep = if url.starts_with("postgres") {
+        if url.contains('?') { "&" } else { "?" }
+    } else {
+        " "
+    };
+    let tls_url = format!("{url}{sep}sslmode=require");
+    let schema = format!("serve_{}", Uuid::new_v4().simple());
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("keys");
+    let secret = new_secret();
+    std::fs::write(&key_file, &secret).unwrap();
+    let a = start(&tls_url, &schema, &key_file);
+    let b = start(&tls_url, &schema, &key_file);
+    let no_redirects = || reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    let at_a = Client::with_http(&a.url, Some(&secret), no_redirects());
+    let at_b = Client::with_http(&b.url, Some(&secret), no_redirects());
+
+    let (s, l) = (SessionId::new(), LoopId::new());
+    assert_eq!(at_a.open(s).await.status, StatusCode::CREATED);
+    assert_eq!(at_a.register(s, l, 64).await.status, StatusCode::CREATED);
+    redirected_within_10s(&at_b, &completion(s, l), &a, &b).await;
+
+    // Every connection of B's, its directory's too, is encrypted.
+    let rows = db
+        .query(
+            "SELECT a.application_name, s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+             WHERE a.client_port = ANY($1)",
+            &[&tcp_ports_of(b.pid())],
+        )
+        .await
+        .unwrap();
+    let conns: Vec<(String, bool)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert!(
+        conns.iter().any(|(name, _)| name == DIRECTORY_APP),
+        "{conns:?}"
+    );
+    assert!(conns.iter().all(|(_, ssl)| *ssl), "{conns:?}");
+    drop((a, b));
     drop_schema(&url, &schema).await;
 }
 

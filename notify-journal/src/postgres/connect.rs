@@ -2,6 +2,7 @@
 //! otherwise (see `tls.rs`).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -16,8 +17,11 @@ use super::tls::{self, PgSslMode, PgTls};
 use crate::error::StorageError;
 
 /// Opens connections to one server; holds the parsed config, never its text.
+#[derive(Clone)]
 pub(crate) struct Connector {
     config: Config,
+    /// Whether the connection string named the connections (`application_name`).
+    named: bool,
     /// `None`: plain text.
     tls: Option<MakeRustlsConnect>,
     mode: PgSslMode,
@@ -115,11 +119,13 @@ impl Connector {
         if config.get_tcp_user_timeout().is_none() {
             config.tcp_user_timeout(op_timeout.max(Duration::from_secs(1)));
         }
-        if config.get_application_name().is_none() {
+        let named = config.get_application_name().is_some();
+        if !named {
             config.application_name("notify-journal");
         }
         Ok(Self {
             config,
+            named,
             tls,
             mode,
             timeout,
@@ -130,6 +136,16 @@ impl Connector {
     /// The TLS mode in force.
     pub(crate) fn mode(&self) -> PgSslMode {
         self.mode
+    }
+
+    /// The same, naming its connections `name` unless the connection string named
+    /// them.
+    fn named(&self, name: &str) -> Self {
+        let mut named = self.clone();
+        if !self.named {
+            named.config.application_name(name);
+        }
+        named
     }
 
     /// Connects (over TLS unless the mode is `disable`), spawning the connection's
@@ -205,5 +221,85 @@ where
                 break;
             }
         }
+    }
+}
+
+/// Opens PostgreSQL connections exactly as a [`PgJournal`](super::PgJournal) opens its
+/// own, for a component that keeps tables beside the journal (e.g. a directory of
+/// hosts): the same server and credentials (connection string, password, password
+/// file), the same TLS mode, roots and client certificate, the same connect timeout
+/// and keepalives, and the same session setup (`READ COMMITTED`, `lock_timeout` set
+/// to the operation timeout). Get one from
+/// [`PgJournal::connector`](super::PgJournal::connector); cloning it is cheap. It
+/// holds the parsed settings, never the connection string's text, and does not
+/// print the password.
+///
+/// The connections are the caller's: the journal neither counts nor closes them,
+/// and the connector keeps working after the journal is
+/// [closed](super::PgJournal::close).
+#[derive(Clone)]
+pub struct PgConnector {
+    inner: Arc<Connector>,
+}
+
+impl std::fmt::Debug for PgConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.inner, f)
+    }
+}
+
+impl PgConnector {
+    pub(crate) fn new(inner: Arc<Connector>) -> Self {
+        Self { inner }
+    }
+
+    /// The same connector, naming its connections `name` (`application_name`, as
+    /// `pg_stat_activity` shows it) instead of `notify-journal`, unless the connection
+    /// string named them (then its name is kept).
+    #[must_use]
+    pub fn application_name(&self, name: &str) -> Self {
+        Self {
+            inner: Arc::new(self.inner.named(name)),
+        }
+    }
+
+    /// The TLS mode its connections use (as [`PgJournal::ssl_mode`](super::PgJournal::ssl_mode)).
+    #[must_use]
+    pub fn ssl_mode(&self) -> PgSslMode {
+        self.inner.mode
+    }
+
+    /// The longest [`connect`](Self::connect) waits ([`PgOptions::connect_timeout`](super::PgOptions::connect_timeout)).
+    #[must_use]
+    pub fn connect_timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// Opens a connection, spawning its driver task on the current tokio runtime
+    /// (the task ends when the returned client is dropped or the connection breaks:
+    /// then the client's statements fail with
+    /// [`is_closed`](tokio_postgres::Error::is_closed) errors and the caller connects
+    /// again).
+    ///
+    /// # Errors
+    ///
+    /// [`PgOpenError::ConnectTimeout`] if the handshake and the session setup took
+    /// longer than the connect timeout, [`PgOpenError::TlsRefused`] if the TLS
+    /// handshake failed, [`PgOpenError::Unreachable`] for any other failure
+    /// (refused, reset, authentication failed, database missing; sanitized: the
+    /// operation and the SQLSTATE or I/O error kind only, no driver text).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the connection being opened.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (the driver task is spawned on it).
+    pub async fn connect(&self) -> Result<Client, PgOpenError> {
+        self.inner
+            .connect()
+            .await
+            .map_err(ConnectFailure::into_open_error)
     }
 }

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use crate::error::StorageError;
 
-/// Why [`PgJournal::connect`](super::PgJournal::connect) failed.
+/// Why [`PgJournal::connect`](super::PgJournal::connect) (or
+/// [`PgConnector::connect`](super::PgConnector::connect)) failed.
 ///
 /// No variant carries the connection string or a driver message (either may hold
 /// credentials or host names); storage failures carry a SQLSTATE and a fixed text.

@@ -20,7 +20,8 @@
 //! * `lease/`: leases (acquire and release, renewal, reads, their connections, the
 //!   `LISTEN` for lease changes); `retention.rs`: session end, purge, tombstones, imported
 //!   states; `stats.rs`: counts and compaction;
-//! * `connect.rs`: opening connections; `tls/`: TLS settings, conninfo keys, the
+//! * `connect.rs`: opening connections ([`PgConnector`], the same for a companion
+//!   component); `tls/`: TLS settings, conninfo keys, the
 //!   mode in force, the rustls config, verifiers, refusals; `passfile.rs`:
 //!   passwords; `options.rs`: [`PgOptions`]; `error.rs`: errors and sanitizing.
 //!
@@ -105,6 +106,7 @@ use tokio::task::JoinHandle;
 
 pub use ack_in_tx::PgAppendStatement;
 pub use append_with::{PgAppendWithError, PgAppendedWith};
+pub use connect::PgConnector;
 pub use error::{PgOpenError, PgTlsRefusal};
 pub use options::{LeasePolicy, PgOptions};
 pub use schema::MigrationMode;

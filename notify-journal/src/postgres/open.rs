@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use notify_types::Uuid;
 
-use super::connect::{self, Connector};
+use super::connect::{self, Connector, PgConnector};
 use super::error::PgOpenError;
 use super::options::PgOptions;
 use super::read_conn::{ConnSlot, ReaderConn, ReaderSlot, prepare_within};
@@ -156,6 +156,14 @@ impl PgJournal {
     #[must_use]
     pub fn ssl_mode(&self) -> PgSslMode {
         self.connector.mode()
+    }
+
+    /// A connector that opens connections exactly as this journal opens its own
+    /// (server, credentials, TLS, connect timeout, session setup), for a component
+    /// that keeps its own connection beside the journal: see [`PgConnector`].
+    #[must_use]
+    pub fn connector(&self) -> PgConnector {
+        PgConnector::new(Arc::clone(&self.connector))
     }
 
     /// This journal's identity as a lease holder (fresh for every `connect`).

@@ -76,7 +76,9 @@ pub use config::{
     ServeConfig, TlsFiles,
 };
 pub use console::{JournalCounts, JournalInspect, PgInspect};
-pub use directory::{HostRow, NoDirectory, OwnerDirectory, PgDirectory};
+pub use directory::{
+    DIRECTORY_APPLICATION_NAME, HostRow, NoDirectory, OwnerDirectory, PgDirectory, PgDirectoryError,
+};
 pub use error::{ApiError, PROBLEM_JSON};
 pub use keys::{KeyError, KeySet, SignKey, VerifyKey};
 pub use metrics::install_prometheus;

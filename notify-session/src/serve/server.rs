@@ -25,6 +25,18 @@ use crate::{HostBuilder, HostError};
 
 /// How often the advertisement is written again.
 const ADVERTISE_EVERY: Duration = Duration::from_secs(60);
+/// How soon an advertisement that could not be written is tried again (the
+/// directory reconnects by itself).
+const ADVERTISE_RETRY: Duration = Duration::from_secs(5);
+
+/// The wait before the next advertisement, after one that was written or not.
+fn next_advertisement(written: bool) -> Duration {
+    if written {
+        ADVERTISE_EVERY
+    } else {
+        ADVERTISE_RETRY
+    }
+}
 
 /// Why the server could not start (or stop cleanly).
 #[derive(Debug, thiserror::Error)]
@@ -176,16 +188,17 @@ impl ServerBuilder {
         let _ = state.inner.host.set(Arc::clone(&host));
         console::spawn(&state);
         let directory = Arc::clone(&state.inner.directory);
-        directory.advertise(holder, base_url.clone()).await;
+        let advertised = directory.advertise(holder, base_url.clone()).await;
         let advertising = tokio::spawn({
             let directory = Arc::clone(&directory);
             let url = base_url.clone();
             let mut stop = stop_rx;
             async move {
+                let mut wait = next_advertisement(advertised);
                 loop {
                     tokio::select! {
-                        () = tokio::time::sleep(ADVERTISE_EVERY) => {
-                            directory.advertise(holder, url.clone()).await;
+                        () = tokio::time::sleep(wait) => {
+                            wait = next_advertisement(directory.advertise(holder, url.clone()).await);
                         }
                         () = crate::serve::state::until_true(&mut stop) => break,
                     }

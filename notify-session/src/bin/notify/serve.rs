@@ -219,21 +219,16 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
                 9,
             )
         })?;
-        let mut pg_config: tokio_postgres::Config = conninfo
-            .parse()
-            .map_err(|e| usage(format!("--postgres: {e}")))?;
-        if pg_config.get_password().is_none()
-            && let Ok(password) = std::env::var("PGPASSWORD")
-        {
-            pg_config.password(password);
+        // The directory connects as the journal does (TLS, password, timeouts), and
+        // reconnects by itself: one that cannot connect now is kept and tries again.
+        let directory = PgDirectory::new(&journal.connector(), &schema);
+        if let Err(e) = directory.connect().await {
+            tracing::warn!(
+                error = %chain(&e),
+                "the host directory is not connected yet (it keeps trying): until it is, requests for sessions other hosts own are answered 421 without their URL"
+            );
         }
-        let builder = match PgDirectory::connect(&pg_config, &schema).await {
-            Ok(directory) => builder.directory(directory),
-            Err(e) => {
-                tracing::warn!(error = %e, "no host directory: requests for sessions other hosts own are answered 421 without their URL");
-                builder
-            }
-        };
+        let builder = builder.directory(directory);
         let journal = Arc::new(journal);
         builder
             .inspect(Arc::new(PgInspect::new(Arc::clone(&journal), schema)))
