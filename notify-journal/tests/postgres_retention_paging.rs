@@ -138,7 +138,9 @@ async fn whole_journal_operations_run_in_bounded_statements() {
 /// The deep verify reads the heads page by page alongside the frames (memory for a
 /// page of each, whatever the number of sessions), and its report is the same
 /// whatever the page: damage before, at and after page boundaries, sessions without
-/// frames, a head behind its log and a tail cut off.
+/// frames, a head behind its log, a tail cut off, and frames whose session has no
+/// row (orphans: on the code before they were never read, and the report was clean
+/// of them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_reports_the_same_whatever_the_page() {
     let Some(url) = database_url("verify_reports_the_same_whatever_the_page") else {
@@ -197,6 +199,20 @@ async fn verify_reports_the_same_whatever_the_page() {
         .await
         .unwrap();
     }
+    // Two frames of a session with no row (copies of a session's frames, moved under
+    // an ID between the first two sessions': the orphans sit inside a page).
+    let mut between = *sessions[0].as_uuid().as_bytes();
+    between[15] = between[15].wrapping_add(1);
+    let rowless = Uuid::from_bytes(between);
+    assert!(rowless > *sessions[0].as_uuid() && rowless < *sessions[1].as_uuid());
+    raw.batch_execute(&format!(
+        "CREATE TEMP TABLE moved AS SELECT * FROM \"{schema}\".frames WHERE session = '{}';
+         UPDATE moved SET session = '{rowless}';
+         INSERT INTO \"{schema}\".frames SELECT * FROM moved;",
+        sessions[1].as_uuid()
+    ))
+    .await
+    .unwrap();
     let report = |rows: usize, max: usize| {
         let (url, schema) = (url.clone(), schema.clone());
         async move {
@@ -207,13 +223,19 @@ async fn verify_reports_the_same_whatever_the_page() {
         }
     };
     let whole = report(1024, 100).await;
-    assert_eq!(whole.problem_count, 6, "{whole}");
+    assert_eq!(whole.problem_count, 8, "{whole}");
     assert_eq!(whole.sessions, 12);
+    let orphans = whole
+        .problems
+        .iter()
+        .filter(|p| matches!(p, notify_journal::Problem::Orphan { location } if location.contains(&rowless.to_string())))
+        .count();
+    assert_eq!(orphans, 2, "{whole}");
     for rows in [1, 2, 3, 5] {
         assert_eq!(report(rows, 100).await, whole, "pages of {rows}");
     }
     // Fewer problems kept: the first ones, and every one counted.
-    for max in 0..6 {
+    for max in 0..8 {
         let r = report(2, max).await;
         assert_eq!(r.problems, whole.problems[..max].to_vec(), "keeping {max}");
         assert_eq!(r.problem_count, whole.problem_count);

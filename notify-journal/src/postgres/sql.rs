@@ -143,13 +143,15 @@ impl Sql {
                  WHERE h.session = $1
                  ORDER BY f.seq"
             ),
-            // Purged sessions' frames are being removed: not checked. (`h.session >= $1`
-            // starts the sessions' side of the join at the page too.)
+            // Purged sessions' frames are being removed: not checked. A frame whose
+            // session has no row at all is kept (the last column says so): no log
+            // reaches it. (`h.session >= $1` starts the sessions' side of the join at
+            // the page too.)
             verify_frames: format!(
-                "SELECT f.session, f.seq, f.key, f.bytes, f.checksum
-                 FROM {s}.frames f JOIN {s}.sessions h ON h.session = f.session
-                 WHERE (f.session, f.seq) > ($1, $2) AND h.session >= $1
-                   AND h.purged_at IS NULL
+                "SELECT f.session, f.seq, f.key, f.bytes, f.checksum, h.session IS NULL
+                 FROM {s}.frames f LEFT JOIN {s}.sessions h
+                   ON h.session = f.session AND h.session >= $1
+                 WHERE (f.session, f.seq) > ($1, $2) AND h.purged_at IS NULL
                  ORDER BY f.session, f.seq LIMIT $3"
             ),
             sessions_after: format!(

@@ -113,8 +113,9 @@ impl PgJournal {
 
     /// The deep integrity check: every frame's checksum (frames written before schema
     /// version 3 have none and are only decoded) and decoding, each frame's key and
-    /// session against its row, every session's log contiguous from 1, and every
-    /// session's `last_seq` equal to its last frame. Purged sessions are skipped: their
+    /// session against its row, every session's log contiguous from 1, every
+    /// session's `last_seq` equal to its last frame, and every frame belonging to a
+    /// session row (else [`Problem::Orphan`]). Purged sessions are skipped: their
     /// logs are being removed, and no read answers them.
     ///
     /// Reads page by page ([`PgOptions::page_rows`](super::PgOptions::page_rows) rows per
@@ -169,12 +170,20 @@ impl PgJournal {
                 let key: Uuid = row.try_get(2).map_err(get)?;
                 let bytes: &[u8] = row.try_get(3).map_err(get)?;
                 let checksum: Option<i32> = row.try_get(4).map_err(get)?;
+                let rowless: bool = row.try_get(5).map_err(get)?;
                 cursor = (session, seq_raw);
+                report.frames += 1;
+                report.bytes += bytes.len() as u64;
+                if rowless {
+                    // No session row: no log, head or read reaches it.
+                    report.push(Problem::Orphan {
+                        location: format!("frames row (session {session}, seq {seq_raw})"),
+                    });
+                    continue;
+                }
                 let seq = seq_u64(seq_raw).map_err(JournalError::Storage)?;
                 let sid = SessionId::from_uuid(session);
-                report.frames += 1;
                 report.keys += 1;
-                report.bytes += bytes.len() as u64;
                 let expected = match current {
                     Some((s, last)) if s == session => last + 1,
                     done => {
