@@ -534,3 +534,45 @@ async fn a_hidden_key_of_a_session_read_back_into_a_filter_is_damage() {
     hidden_key_2_is_refused(&j, s).await;
     j.close();
 }
+
+/// A close stops a deep verify under way: it answers `Closed` at its next entry, and
+/// the file is released without waiting for the whole check (a server shutting down
+/// with a verify running from its console must not hold the file for minutes).
+///
+/// On the code before, the verify ran to its end and answered its report.
+#[test]
+fn a_close_stops_a_verify_under_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let options =
+        RedbOptions::default().durability(notify_journal::RedbDurability::NonDurableForTestsOnly);
+    let journal = RedbJournal::open(&path, options).unwrap();
+    let rt = common::runtime();
+    // Enough frames that the check lasts far longer than it takes to close.
+    for s in 0..40u128 {
+        let records = (0..1_000).map(|i| command(session(s + 1), i)).collect();
+        rt.block_on(journal.append_all(session(s + 1), records, None))
+            .unwrap();
+    }
+    let checking = {
+        let journal = journal.clone();
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            (journal.verify_blocking(10), started.elapsed())
+        })
+    };
+    // Closed once the check is under way (it reads the first entries at once).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let closing = std::time::Instant::now();
+    journal.close();
+    let closed_after = closing.elapsed();
+    let (answer, took) = checking.join().unwrap();
+    assert!(
+        matches!(answer, Err(JournalError::Closed)),
+        "the verify ran on to {answer:?} in {took:?}"
+    );
+    println!("verify stopped after {took:?}; close took {closed_after:?}");
+    // Released: the file opens again.
+    drop(journal);
+    assert!(RedbJournal::open(&path, RedbOptions::default()).is_ok());
+}

@@ -230,7 +230,7 @@ impl RedbReader {
     /// [`JournalError::Storage`] when the check itself cannot read; damage is reported
     /// in the report.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        verify::database(self.db(), max_problems)
+        verify::database(self.db(), max_problems, &mut || true)
     }
 
     /// Runs a blocking read on tokio's blocking pool inside a runtime, else inline.

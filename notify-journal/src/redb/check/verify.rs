@@ -123,13 +123,15 @@ pub(crate) fn file(path: &Path, max_problems: usize) -> Result<VerifyReport, Ope
     })
 }
 
-/// The deep check of an open database (either handle's): [`logical`], a panic of the
-/// storage engine contained.
+/// The deep check of an open database (either handle's): [`logical_paced`], a panic
+/// of the storage engine contained; `go_on` answering `false` stops it
+/// ([`JournalError::Closed`]).
 pub(crate) fn database(
     db: &impl ReadableDatabase,
     max_problems: usize,
+    go_on: Pace<'_>,
 ) -> Result<VerifyReport, JournalError> {
-    contained(|| logical(db, max_problems))
+    contained(|| logical_paced(db, max_problems, go_on))
 }
 
 /// The logical check in one read transaction: frames, positions, index entries and

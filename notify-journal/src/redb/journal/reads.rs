@@ -129,12 +129,19 @@ impl RedbJournal {
     /// ([`VerifyReport::engine`] says so); [`verify_file`](Self::verify_file) runs both
     /// on a journal no process has open.
     ///
+    /// A [`close`](Self::close) (on any clone) stops a check under way: it answers
+    /// [`JournalError::Closed`], and the file is released without waiting for it.
+    ///
     /// # Errors
     ///
-    /// [`JournalError::Closed`] or [`JournalError::Storage`] when the check itself
-    /// cannot read; damage is reported in the report, not as an error.
+    /// [`JournalError::Closed`] (closed before or during the check) or
+    /// [`JournalError::Storage`] when the check itself cannot read; damage is
+    /// reported in the report, not as an error.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        verify::database(&*self.inner.db()?, max_problems)
+        let queue = &self.inner.queue;
+        verify::database(&*self.inner.db()?, max_problems, &mut || {
+            !queue.is_closing()
+        })
     }
 
     /// The deep integrity check of [`verify_blocking`](Self::verify_blocking) plus

@@ -191,7 +191,7 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
         .map_err(|e| (format!("cannot install the metrics recorder: {e}"), 9))?;
     let builder = Server::builder(config).metrics(metrics);
     let failed = |e: ServeError| (chain(&e), 9);
-    let server = if let Some(path) = &args.journal {
+    let (server, journal) = if let Some(path) = &args.journal {
         let journal = RedbJournal::open(path, RedbOptions::default()).map_err(|e| {
             (
                 format!("cannot open the journal {}: {e}", path.display()),
@@ -199,11 +199,12 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
             )
         })?;
         let journal = Arc::new(journal);
-        builder
+        let server = builder
             .inspect(Arc::clone(&journal) as Arc<dyn JournalInspect>)
-            .start(SessionHost::builder(journal).capacity(args.capacity))
+            .start(SessionHost::builder(Arc::clone(&journal)).capacity(args.capacity))
             .await
-            .map_err(failed)?
+            .map_err(failed)?;
+        (server, Opened::Redb(journal))
     } else if let Some(conninfo) = &args.postgres {
         let schema = args
             .schema
@@ -230,11 +231,12 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
         }
         let builder = builder.directory(directory);
         let journal = Arc::new(journal);
-        builder
+        let server = builder
             .inspect(Arc::new(PgInspect::new(Arc::clone(&journal), schema)))
-            .start(SessionHost::builder(journal).capacity(args.capacity))
+            .start(SessionHost::builder(Arc::clone(&journal)).capacity(args.capacity))
             .await
-            .map_err(failed)?
+            .map_err(failed)?;
+        (server, Opened::Pg(journal))
     } else {
         return Err(usage("give --journal PATH or --postgres CONNINFO".into()));
     };
@@ -244,5 +246,26 @@ async fn serve(args: ServeArgs) -> Result<(), (String, u8)> {
         server.local_addr(),
         server.base_url()
     );
-    server.run_until(shutdown_signal()).await.map_err(failed)
+    let served = server.run_until(shutdown_signal()).await.map_err(failed);
+    journal.close().await;
+    served
+}
+
+/// The journal the server ran on, closed once it has shut down: what still reads it
+/// then (a verify the console started) stops, and the file or connections are let go.
+enum Opened {
+    Redb(Arc<RedbJournal>),
+    Pg(Arc<PgJournal>),
+}
+
+impl Opened {
+    async fn close(self) {
+        match self {
+            // It waits for the writer thread: off the runtime.
+            Self::Redb(journal) => {
+                let _ = tokio::task::spawn_blocking(move || journal.close()).await;
+            }
+            Self::Pg(journal) => journal.close().await,
+        }
+    }
 }

@@ -6,9 +6,12 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use std::time::Duration;
+
 use notify_journal::VerifyReport;
 use notify_types::Timestamp;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::super::keys::KeySet;
 use super::census::Census;
@@ -80,7 +83,10 @@ impl Console {
 /// verify), and its last result, where the pages read it. [`begin`](Self::begin)
 /// answers a [`Ticket`] only when none runs; the ticket's
 /// [`finish`](Ticket::finish) keeps the result and frees the flight (dropped
-/// unfinished, it frees the flight and keeps the previous result).
+/// unfinished, it frees the flight and keeps the previous result). A run of a second
+/// or more is followed by a rest of [`REST_FACTOR`] times its length, in which no run
+/// begins: a whole-journal job runs at most a fifth of the time, however often it is
+/// asked for.
 #[derive(Debug)]
 pub(crate) struct Flight<T> {
     state: Arc<Mutex<Flying<T>>>,
@@ -93,6 +99,31 @@ struct Flying<T> {
     /// Since when one runs.
     running: Option<Timestamp>,
     last: Option<T>,
+    /// Until when the flight rests after its last run.
+    rest_until: Option<Instant>,
+}
+
+/// A run's rest, in multiples of its length.
+pub(crate) const REST_FACTOR: u32 = 4;
+/// Runs shorter than this rest not at all.
+const RESTED_RUN: Duration = Duration::from_secs(1);
+
+/// Why [`Flight::begin`] gave no ticket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Busy {
+    /// A run is under way.
+    Running,
+    /// The last run ended recently: the next may begin after this long.
+    Resting(Duration),
+}
+
+impl<T> Flying<T> {
+    /// Frees the flight after a run that began at `started`.
+    fn end(&mut self, started: Instant) {
+        self.running = None;
+        let took = started.elapsed();
+        self.rest_until = (took >= RESTED_RUN).then(|| Instant::now() + took * REST_FACTOR);
+    }
 }
 
 impl<T> Default for Flight<T> {
@@ -101,6 +132,7 @@ impl<T> Default for Flight<T> {
             state: Arc::new(Mutex::new(Flying {
                 running: None,
                 last: None,
+                rest_until: None,
             })),
             done: Arc::new(watch::channel(0).0),
         }
@@ -112,18 +144,32 @@ impl<T> Flight<T> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A ticket to run the job, or `None` when one runs already.
-    pub(crate) fn begin(&self) -> Option<Ticket<T>> {
+    /// A ticket to run the job, unless one runs or the flight rests.
+    pub(crate) fn begin(&self) -> Result<Ticket<T>, Busy> {
         let mut state = self.lock();
         if state.running.is_some() {
-            return None;
+            return Err(Busy::Running);
+        }
+        let now = Instant::now();
+        if let Some(until) = state.rest_until
+            && until > now
+        {
+            return Err(Busy::Resting(until - now));
         }
         state.running = Some(Timestamp::now());
-        Some(Ticket {
+        Ok(Ticket {
             state: Arc::clone(&self.state),
             done: Arc::clone(&self.done),
+            started: now,
             finished: false,
         })
+    }
+
+    /// How long the flight still rests after its last run, if it does.
+    pub(crate) fn resting(&self) -> Option<Duration> {
+        let until = self.lock().rest_until?;
+        let now = Instant::now();
+        (until > now).then(|| until - now)
     }
 
     /// Since when a run is under way, if one is.
@@ -150,6 +196,7 @@ impl<T> Flight<T> {
 pub(crate) struct Ticket<T> {
     state: Arc<Mutex<Flying<T>>>,
     done: Arc<watch::Sender<u64>>,
+    started: Instant,
     finished: bool,
 }
 
@@ -159,7 +206,7 @@ impl<T> Ticket<T> {
         {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             state.last = Some(result);
-            state.running = None;
+            state.end(self.started);
         }
         self.finished = true;
         self.done.send_modify(|n| *n += 1);
@@ -172,7 +219,7 @@ impl<T> Drop for Ticket<T> {
             self.state
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .running = None;
+                .end(self.started);
             self.done.send_modify(|n| *n += 1);
         }
     }
@@ -216,10 +263,14 @@ mod tests {
     fn one_run_at_a_time_and_its_result_kept() {
         let flight: Flight<u32> = Flight::default();
         let ticket = flight.begin();
-        assert!(ticket.is_some() && flight.running().is_some());
-        assert!(flight.begin().is_none(), "a second run while one runs");
+        assert!(ticket.is_ok() && flight.running().is_some());
+        assert_eq!(
+            flight.begin().err(),
+            Some(Busy::Running),
+            "a second run while one runs"
+        );
         let finished = flight.finished();
-        if let Some(t) = ticket {
+        if let Ok(t) = ticket {
             t.finish(7);
         }
         assert!(finished.has_changed().unwrap_or(false));
@@ -227,6 +278,36 @@ mod tests {
         // A run dropped unfinished frees the flight and keeps the last result.
         drop(flight.begin());
         assert_eq!((flight.running(), flight.last()), (None, Some(7)));
-        assert!(flight.begin().is_some());
+        // Short runs rest not at all.
+        assert!(flight.begin().is_ok());
+    }
+
+    /// A run of a second or more rests four times its length: asked for again and
+    /// again, a whole-journal job runs at most a fifth of the time.
+    #[tokio::test(start_paused = true)]
+    async fn a_long_run_rests_four_times_its_length() {
+        let flight: Flight<u32> = Flight::default();
+        let ticket = flight.begin().ok();
+        tokio::time::advance(Duration::from_secs(3)).await;
+        if let Some(t) = ticket {
+            t.finish(1);
+        }
+        assert_eq!(
+            flight.begin().err(),
+            Some(Busy::Resting(Duration::from_secs(12)))
+        );
+        assert_eq!(flight.resting(), Some(Duration::from_secs(12)));
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(matches!(flight.begin(), Err(Busy::Resting(_))));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let again = flight.begin();
+        assert!(again.is_ok(), "rested");
+        // A run cut short (its ticket dropped) rests the same.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        drop(again);
+        assert_eq!(
+            flight.begin().err(),
+            Some(Busy::Resting(Duration::from_secs(8)))
+        );
     }
 }

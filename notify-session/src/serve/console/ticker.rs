@@ -45,7 +45,8 @@ pub(crate) fn spawn(state: &AppState) {
             };
             let console = &census_state.inner.console;
             // A "Count now" under way counts for this round.
-            let Some(ticket) = console.census.begin() else {
+            // (Or one that ran recently rests.)
+            let Ok(ticket) = console.census.begin() else {
                 continue;
             };
             let reader = host.reader();

@@ -17,7 +17,8 @@ use super::super::VerifyRun;
 use super::super::html::{Html, Nav, frame_refreshing};
 use super::super::login::LoggedIn;
 use super::{secs, time};
-use crate::serve::state::AppState;
+use crate::serve::console::kept::{Busy, REST_FACTOR};
+use crate::serve::state::{AppState, until_true};
 
 /// The most problems a verify from the console names.
 const PROBLEMS: usize = 50;
@@ -119,6 +120,14 @@ pub(crate) async fn page(
             h.raw("<p class=\"note\">A verify was already running: no second one was started.</p>");
         }
     }
+    if let Some(rest) = console.verify.resting() {
+        h.raw("<p class=\"note\">")
+            .text(format!(
+                "The next verify may start in {} s: after a run, the console waits {REST_FACTOR} times as long before another (a whole-journal check runs at most a fifth of the time).",
+                rest.as_secs() + 1
+            ))
+            .raw("</p>");
+    }
     match console.verify.last() {
         None if running.is_none() => {
             h.raw(
@@ -169,13 +178,22 @@ pub(crate) async fn run(State(state): State<AppState>) -> Response {
     let Some(inspect) = console.inspect.clone() else {
         return Redirect::to("/console/integrity").into_response();
     };
-    let Some(ticket) = console.verify.begin() else {
-        return Redirect::to("/console/integrity?verify=already-running").into_response();
+    let ticket = match console.verify.begin() {
+        Ok(ticket) => ticket,
+        Err(Busy::Running) => {
+            return Redirect::to("/console/integrity?verify=already-running").into_response();
+        }
+        Err(Busy::Resting(_)) => return Redirect::to("/console/integrity").into_response(),
     };
     let mut finished = console.verify.finished();
+    let mut drain = state.drain_signal();
     tokio::spawn(async move {
         let started = Instant::now();
-        let report = inspect.verify(PROBLEMS).await.map_err(|e| e.to_string());
+        // A shutdown abandons the run (the ticket, dropped, frees the flight).
+        let report = tokio::select! {
+            r = inspect.verify(PROBLEMS) => r.map_err(|e| e.to_string()),
+            () = until_true(&mut drain) => return,
+        };
         ticket.finish(VerifyRun {
             at: Timestamp::now(),
             took: started.elapsed(),
@@ -318,5 +336,29 @@ mod tests {
         let body = page(&app, "/console/integrity").await;
         assert!(body.contains("The verify could not read"), "{body}");
         assert_eq!(slow.began.load(Ordering::SeqCst), 1);
+    }
+
+    /// A shutdown abandons a verify the console started: the run ends with the drain
+    /// (its flight freed, nothing kept), instead of holding the journal while the
+    /// server exits.
+    ///
+    /// On the code before, the run went on until the journal answered.
+    #[tokio::test]
+    async fn a_shutdown_abandons_a_verify_under_way() {
+        let slow = Arc::new(Slow::default());
+        let inspect: Arc<dyn JournalInspect> = slow.clone();
+        let state = super::super::super::kept::test_state(Some(inspect), true);
+        let app = super::super::super::router(&state).with_state(state.clone());
+        let posted = tokio::spawn(app.clone().oneshot(post("/console/integrity/verify")));
+        slow.until_began(1).await;
+        let mut finished = state.inner.console.verify.finished();
+        state.begin_drain();
+        tokio::time::timeout(std::time::Duration::from_secs(10), finished.changed())
+            .await
+            .expect("the verify ended with the drain")
+            .unwrap_or_default();
+        assert!(state.inner.console.verify.running().is_none());
+        assert!(state.inner.console.verify.last().is_none(), "nothing kept");
+        posted.abort();
     }
 }

@@ -12,7 +12,8 @@ use super::super::login::LoggedIn;
 use super::integrity::{RELOAD, WAIT};
 use super::{FRAME_BUDGET, secs, time};
 use crate::serve::console::census::{self, MAX_PENDING, MAX_PENDING_FRAMES, MAX_WALK};
-use crate::serve::state::AppState;
+use crate::serve::console::kept::{Busy, REST_FACTOR};
+use crate::serve::state::{AppState, until_true};
 
 /// `POST /console/census`: takes a census in the background unless one is under way
 /// (the five-minutely one or another "Count now": then it says so), waits up to
@@ -22,14 +23,23 @@ pub(crate) async fn recount(State(state): State<AppState>) -> Response {
         return Redirect::to("/console/").into_response();
     };
     let console = &state.inner.console;
-    let Some(ticket) = console.census.begin() else {
-        return Redirect::to("/console/?census=already-running").into_response();
+    let ticket = match console.census.begin() {
+        Ok(ticket) => ticket,
+        Err(Busy::Running) => {
+            return Redirect::to("/console/?census=already-running").into_response();
+        }
+        Err(Busy::Resting(_)) => return Redirect::to("/console/").into_response(),
     };
     let mut finished = console.census.finished();
     let reader = host.reader();
     let inspect = console.inspect.clone();
+    let mut drain = state.drain_signal();
     tokio::spawn(async move {
-        ticket.finish(census::take(reader.as_ref(), inspect.as_ref()).await);
+        // A shutdown abandons the census (the ticket, dropped, frees the flight).
+        tokio::select! {
+            c = census::take(reader.as_ref(), inspect.as_ref()) => ticket.finish(c),
+            () = until_true(&mut drain) => {}
+        }
     });
     let _ = tokio::time::timeout(WAIT, finished.changed()).await;
     Redirect::to("/console/").into_response()
@@ -151,6 +161,15 @@ pub(crate) async fn page(
                 } else {
                     ""
                 }
+            ),
+        );
+    }
+    if let Some(rest) = console.census.resting() {
+        h.dt(
+            "next count",
+            format!(
+                "may start in {} s (after a census the console waits {REST_FACTOR} times as long before another)",
+                rest.as_secs() + 1
             ),
         );
     }
