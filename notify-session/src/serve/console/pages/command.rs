@@ -8,11 +8,14 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use notify_journal::{JournalError, SessionState};
-use notify_types::{CommandId, JournalRecord, SessionId, abandoned_event_id, consumed_event_id};
+use notify_types::{
+    CommandId, JournalRecord, LoopId, SessionId, abandoned_event_id, consumed_event_id,
+};
 
 use super::super::html::{Html, Nav, frame};
 use super::super::login::LoggedIn;
 use super::{PageError, state_words, time, uuid};
+use crate::Session;
 use crate::serve::locate::payload_digest;
 use crate::serve::state::AppState;
 
@@ -122,7 +125,7 @@ async fn render(
                         .as_ref()
                         .unwrap_or(&JournalRecord::Command(n.clone())),
                 );
-                retry = format!(
+                let journal_answer = format!(
                     "the same body: 200 duplicate of seq {seq} (nothing written){}; another body under this ID: 409 collision, stored_sha256 {digest}",
                     if st.is_ended() {
                         ", even though the session ended"
@@ -130,6 +133,16 @@ async fn render(
                         ""
                     }
                 );
+                retry = if st.is_ended() {
+                    // An ended session answers from its journal alone.
+                    journal_answer
+                } else {
+                    live_retry(
+                        host.session(session).as_ref(),
+                        Some(n.loop_id()),
+                        &journal_answer,
+                    )
+                };
             }
             (Some(seq), _) => {
                 h.dt(
@@ -143,10 +156,17 @@ async fn render(
                     "journal",
                     "this session's log does not hold this command ID",
                 );
+                let held = host.session(session);
                 retry = if st.is_ended() {
                     "410 ended: the session takes no new command".to_owned()
+                } else if held.is_none() && reader.last_seq(session).await.map_err(journal)? == 0 {
+                    "404 session_not_found: the session has no frame and is not open here (open it with PUT first)".to_owned()
                 } else {
-                    "201 accepted: a delivery now would be new".to_owned()
+                    live_retry(
+                        held.as_ref(),
+                        None,
+                        "201 accepted: a delivery now would be new",
+                    )
                 };
             }
         }
@@ -185,4 +205,23 @@ pub(crate) async fn page(
     render(&state, &s, &c, logged_in)
         .await
         .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// What a retry of a live session's command would be answered: `journal_answer` once it
+/// reaches the journal, which only a host serving the session with the command's loop
+/// (`loop_id`, when known) registered lets it do (the contract checks the loop before
+/// the journal).
+fn live_retry(held: Option<&Session>, loop_id: Option<LoopId>, journal_answer: &str) -> String {
+    match (held, loop_id) {
+        (None, _) => format!(
+            "not served here now: a delivery here is answered not_owner (307 or 421), or opens the session here if no host serves it; then {journal_answer}, once its loop is registered (404 loop_not_found before)"
+        ),
+        (Some(s), Some(l)) if s.loops().contains(&l) => journal_answer.to_owned(),
+        (Some(_), Some(l)) => format!(
+            "404 loop_not_found: loop {l} is not registered here (nothing written); once it is, {journal_answer}"
+        ),
+        (Some(_), None) => format!(
+            "{journal_answer} if its loop is registered here, else 404 loop_not_found (nothing written)"
+        ),
+    }
 }
