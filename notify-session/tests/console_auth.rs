@@ -363,6 +363,10 @@ async fn over_plain_http_off_loopback_only_a_read_only_key_logs_in() {
     let base = format!("http://127.0.0.1:{port}");
     let http = browser();
 
+    // The form asks for a read-only key before anything is typed.
+    let form = get(&http, &format!("{base}/console/login"), None).await;
+    let form = form.text().await.unwrap();
+    assert!(form.contains("never type an API secret here"), "{form}");
     let (status, cookie, _) = login(&http, &base, &secret).await;
     assert_eq!(
         (status, cookie),

@@ -37,6 +37,19 @@ impl Drop for Undo<'_> {
     }
 }
 
+/// Tells the lease table that an open returned (see [`LeaseTable::open_returned`]).
+struct OpenReturned<'a> {
+    table: &'a LeaseTable,
+    session: SessionId,
+    generation: u64,
+}
+
+impl Drop for OpenReturned<'_> {
+    fn drop(&mut self) {
+        self.table.open_returned(self.session, self.generation);
+    }
+}
+
 /// Opens `session` here: the one path for [`SessionHost::open`](crate::SessionHost::open)
 /// and for adoption (`adopted`). A session served here already is answered as is. A
 /// failed restore or start holds the session off this host's adoption for a backoff
@@ -152,6 +165,14 @@ async fn open_placement<J: JournalLeases + 'static>(
         let _ = inner.journal.release_lease(session).await;
         return Err(HostError::ShutDown);
     }
+    // However this open ends (cancelled too), a stop of its placement that began
+    // before it started waits for it to return: until then the open may still tell
+    // the application of this placement.
+    let _returned = OpenReturned {
+        table: &inner.table,
+        session,
+        generation,
+    };
     metrics::leases_held(inner.table.len());
     let report = match restore(session, fenced.as_ref()).await {
         Ok(report) => report,
@@ -177,7 +198,7 @@ async fn open_placement<J: JournalLeases + 'static>(
         });
     }
     undo.armed = false;
-    if !inner.table.mark_started(session) {
+    if !inner.table.mark_started(session, generation) {
         // Lost, or the host shut down, while starting: the stop ran before the
         // application registered (all) its loops, so shut them here.
         for loop_id in hosted.loops() {

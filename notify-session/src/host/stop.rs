@@ -57,7 +57,7 @@ impl Stopping {
         if self.held.started {
             self.app.stopped(self.session, self.why);
         }
-        self.table.stopped(self.session);
+        self.table.stopped(self.session, self.held.generation);
     }
 }
 

@@ -11,9 +11,11 @@
 //! renewal answers afterwards.
 //!
 //! **Architecture Invariant:** a session whose stop has begun is not opened here again
-//! until that stop has told the application: the application hears a placement's
-//! stop before the next one's start, and the stop's release (under the same holder)
-//! never releases the next placement's lease.
+//! until that stop has told the application and, for a placement stopped before it
+//! started, until its open has returned: the application hears a placement's stop
+//! before the next one's start, and the stop's release (under the same holder) never
+//! releases the next placement's lease. A stopping session is known to the keeper, so
+//! a renewal never releases it as a stray either.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -52,13 +54,24 @@ struct State {
     opening: HashSet<SessionId>,
     /// Sessions whose stop has begun and not finished (appends in flight, loops,
     /// release, telling the application): not opened again until it has.
-    stopping: HashSet<SessionId>,
+    stopping: HashMap<SessionId, Stopping>,
     /// Sessions this host leaves alone for a while (given up, lost, failing to start).
     hold_off: HoldOff,
     /// The last placement generation handed out.
     generation: u64,
     /// Set once by shutdown: nothing more is opened.
     closed: bool,
+}
+
+/// A stop under way, of placement `generation`. It ends once the stop has finished
+/// and, for a placement stopped before it started, once its open has given up too
+/// (the open goes on until it sees the stop: the application must not hear of that
+/// placement after the next one started).
+#[derive(Debug, Clone, Copy)]
+struct Stopping {
+    generation: u64,
+    stop_done: bool,
+    open_done: bool,
 }
 
 /// A host's leases.
@@ -116,7 +129,7 @@ impl LeaseTable {
         }
         // A placement still stopping would tell the application it stopped after the
         // new one started, and its appends in flight could still commit.
-        if state.opening.contains(&session) || state.stopping.contains(&session) {
+        if state.opening.contains(&session) || state.stopping.contains_key(&session) {
             return Err(BeginRefusal::Opening);
         }
         if state.held.len() + state.opening.len() >= capacity {
@@ -155,16 +168,17 @@ impl LeaseTable {
             .collect()
     }
 
-    /// Marks `session` started; `false` if it is no longer held (lost meanwhile).
-    pub(crate) fn mark_started(&self, session: SessionId) -> bool {
+    /// Marks placement `generation` of `session` started; `false` if it is no longer
+    /// held (lost or stopped meanwhile).
+    pub(crate) fn mark_started(&self, session: SessionId, generation: u64) -> bool {
         let mut state = self.lock();
         match state.held.get_mut(&session) {
-            Some(h) => {
+            Some(h) if h.generation == generation => {
                 h.started = true;
                 state.hold_off.started(session);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -183,14 +197,40 @@ impl LeaseTable {
         let mut state = self.lock();
         let held = state.held.remove(&session)?;
         state.hold_off.gone(session, now);
-        state.stopping.insert(session);
+        state.stopping.insert(
+            session,
+            Stopping {
+                generation: held.generation,
+                stop_done: false,
+                open_done: held.started,
+            },
+        );
         Some(held)
     }
 
-    /// Ends a stop begun by [`begin_stop`](Self::begin_stop): `session` may be opened
-    /// here again.
-    pub(crate) fn stopped(&self, session: SessionId) {
-        self.lock().stopping.remove(&session);
+    /// The stop of placement `generation` begun by [`begin_stop`](Self::begin_stop) has
+    /// finished: `session` may be opened here again, unless that placement's open is
+    /// still going on.
+    pub(crate) fn stopped(&self, session: SessionId, generation: u64) {
+        self.end_stopping(session, generation, |s| s.stop_done = true);
+    }
+
+    /// The open of placement `generation` has returned: if that placement was stopped
+    /// before it started, `session` may be opened here again once the stop finished.
+    pub(crate) fn open_returned(&self, session: SessionId, generation: u64) {
+        self.end_stopping(session, generation, |s| s.open_done = true);
+    }
+
+    fn end_stopping(&self, session: SessionId, generation: u64, done: impl FnOnce(&mut Stopping)) {
+        let mut state = self.lock();
+        if let Some(s) = state.stopping.get_mut(&session)
+            && s.generation == generation
+        {
+            done(s);
+            if s.stop_done && s.open_done {
+                state.stopping.remove(&session);
+            }
+        }
     }
 
     /// Records a successful renewal of `session` under `epoch` that started at
@@ -215,10 +255,12 @@ impl LeaseTable {
         }
     }
 
-    /// Whether `session` is held or being opened here.
+    /// Whether `session` is held, being opened or being stopped here.
     pub(crate) fn knows(&self, session: SessionId) -> bool {
         let state = self.lock();
-        state.held.contains_key(&session) || state.opening.contains(&session)
+        state.held.contains_key(&session)
+            || state.opening.contains(&session)
+            || state.stopping.contains_key(&session)
     }
 
     /// The sessions whose deadline has passed at `now`.
@@ -288,5 +330,65 @@ impl LeaseTable {
     /// Whether the host is shut down.
     pub(crate) fn is_closed(&self) -> bool {
         self.lock().closed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(session: SessionId, generation: u64, started: bool) -> Held {
+        let now = Instant::now();
+        Held {
+            session: Session::headless(session),
+            generation,
+            epoch: 1,
+            renewed: now,
+            deadline: now + Duration::from_secs(60),
+            started,
+        }
+    }
+
+    /// A started placement's stop: the session is known (a renewal that finds its lease
+    /// does not release it as a stray) and not opened again until the stop finished.
+    #[test]
+    fn a_stopping_session_is_known_and_not_opened_until_its_stop_finished() {
+        let table = LeaseTable::default();
+        let id = SessionId::new();
+        assert_eq!(table.begin_open(id, 8), Ok(()));
+        assert!(table.insert(held(id, 1, true)));
+        assert!(table.begin_stop(id, Instant::now()).is_some());
+        assert!(table.knows(id), "a stopping session is known");
+        assert_eq!(table.begin_open(id, 8), Err(BeginRefusal::Opening));
+        // Another placement's end changes nothing.
+        table.stopped(id, 2);
+        assert_eq!(table.begin_open(id, 8), Err(BeginRefusal::Opening));
+        table.stopped(id, 1);
+        assert!(!table.knows(id));
+        assert_eq!(table.begin_open(id, 8), Ok(()));
+    }
+
+    /// A placement stopped before it started: its open goes on until it sees the stop,
+    /// so the session is opened again only once both the stop finished and the open
+    /// returned; the open cannot mark the next placement started.
+    #[test]
+    fn a_placement_stopped_before_it_started_waits_for_its_open() {
+        let table = LeaseTable::default();
+        let id = SessionId::new();
+        assert_eq!(table.begin_open(id, 8), Ok(()));
+        assert!(table.insert(held(id, 1, false)));
+        assert!(table.begin_stop(id, Instant::now()).is_some());
+        table.stopped(id, 1);
+        assert_eq!(
+            table.begin_open(id, 8),
+            Err(BeginRefusal::Opening),
+            "its open is still going on"
+        );
+        assert!(!table.mark_started(id, 1), "stopped: not started");
+        table.open_returned(id, 1);
+        assert_eq!(table.begin_open(id, 8), Ok(()));
+        assert!(table.insert(held(id, 2, false)));
+        assert!(!table.mark_started(id, 1), "an earlier placement's open");
+        assert!(table.mark_started(id, 2));
     }
 }

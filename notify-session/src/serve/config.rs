@@ -154,7 +154,7 @@ impl ServeConfig {
 /// Whether `url` can be handed to clients as a base URL: an absolute `http` or
 /// `https` URL with a host, and no credentials, query or fragment (a path prefix, for a
 /// proxy in front, is allowed).
-fn advertisable(url: &str) -> bool {
+pub(crate) fn advertisable(url: &str) -> bool {
     let Ok(uri) = url.parse::<axum::http::Uri>() else {
         return false;
     };

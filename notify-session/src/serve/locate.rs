@@ -221,10 +221,13 @@ pub(crate) async fn not_owner(
         Some(holder) => state.inner.directory.url_of(holder).await,
         None => None,
     }
-    // This server's own URL: the owner is an earlier run of this server (killed and
-    // restarted at the same address) whose lease has not run out yet. Sending the
-    // client here again would loop: it retries after the answer's `Retry-After`.
-    .filter(|base| base.trim_end_matches('/') != state.inner.base_url.trim_end_matches('/'));
+    // Only a URL a client can follow (a row an older build wrote may not be one)...
+    .filter(|base| super::config::advertisable(base))
+    // ...and not this server's own: the owner is an earlier run of this server
+    // (killed and restarted at the same address) whose lease has not run out yet.
+    // Sending the client here again would loop: it retries after the answer's
+    // `Retry-After`.
+    .filter(|base| !same_base(base, &state.inner.base_url));
     let location = owner_url
         .as_ref()
         .map(|base| {
@@ -268,4 +271,11 @@ pub(crate) async fn with_owner(state: &AppState, e: ApiError, uri: &Uri) -> ApiE
         }
         other => other,
     }
+}
+
+/// Whether two base URLs name the same place: compared without case (scheme and host
+/// are case-insensitive) and without trailing slashes.
+fn same_base(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/')
+        .eq_ignore_ascii_case(b.trim_end_matches('/'))
 }

@@ -74,6 +74,8 @@ struct Inner {
     path: PathBuf,
     /// `None` once closed; readers clone the `Arc` for the length of one read.
     db: RwLock<Option<Arc<Database>>>,
+    /// Set as [`close`](RedbJournal::close) begins: long reads (the deep verify) stop.
+    closing: std::sync::atomic::AtomicBool,
     queue: Arc<Queue>,
     /// The writer's state, for appenders that lead (`writer/lead.rs`).
     lead: Arc<Lead>,
@@ -98,6 +100,8 @@ impl Drop for Inner {
 
 impl Inner {
     fn close(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Release);
         if let Some(scrub) = &self.scrub {
             scrub.stop();
         }
@@ -115,6 +119,12 @@ impl Inner {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+    }
+
+    /// Whether [`close`](RedbJournal::close) has begun (not a writer stopped by a
+    /// panic: the file is still open and readable then).
+    fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn db(&self) -> Result<Arc<Database>, JournalError> {

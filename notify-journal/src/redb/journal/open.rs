@@ -132,6 +132,7 @@ impl RedbJournal {
             inner: Arc::new(Inner {
                 path,
                 db: RwLock::new(Some(db)),
+                closing: std::sync::atomic::AtomicBool::new(false),
                 queue,
                 lead,
                 writer: Mutex::new(Some(writer)),

@@ -138,10 +138,8 @@ impl RedbJournal {
     /// [`JournalError::Storage`] when the check itself cannot read; damage is
     /// reported in the report, not as an error.
     pub fn verify_blocking(&self, max_problems: usize) -> Result<VerifyReport, JournalError> {
-        let queue = &self.inner.queue;
-        verify::database(&*self.inner.db()?, max_problems, &mut || {
-            !queue.is_closing()
-        })
+        let inner = &self.inner;
+        verify::database(&*inner.db()?, max_problems, &mut || !inner.is_closing())
     }
 
     /// The deep integrity check of [`verify_blocking`](Self::verify_blocking) plus

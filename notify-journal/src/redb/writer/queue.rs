@@ -309,11 +309,6 @@ impl Queue {
     }
 
     /// Stops accepting requests and wakes the writer so it can drain and exit.
-    /// Whether [`close`](Self::close) was called: long reads (the deep verify) stop.
-    pub(crate) fn is_closing(&self) -> bool {
-        self.closing.load(Ordering::Acquire)
-    }
-
     pub(crate) fn close(&self) {
         let mut st = lock(&self.state);
         st.closed = true;

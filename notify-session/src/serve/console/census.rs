@@ -82,6 +82,7 @@ pub(crate) async fn take(
                 Ok(SessionState::Live) => {
                     census.live += 1;
                     if census.pending_sessions < MAX_PENDING
+                        && census.pending_frames < MAX_PENDING_FRAMES
                         && let Ok(head) = reader.last_seq(session).await
                         && head <= FRAME_BUDGET
                         && census.pending_frames + head <= MAX_PENDING_FRAMES

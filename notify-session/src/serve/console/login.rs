@@ -140,13 +140,25 @@ pub(crate) struct LoginQuery {
     why: Option<String>,
 }
 
-fn login_page(status: StatusCode, next: &str, message: Option<&'static str>) -> Response {
+/// The form; `private`: a key typed in cannot be read on the way (see
+/// `Console::private`), else it asks for a read-only key only.
+fn login_page(
+    status: StatusCode,
+    next: &str,
+    message: Option<&'static str>,
+    private: bool,
+) -> Response {
     let mut h = Html::default();
     h.raw("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/console/assets/console.css\"><title>Log in · notify console</title></head><body><form class=\"login\" method=\"post\" action=\"/console/login\"><h1>notify console</h1>");
     if let Some(m) = message {
         h.raw("<p class=\"bad\">").raw(m).raw("</p>");
     }
-    h.raw("<label for=\"key\">A key this server accepts: <code>whsec_…</code> or a read-only <code>whro_…</code></label>")
+    if private {
+        h.raw("<label for=\"key\">A key this server accepts: <code>whsec_…</code> or a read-only <code>whro_…</code></label>");
+    } else {
+        h.raw("<label for=\"key\">A read-only key <code>whro_…</code>: this server speaks plain HTTP to other machines, so never type an API secret here</label>");
+    }
+    h
         .raw("<input id=\"key\" name=\"key\" type=\"password\" autocomplete=\"off\" required autofocus>")
         .raw("<input type=\"hidden\" name=\"next\" value=\"")
         .text(next)
@@ -156,13 +168,21 @@ fn login_page(status: StatusCode, next: &str, message: Option<&'static str>) -> 
 }
 
 /// `GET /console/login`.
-pub(crate) async fn form(axum::extract::Query(q): axum::extract::Query<LoginQuery>) -> Response {
+pub(crate) async fn form(
+    State(state): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<LoginQuery>,
+) -> Response {
     let message = match q.why.as_deref() {
         Some("expired") => Some("Your login expired: log in again."),
         Some(_) => Some("Your login was not accepted (the server restarted?): log in again."),
         None => None,
     };
-    login_page(StatusCode::OK, safe_next(q.next.as_deref()), message)
+    login_page(
+        StatusCode::OK,
+        safe_next(q.next.as_deref()),
+        message,
+        state.inner.console.private,
+    )
 }
 
 /// The login form's fields.
@@ -190,8 +210,9 @@ pub(crate) async fn submit(State(state): State<AppState>, Form(form): Form<Login
             StatusCode::UNAUTHORIZED,
             &next,
             Some(
-                "This server speaks plain HTTP to other machines: log in with a read-only key (whro_…), never an API secret.",
+                "This server speaks plain HTTP to other machines: log in with a read-only key (whro_…), never an API secret. A secret typed here has crossed the network in the clear: rotate it.",
             ),
+            false,
         );
     }
     if !console.keys.opens_console(&form.key, console.cookie.salt()) {
@@ -200,6 +221,7 @@ pub(crate) async fn submit(State(state): State<AppState>, Form(form): Form<Login
             StatusCode::UNAUTHORIZED,
             &next,
             Some("That key is not one this server accepts."),
+            console.private,
         );
     }
     let cookie = format!(
