@@ -3,6 +3,7 @@
 //! hosts with their URLs and the sessions each holds (from `serve_hosts` and
 //! `leases`); the sessions page filtered by owner shows only that host's session, with
 //! its lease epoch; integrity says PostgreSQL has no scrub and its verify is clean;
+//! a command page predicts a delivery to a session another host holds as routed;
 //! the overview's frame count never reads the frames table.
 //! Needs `NOTIFY_TEST_DATABASE_URL` (default: the local test database).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -97,6 +98,26 @@ async fn hosts_leases_and_verify_on_postgres() {
     assert_eq!(r.status(), StatusCode::OK, "followed to the page");
     let integrity = r.text().await.unwrap();
     assert!(integrity.contains("Clean: every frame"), "{integrity}");
+    // A session opened on B and never written to: A's command page predicts that a
+    // delivery at A is routed to B, as the API answers it (not "404 session_not_found").
+    let fresh = SessionId::new();
+    let at_b = Client::new(&b.url, None);
+    assert_eq!(at_b.open(fresh).await.status, StatusCode::CREATED);
+    let command = page(&format!(
+        "{}/console/sessions/{fresh}/commands/{}",
+        a.url,
+        notify_types::CommandId::new()
+    ))
+    .await;
+    assert!(
+        command.contains("not served here: a delivery here is answered not_owner"),
+        "{command}"
+    );
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    let at_a = serve_support::Client::with_http(&a.url, None, no_redirects);
+    let answer = at_a.deliver(&completion(fresh, LoopId::new())).await;
+    assert_eq!(answer.str("reason"), "not_owner", "{answer:?}");
+
     drop(a);
     drop(b);
     drop_schema(&url, &schema).await;

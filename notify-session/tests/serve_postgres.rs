@@ -21,6 +21,17 @@ use serve_support::{Client, Server, Start, completion, drop_schema, new_secret, 
 /// The directory's `application_name` (notify_session::serve::DIRECTORY_APPLICATION_NAME).
 const DIRECTORY_APP: &str = "notify-serve-directory";
 
+/// A fresh schema for a fleet's journal, and a new secret in a key file (its folder
+/// held by the caller).
+fn fleet() -> (String, String, tempfile::TempDir, std::path::PathBuf) {
+    let schema = format!("serve_{}", Uuid::new_v4().simple());
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("keys");
+    let secret = new_secret();
+    std::fs::write(&key_file, &secret).unwrap();
+    (schema, secret, dir, key_file)
+}
+
 fn start(url: &str, schema: &str, key_file: &std::path::Path) -> Server {
     Server::start(
         &Start::postgres(url, schema)
@@ -36,11 +47,7 @@ async fn the_wrong_host_names_and_redirects_to_the_owner() {
     let Some(url) = database_url("serve_postgres") else {
         return;
     };
-    let schema = format!("serve_{}", Uuid::new_v4().simple());
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("keys");
-    let secret = new_secret();
-    std::fs::write(&key_file, &secret).unwrap();
+    let (schema, secret, _dir, key_file) = fleet();
     let mut a = start(&url, &schema, &key_file);
     let b = start(&url, &schema, &key_file);
     let no_redirects = || reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
@@ -222,11 +229,7 @@ async fn the_directory_reconnects_after_its_backend_was_terminated() {
     let Some(url) = database_url("serve_postgres") else {
         return;
     };
-    let schema = format!("serve_{}", Uuid::new_v4().simple());
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("keys");
-    let secret = new_secret();
-    std::fs::write(&key_file, &secret).unwrap();
+    let (schema, secret, _dir, key_file) = fleet();
     let a = start(&url, &schema, &key_file);
     let mut b = start(&url, &schema, &key_file);
     let no_redirects = || reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
@@ -300,11 +303,7 @@ async fn the_directory_connects_over_tls_as_the_journal_does() {
         " "
     };
     let tls_url = format!("{url}{sep}sslmode=require");
-    let schema = format!("serve_{}", Uuid::new_v4().simple());
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("keys");
-    let secret = new_secret();
-    std::fs::write(&key_file, &secret).unwrap();
+    let (schema, secret, _dir, key_file) = fleet();
     let a = start(&tls_url, &schema, &key_file);
     let b = start(&tls_url, &schema, &key_file);
     let no_redirects = || reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
@@ -347,11 +346,7 @@ async fn a_host_restarted_at_its_address_never_redirects_to_itself() {
     let Some(url) = database_url("serve_postgres") else {
         return;
     };
-    let schema = format!("serve_{}", Uuid::new_v4().simple());
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("keys");
-    let secret = new_secret();
-    std::fs::write(&key_file, &secret).unwrap();
+    let (schema, secret, _dir, key_file) = fleet();
     let mut first = start(&url, &schema, &key_file);
     let (s, l) = (SessionId::new(), LoopId::new());
     let at_first = Client::new(&first.url, Some(&secret));

@@ -274,6 +274,13 @@ impl PgDirectory {
         Ok(client)
     }
 
+    /// No connect before the backoff has passed (which doubles, up to its bound).
+    async fn back_off(&self) {
+        let mut conn = self.conn.lock().await;
+        conn.retry_at = Some(Instant::now() + conn.backoff);
+        conn.backoff = (conn.backoff * 2).min(MAX_BACKOFF);
+    }
+
     /// Forgets `client` if it is still the current connection.
     async fn discard(&self, client: &Arc<tokio_postgres::Client>) {
         let mut conn = self.conn.lock().await;
@@ -290,7 +297,8 @@ impl PgDirectory {
     /// Runs `statement` (bounded by [`STATEMENT_TIMEOUT`]) on the connection. One
     /// that meets a broken connection drops it and runs once more on a fresh one
     /// (every statement of the directory may run twice: upserts, deletes, reads); one
-    /// that times out drops its connection and fails.
+    /// that times out drops its connection and fails, and the next connect waits for
+    /// the backoff.
     async fn run<T, F, Fut>(&self, statement: F) -> Result<T, PgDirectoryError>
     where
         F: Fn(Arc<tokio_postgres::Client>) -> Fut,
@@ -311,7 +319,10 @@ impl PgDirectory {
                 }
                 Ok(Err(e)) => return Err(PgDirectoryError::Statement(e)),
                 Err(_) => {
+                    // A database that accepts connections but stalls: no fresh
+                    // connection per statement, the backoff first.
                     self.discard(&client).await;
+                    self.back_off().await;
                     return Err(PgDirectoryError::Timeout(STATEMENT_TIMEOUT));
                 }
             }

@@ -157,8 +157,19 @@ async fn render(
                     "this session's log does not hold this command ID",
                 );
                 let held = host.session(session);
+                // Another host's live lease: the API routes the delivery there first
+                // (a session with no frame may be open on another host).
+                let elsewhere = match &held {
+                    None => host
+                        .lease_info(session)
+                        .await
+                        .is_ok_and(|l| l.live && l.holder != Some(host.holder_id())),
+                    Some(_) => false,
+                };
                 retry = if st.is_ended() {
                     "410 ended: the session takes no new command".to_owned()
+                } else if elsewhere {
+                    "not served here: a delivery here is answered not_owner (307 to the host whose lease it is, or 421), and answered there".to_owned()
                 } else if held.is_none() && reader.last_seq(session).await.map_err(journal)? == 0 {
                     "404 session_not_found: the session has no frame and is not open here (open it with PUT first)".to_owned()
                 } else {
