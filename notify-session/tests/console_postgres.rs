@@ -156,10 +156,7 @@ async fn the_engines_figures_never_read_the_frames_table() {
         .unwrap();
     let inspect = PgInspect::new(Arc::clone(&journal), schema.clone());
 
-    let (mut locker, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let mut locker = serve_support::pg_client(&url).await;
     let lock = locker.transaction().await.unwrap();
     lock.batch_execute(&format!(
         "LOCK TABLE \"{schema}\".frames IN ACCESS EXCLUSIVE MODE"

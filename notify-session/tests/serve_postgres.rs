@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use notify_testkit::postgres::database_url;
 use notify_types::{LoopId, SessionId, Uuid};
 use reqwest::StatusCode;
-use serve_support::{Client, Server, Start, completion, drop_schema, new_secret, polled};
+use serve_support::{
+    Client, Server, Start, completion, drop_schema, new_secret, pg_client, polled,
+};
 
 /// The directory's `application_name` (notify_session::serve::DIRECTORY_APPLICATION_NAME).
 const DIRECTORY_APP: &str = "notify-serve-directory";
@@ -157,14 +159,6 @@ fn tcp_ports_of(pid: u32) -> Vec<i32> {
     ports
 }
 
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-}
-
 /// Terminates the backends of `server`'s connections that are not the journal's
 /// (`notify-journal`): its host directory's. Waits for them to exit; returns their
 /// application names.
@@ -235,7 +229,7 @@ async fn the_directory_reconnects_after_its_backend_was_terminated() {
     let no_redirects = || reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
     let at_a = Client::with_http(&a.url, Some(&secret), no_redirects());
     let at_b = Client::with_http(&b.url, Some(&secret), no_redirects());
-    let db = connect(&url).await;
+    let db = pg_client(&url).await;
 
     let (s, l) = (SessionId::new(), LoopId::new());
     assert_eq!(at_a.open(s).await.status, StatusCode::CREATED);
@@ -282,7 +276,7 @@ async fn the_directory_connects_over_tls_as_the_journal_does() {
     let Some(url) = database_url("serve_postgres") else {
         return;
     };
-    let db = connect(&url).await;
+    let db = pg_client(&url).await;
     let ssl: String = db.query_one("SHOW ssl", &[]).await.unwrap().get(0);
     if ssl != "on" {
         // In CI the database is set up with TLS: a server without it is a failure.

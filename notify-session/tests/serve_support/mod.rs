@@ -190,14 +190,20 @@ impl Drop for Server {
 
 /// Drops a test's PostgreSQL schema.
 pub(crate) async fn drop_schema(url: &str, schema: &str) {
+    pg_client(url)
+        .await
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
+
+/// A plain connection to the test database (its driver task spawned).
+pub(crate) async fn pg_client(url: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(conn);
     client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
 }
 
 /// Runs the binary to its exit (for refusals at start).
